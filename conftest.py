@@ -1,0 +1,3 @@
+"""Runs the Gherkin suite against the reference engine unless --iut says otherwise."""
+
+pytest_plugins = ["fixtures.plugin", "steps.setup_steps", "steps.session_steps", "steps.observe_steps"]

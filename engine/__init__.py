@@ -1,0 +1,14 @@
+"""The reference engine: a deterministic model of SQL Server Service Broker.
+
+It never reads a clock and starts no thread: every call carries the time it
+happens at, and work that falls due in between (timer notifications,
+WAITFOR time-outs, activated procedures finishing a message) runs in time
+order before the call is applied. The same calls therefore give the same
+event log, in process or behind any adapter.
+"""
+
+from engine.broker import Broker, BrokerError
+from engine.events import Event
+from engine.params import EngineParams
+
+__all__ = ["Broker", "BrokerError", "EngineParams", "Event"]

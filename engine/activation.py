@@ -1,0 +1,239 @@
+"""Queue monitors: whether activation is necessary, and whether it occurs.
+
+Each decision is a method of its own so that a reader of the code finds
+the rule it implements in one place (the docstring names it), and so that
+the kit's tests can build deliberately wrong brokers by overriding one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from engine.clockwork import Clockwork
+from engine.events import EventLog
+from engine.model import Message, Queue, QueueKey, ReaderBehaviour
+from engine.params import EngineParams
+from engine.receiving import Receiving, Session
+
+ARRIVAL = "message arrived"
+RECEIVE = "RECEIVE"
+ROLLBACK = "rollback"
+ALL_EXITED = "all procedures exited"
+ALTER = "ALTER QUEUE"
+TIMER = "timer notification"
+TIME_OUT = "external activation time-out"
+
+
+@dataclass
+class QueueMonitor:
+    key: QueueKey
+    last_empty_ms: int | None = None
+    last_activated_ms: int | None = None
+    notified_until_ms: int | None = None
+    cancel_time_out: Callable[[], None] = field(default=lambda: None)
+
+
+@dataclass
+class ActivatedTask:
+    key: QueueKey
+    ordinal: int
+    session: Session
+    procedure: ReaderBehaviour
+    cancel_work: Callable[[], None] = field(default=lambda: None)
+
+
+class QueueMonitors:
+    def __init__(
+        self,
+        queues: dict[QueueKey, Queue],
+        procedures: Callable[[QueueKey, str], ReaderBehaviour],
+        clock: Clockwork,
+        log: EventLog,
+        params: EngineParams,
+        new_session: Callable[[str], Session],
+    ) -> None:
+        self.queues = queues
+        self.procedures = procedures
+        self.clock = clock
+        self.log = log
+        self.params = params
+        self.new_session = new_session
+        self.receiving: Receiving  # set by the broker; the two refer to each other
+        self.monitors: dict[QueueKey, QueueMonitor] = {}
+        self.tasks: dict[QueueKey, list[ActivatedTask]] = {key: [] for key in queues}
+        self._ordinals: dict[QueueKey, int] = {key: 0 for key in queues}
+
+    # ------------------------------------------------------------ existence
+    def should_monitor(self, queue: Queue) -> bool:
+        """ACT-02: activation STATUS = ON or a QUEUE_ACTIVATION notification, nothing else."""
+        return queue.activation.status or bool(queue.notifications)
+
+    def sync(self, queue: Queue) -> None:
+        wanted = self.should_monitor(queue)
+        present = queue.key in self.monitors
+        if wanted and not present:
+            self.monitors[queue.key] = QueueMonitor(queue.key)
+            self.log.emit(self.clock.now_ms, "monitor_created", **queue.key.fields())
+        elif present and not wanted:
+            self.monitors.pop(queue.key).cancel_time_out()
+            self.log.emit(self.clock.now_ms, "monitor_removed", **queue.key.fields())
+
+    # ------------------------------------------------------------ decisions
+    def necessary(self, queue: Queue, monitor: QueueMonitor, trigger: str, arrived_on_empty: bool) -> str | None:
+        """ACT-06 and ACT-07: would a new queue reader have useful work? Returns the rule that says so."""
+        if trigger == ARRIVAL and arrived_on_empty and not self.tasks[queue.key]:
+            return "ACT-06"
+        if queue.unread() and self.waiting_readers(queue.key) == 0 and self.quiet(monitor):
+            return "ACT-07"
+        return None
+
+    def waiting_readers(self, key: QueueKey) -> int:
+        """ACT-07/ACT-08: sessions waiting in GET CONVERSATION GROUP or a RECEIVE without WHERE."""
+        return self.receiving.tasks_waiting(key)
+
+    def quiet(self, monitor: QueueMonitor) -> bool:
+        """ACT-07: no empty result from a RECEIVE without WHERE for a few seconds."""
+        if monitor.last_empty_ms is None:
+            return True
+        return self.clock.now_ms - monitor.last_empty_ms >= self.params.activation_empty_window_s * 1000
+
+    def internal_occurs(self, queue: Queue) -> bool:
+        """ACT-10: a new procedure only below MAX_QUEUE_READERS."""
+        return len(self.tasks[queue.key]) < queue.activation.max_queue_readers
+
+    def external_occurs(self, monitor: QueueMonitor) -> bool:
+        """ACT-12: no new notification while the last one's time-out runs."""
+        return monitor.notified_until_ms is None
+
+    def counts_empty(self, has_where: bool) -> bool:
+        """ACT-08: an empty RECEIVE with a WHERE clause does not count for ACT-07."""
+        return not has_where
+
+    # ----------------------------------------------------------- evaluation
+    def evaluate(self, queue: Queue, trigger: str, arrived_on_empty: bool = False) -> None:
+        """ACT-05: a trigger makes the monitor look, once the instant has settled."""
+        self.clock.settle(lambda: self._evaluate(queue, trigger, arrived_on_empty))
+
+    def _evaluate(self, queue: Queue, trigger: str, arrived_on_empty: bool) -> None:
+        monitor = self.monitors.get(queue.key)
+        if monitor is None:
+            return
+        reason = self.necessary(queue, monitor, trigger, arrived_on_empty)
+        if reason is None:
+            return
+        now = self.clock.now_ms
+        self.log.emit(now, "activation_necessary", rule=reason, trigger=trigger, **queue.key.fields())
+        if queue.activation.status and queue.activation.procedure_name:
+            if self.internal_occurs(queue):
+                self.start_procedure(queue, monitor)
+            else:
+                self.log.emit(now, "activation_withheld", reason="MAX_QUEUE_READERS", **queue.key.fields())
+        if queue.notifications:
+            if self.external_occurs(monitor):
+                self.notify(queue, monitor)
+            else:
+                self.log.emit(now, "activation_withheld", reason="notification time-out", **queue.key.fields())
+
+    def notify(self, queue: Queue, monitor: QueueMonitor) -> None:
+        now = self.clock.now_ms
+        for name in queue.notifications:
+            self.log.emit(
+                now, "event_notification", event_type="QUEUE_ACTIVATION", notification=name, **queue.key.fields()
+            )
+        monitor.last_activated_ms = now
+        until = now + self.params.external_activation_timeout_s * 1000
+        monitor.notified_until_ms = until
+        due = self.clock.at(until, lambda: self._time_out(queue, monitor))
+        monitor.cancel_time_out = lambda: setattr(due, "cancelled", True)
+
+    def _time_out(self, queue: Queue, monitor: QueueMonitor) -> None:
+        monitor.notified_until_ms = None
+        self.log.emit(self.clock.now_ms, "activation_time_out", **queue.key.fields())
+        self.evaluate(queue, TIME_OUT)
+
+    # ----------------------------------------------------------- procedures
+    def start_procedure(self, queue: Queue, monitor: QueueMonitor) -> None:
+        name = queue.activation.procedure_name or ""
+        self._ordinals[queue.key] += 1
+        ordinal = self._ordinals[queue.key]
+        session = self.new_session(f"{queue.key.queue}#{ordinal}")
+        task = ActivatedTask(queue.key, ordinal, session, self.procedures(queue.key, name))
+        self.tasks[queue.key].append(task)
+        monitor.last_activated_ms = self.clock.now_ms
+        self.log.emit(
+            self.clock.now_ms,
+            "procedure_started",
+            task=ordinal,
+            spid=session.spid,
+            procedure_name=name,
+            **queue.key.fields(),
+        )
+        self.clock.soon(lambda: self._next_receive(task))
+
+    def _running(self, task: ActivatedTask) -> bool:
+        return task in self.tasks[task.key]
+
+    def _next_receive(self, task: ActivatedTask) -> None:
+        if not self._running(task) or not task.procedure.receives:
+            return
+        self.receiving.begin(task.session)
+        self.receiving.receive(
+            task.session,
+            task.key,
+            top=task.procedure.receive_top,
+            waitfor_ms=task.procedure.waitfor_ms,
+            on_result=lambda rows, group: self._received(task, rows),
+        )
+
+    def _received(self, task: ActivatedTask, rows: list[Message]) -> None:
+        if not rows:
+            self.receiving.commit(task.session)
+            self.exit_procedure(task, "empty RECEIVE")
+            return
+        due = self.clock.at(self.clock.now_ms + task.procedure.work_ms, lambda: self._worked(task))
+        task.cancel_work = lambda: setattr(due, "cancelled", True)
+
+    def _worked(self, task: ActivatedTask) -> None:
+        self.receiving.commit(task.session)
+        self.clock.soon(lambda: self._next_receive(task))
+
+    def exit_procedure(self, task: ActivatedTask, reason: str) -> None:
+        task.cancel_work()
+        self.receiving.cancel_wait(task.session)
+        self.tasks[task.key].remove(task)
+        if task.session.in_transaction:
+            self.receiving.rollback(task.session)
+        self.log.emit(
+            self.clock.now_ms,
+            "procedure_exited",
+            task=task.ordinal,
+            spid=task.session.spid,
+            reason=reason,
+            **task.key.fields(),
+        )
+        if not self.tasks[task.key]:
+            self.evaluate(self.queues[task.key], ALL_EXITED)
+
+    def find_task(self, key: QueueKey, ordinal: int) -> ActivatedTask | None:
+        return next((t for t in self.tasks[key] if t.ordinal == ordinal), None)
+
+    # --------------------------------------------------- what readers tell us
+    def receive_called(self, queue: Queue) -> None:
+        """ACT-13: an application calling RECEIVE ends the notification's time-out."""
+        monitor = self.monitors.get(queue.key)
+        if monitor is not None and monitor.notified_until_ms is not None:
+            monitor.cancel_time_out()
+            monitor.notified_until_ms = None
+
+    def receive_finished(self, queue: Queue, *, empty: bool, has_where: bool) -> None:
+        monitor = self.monitors.get(queue.key)
+        if monitor is not None and empty and self.counts_empty(has_where):
+            monitor.last_empty_ms = self.clock.now_ms
+        self.evaluate(queue, RECEIVE)
+
+    def receive_waiting(self, queue: Queue) -> None:
+        self.evaluate(queue, RECEIVE)
+
+    def rolled_back(self, queue: Queue) -> None:
+        self.evaluate(queue, ROLLBACK)

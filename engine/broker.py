@@ -1,0 +1,313 @@
+"""The broker of a topology: the engine's one entry point."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.activation import ALTER, ARRIVAL, TIMER, QueueMonitors
+from engine.clockwork import Clockwork
+from engine.events import Event, EventLog
+from engine.model import Conversation, Instance, Message, Queue, QueueKey, ReaderBehaviour, Service
+from engine.params import EngineParams
+from engine.receiving import GET_CONVERSATION_GROUP, RECEIVE, Receiving, ReceivingError, Session
+from engine.topology import TopologyError, build
+
+FIRST_USER_SPID = 51
+
+
+class BrokerError(ValueError):
+    """A command the broker refuses; the message says why."""
+
+
+class Broker:
+    """Every public call takes the time it happens at, in epoch milliseconds.
+
+    Before applying a call the broker runs all work that fell due since the
+    previous one - timer notifications every ``timer_period_s`` from broker
+    start, WAITFOR time-outs, activated procedures finishing their work - in
+    time order.
+    """
+
+    monitors_class: type[QueueMonitors] = QueueMonitors
+
+    def __init__(self, topology: dict[str, Any], start_ms: int, params: EngineParams | None = None) -> None:
+        self.params = params or EngineParams.reference()
+        self.start_ms = start_ms
+        try:
+            self.instances: dict[str, Instance] = build(topology)
+        except TopologyError as exc:
+            raise BrokerError(str(exc)) from exc
+        self.clock = Clockwork(start_ms)
+        self.log = EventLog()
+        self.queues: dict[QueueKey, Queue] = {
+            q.key: q for i in self.instances.values() for d in i.databases.values() for q in d.queues.values()
+        }
+        self.sessions: dict[str, Session] = {}
+        self.conversations: dict[str, Conversation] = {}
+        self._next_spid = FIRST_USER_SPID
+        self._queuing_order = 0
+        self._notification = 0
+        self.monitors = self.monitors_class(
+            self.queues, self._procedure, self.clock, self.log, self.params, self._new_session
+        )
+        self.receiving = Receiving(self.queues, self.clock, self.log, self.monitors)
+        self.monitors.receiving = self.receiving
+        self.log.emit(start_ms, "broker_started")
+        for queue in self.queues.values():
+            self.monitors.sync(queue)
+        self._schedule_timer()
+
+    # ------------------------------------------------------------------ time
+    def advance(self, at_ms: int) -> None:
+        if at_ms < self.clock.now_ms:
+            raise BrokerError(
+                f"time cannot go back: the broker is at {self.clock.now_ms} ms, the call is at {at_ms} ms"
+            )
+        self.clock.run_until(at_ms)
+
+    def _schedule_timer(self) -> None:
+        period = self.params.timer_period_s * 1000
+        self.clock.at(self.start_ms + (self._notification + 1) * period, self._timer_notification)
+
+    def _timer_notification(self) -> None:
+        self._notification += 1
+        self.log.emit(self.clock.now_ms, "timer_notification", number=self._notification)
+        for key in list(self.monitors.monitors):
+            self.monitors.evaluate(self.queues[key], TIMER)
+        self._schedule_timer()
+
+    # ------------------------------------------------------------- lookups
+    def queue(self, key: QueueKey) -> Queue:
+        try:
+            return self.queues[key]
+        except KeyError:
+            raise BrokerError(
+                f"no queue {key.queue!r} in database {key.database!r} of instance {key.instance!r}"
+            ) from None
+
+    def _service(self, instance: str, database: str, name: str) -> Service:
+        try:
+            return self.instances[instance].databases[database].services[name]
+        except KeyError:
+            raise BrokerError(f"no service {name!r} in database {database!r} of instance {instance!r}") from None
+
+    def _procedure(self, key: QueueKey, name: str) -> ReaderBehaviour:
+        procedures = self.instances[key.instance].databases[key.database].procedures
+        if name not in procedures:
+            raise BrokerError(f"no procedure {name!r} is declared in database {key.database!r}")
+        return procedures[name]
+
+    def _conversation(self, dialog: str) -> Conversation:
+        try:
+            return self.conversations[dialog]
+        except KeyError:
+            raise BrokerError(f"no dialog {dialog!r} has been begun") from None
+
+    def _new_session(self, name: str) -> Session:
+        session = Session(name, self._next_spid)
+        self._next_spid += 1
+        self.sessions[name] = session
+        return session
+
+    def session(self, name: str) -> Session:
+        return self.sessions.get(name) or self._new_session(name)
+
+    def _locate(self, initiator: Service, target: str) -> Service:
+        # The initiating database first, then the others of the instance (RTL-3).
+        instance = self.instances[initiator.queue.instance]
+        first = instance.databases[initiator.queue.database]
+        for db in [first, *(d for d in instance.databases.values() if d is not first)]:
+            if target in db.services:
+                return db.services[target]
+        raise BrokerError(f"no service {target!r} in instance {instance.name!r}")
+
+    # ------------------------------------------------------------- commands
+    def begin_dialog(
+        self, at_ms: int, dialog: str, instance: str, database: str, from_service: str, to_service: str
+    ) -> dict[str, Any]:
+        self.advance(at_ms)
+        if dialog in self.conversations:
+            raise BrokerError(f"dialog {dialog!r} has already been begun")
+        initiator = self._service(instance, database, from_service)
+        target = self._locate(initiator, to_service)
+        conversation = Conversation(dialog, initiator, target, target.queue, group=dialog)
+        self.conversations[dialog] = conversation
+        self.log.emit(
+            at_ms,
+            "dialog_begun",
+            dialog=dialog,
+            target_service=target.name,
+            conversation_group=conversation.group,
+            **target.queue.fields(),
+        )
+        return {"dialog": dialog, "conversation_group": conversation.group}
+
+    def send(self, at_ms: int, dialog: str, message_type: str = "DEFAULT", body: str = "") -> dict[str, Any]:
+        self.advance(at_ms)
+        conversation = self._conversation(dialog)
+        queue = self.queues[conversation.queue]
+        self._queuing_order += 1
+        message = Message(
+            self._queuing_order, dialog, conversation.group, conversation.next_sequence, message_type, body, at_ms
+        )
+        conversation.next_sequence += 1
+        arrived_on_empty = queue.unread() == 0
+        queue.messages.append(message)
+        self.log.emit(
+            at_ms, "message_arrived", dialog=dialog, message_sequence_number=message.sequence, **queue.key.fields()
+        )
+        self.receiving.serve(queue.key)
+        self.monitors.evaluate(queue, ARRIVAL, arrived_on_empty)
+        self.clock.run_pending()
+        return {"message_sequence_number": message.sequence}
+
+    def begin_transaction(self, at_ms: int, session: str) -> None:
+        self._statement(at_ms, lambda: self.receiving.begin(self.session(session)))
+
+    def commit(self, at_ms: int, session: str) -> None:
+        self._statement(at_ms, lambda: self.receiving.commit(self.session(session)))
+
+    def rollback(self, at_ms: int, session: str) -> None:
+        self._statement(at_ms, lambda: self.receiving.rollback(self.session(session)))
+
+    def receive(
+        self,
+        at_ms: int,
+        session: str,
+        key: QueueKey,
+        *,
+        top: int | None = None,
+        where_dialog: str | None = None,
+        where_group: str | None = None,
+        waitfor_ms: int | None = None,
+        get_conversation_group: bool = False,
+    ) -> dict[str, Any]:
+        self.advance(at_ms)
+        self.queue(key)
+        if where_dialog is not None:
+            self._conversation(where_dialog)
+        outcome: dict[str, Any] = {"status": "waiting"}
+
+        def answered(rows: list[Message], group: str | None) -> None:
+            outcome.update(
+                status="empty" if group is None else "rows", rows=[m.row() for m in rows], conversation_group=group
+            )
+
+        statement = GET_CONVERSATION_GROUP if get_conversation_group else RECEIVE
+        self._statement(
+            at_ms,
+            lambda: self.receiving.receive(
+                self.session(session),
+                key,
+                statement=statement,
+                top=top,
+                where_dialog=where_dialog,
+                where_group=where_group,
+                waitfor_ms=waitfor_ms,
+                on_result=answered,
+            ),
+        )
+        return outcome
+
+    def alter_queue(
+        self,
+        at_ms: int,
+        key: QueueKey,
+        *,
+        status: bool | None = None,
+        procedure_name: str | None = None,
+        max_queue_readers: int | None = None,
+    ) -> None:
+        self.advance(at_ms)
+        queue = self.queue(key)
+        activation = queue.activation
+        if procedure_name is not None:
+            self._procedure(key, procedure_name)
+        if max_queue_readers is not None and max_queue_readers < 0:
+            raise BrokerError(f"MAX_QUEUE_READERS must be 0 or more, not {max_queue_readers}")
+        if (status if status is not None else activation.status) and not (procedure_name or activation.procedure_name):
+            raise BrokerError(f"ALTER QUEUE {key.queue}: activation STATUS = ON needs a PROCEDURE_NAME")
+        if status is not None:
+            activation.status = status
+        if procedure_name is not None:
+            activation.procedure_name = procedure_name
+        if max_queue_readers is not None:
+            activation.max_queue_readers = max_queue_readers
+        self.log.emit(at_ms, "queue_altered", **key.fields())
+        self.monitors.sync(queue)
+        self.monitors.evaluate(queue, ALTER)
+        self.clock.run_pending()
+
+    def create_event_notification(self, at_ms: int, name: str, key: QueueKey) -> None:
+        self.advance(at_ms)
+        queue = self.queue(key)
+        if name in queue.notifications:
+            raise BrokerError(f"event notification {name!r} already exists on queue {key.queue!r}")
+        queue.notifications.append(name)
+        self.monitors.sync(queue)
+
+    def drop_event_notification(self, at_ms: int, name: str, key: QueueKey) -> None:
+        self.advance(at_ms)
+        queue = self.queue(key)
+        if name not in queue.notifications:
+            raise BrokerError(f"no event notification {name!r} on queue {key.queue!r}")
+        queue.notifications.remove(name)
+        self.monitors.sync(queue)
+
+    def exit_procedure(self, at_ms: int, key: QueueKey, task: int) -> None:
+        self.advance(at_ms)
+        found = self.monitors.find_task(self.queue(key).key, task)
+        if found is None:
+            raise BrokerError(f"activated task {task} of queue {key.queue!r} is not running")
+        self.monitors.exit_procedure(found, "exited")
+        self.clock.run_pending()
+
+    def _statement(self, at_ms: int, run: Any) -> None:
+        self.advance(at_ms)
+        try:
+            run()
+        except ReceivingError as exc:
+            raise BrokerError(str(exc)) from exc
+        self.clock.run_pending()
+
+    # ---------------------------------------------------------- observations
+    def drain_events(self) -> list[Event]:
+        return self.log.drain()
+
+    def dm_broker_queue_monitors(self) -> list[dict[str, Any]]:
+        rows = []
+        for key, monitor in self.monitors.monitors.items():
+            queue = self.queues[key]
+            waiting = self.receiving.tasks_waiting(key)
+            running = len(self.monitors.tasks[key])
+            state = (
+                "NOTIFIED"
+                if monitor.notified_until_ms is not None
+                else ("RECEIVES_OCCURRING" if running or waiting else "INACTIVE")
+            )
+            rows.append(
+                {
+                    "database_id": queue.database_id,
+                    "queue_id": queue.queue_id,
+                    **key.fields(),
+                    "state": state,
+                    "last_empty_rowset_time": monitor.last_empty_ms,
+                    "last_activated_time": monitor.last_activated_ms,
+                    "tasks_waiting": waiting,
+                }
+            )
+        return rows
+
+    def dm_broker_activated_tasks(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "spid": task.session.spid,
+                "database_id": self.queues[key].database_id,
+                "queue_id": self.queues[key].queue_id,
+                **key.fields(),
+                "task": task.ordinal,
+                "procedure_name": self.queues[key].activation.procedure_name,
+            }
+            for key, tasks in self.monitors.tasks.items()
+            for task in tasks
+        ]

@@ -1,0 +1,34 @@
+"""The event log the engine writes as it works."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Event:
+    """One observable thing the broker did, at a time in epoch milliseconds."""
+
+    at_ms: int
+    kind: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"at_ms": self.at_ms, "kind": self.kind, **self.fields}
+
+
+class EventLog:
+    """Collects events; the adapter drains the new ones after every call."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._drained = 0
+
+    def emit(self, at_ms: int, kind: str, **fields: Any) -> None:
+        self.events.append(Event(at_ms, kind, fields))
+
+    def drain(self) -> list[Event]:
+        new = self.events[self._drained :]
+        self._drained = len(self.events)
+        return new

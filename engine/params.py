@@ -1,0 +1,24 @@
+"""The values the documents leave open, as the reference engine chose them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PROFILE_PATH = Path(__file__).with_name("profile.yaml")
+
+
+@dataclass(frozen=True)
+class EngineParams:
+    timer_period_s: int = 5
+    activation_empty_window_s: int = 5
+    external_activation_timeout_s: int = 60
+
+    @classmethod
+    def reference(cls) -> EngineParams:
+        data: dict[str, Any] = yaml.safe_load(PROFILE_PATH.read_text())["params"]
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)

@@ -1,0 +1,218 @@
+"""RECEIVE, GET CONVERSATION GROUP, conversation group locks and transactions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from engine.clockwork import Clockwork
+from engine.events import EventLog
+from engine.model import Message, Queue, QueueKey
+
+RECEIVE = "RECEIVE"
+GET_CONVERSATION_GROUP = "GET CONVERSATION GROUP"
+
+
+class ReceivingError(ValueError):
+    pass
+
+
+class QueueWatcher(Protocol):
+    """The queue monitor side: told what readers do, so it can decide on activation."""
+
+    def receive_called(self, queue: Queue) -> None: ...
+
+    def receive_finished(self, queue: Queue, *, empty: bool, has_where: bool) -> None: ...
+
+    def receive_waiting(self, queue: Queue) -> None: ...
+
+    def rolled_back(self, queue: Queue) -> None: ...
+
+
+@dataclass
+class Session:
+    name: str
+    spid: int
+    in_transaction: bool = False
+    locks: set[tuple[QueueKey, str]] = field(default_factory=set)
+    received: list[tuple[QueueKey, Message]] = field(default_factory=list)
+    wait: Wait | None = None
+
+
+@dataclass
+class Wait:
+    session: Session
+    queue: QueueKey
+    statement: str
+    top: int | None
+    where_dialog: str | None
+    where_group: str | None
+    on_result: Callable[[list[Message], str | None], None]
+    cancel_deadline: Callable[[], None] = lambda: None
+
+    @property
+    def has_where(self) -> bool:
+        return self.where_dialog is not None or self.where_group is not None
+
+
+Result = Callable[[list[Message], str | None], None]
+
+
+class Receiving:
+    """Hands messages to readers, one reader per conversation group at a time."""
+
+    def __init__(self, queues: dict[QueueKey, Queue], clock: Clockwork, log: EventLog, watcher: QueueWatcher) -> None:
+        self.queues = queues
+        self.clock = clock
+        self.log = log
+        self.watcher = watcher
+        self.locks: dict[tuple[QueueKey, str], Session] = {}
+        self.waits: dict[QueueKey, list[Wait]] = {key: [] for key in queues}
+
+    # ------------------------------------------------------------ statements
+    def receive(
+        self,
+        session: Session,
+        key: QueueKey,
+        *,
+        statement: str = RECEIVE,
+        top: int | None = None,
+        where_dialog: str | None = None,
+        where_group: str | None = None,
+        waitfor_ms: int | None = None,
+        on_result: Result = lambda rows, group: None,
+    ) -> None:
+        if session.wait is not None:
+            raise ReceivingError(f"session {session.name!r} is already waiting in {session.wait.statement}")
+        queue = self.queues[key]
+        wait = Wait(session, key, statement, top, where_dialog, where_group, on_result)
+        self.watcher.receive_called(queue)
+        if self._try_serve(wait):
+            return
+        if not waitfor_ms:
+            self._finish(wait, [], None)
+            return
+        session.wait = wait
+        self.waits[key].append(wait)
+        due = self.clock.at(self.clock.now_ms + waitfor_ms, lambda: self._time_out(wait))
+        wait.cancel_deadline = lambda: setattr(due, "cancelled", True)
+        self.log.emit(
+            self.clock.now_ms,
+            "reader_waiting",
+            session=session.name,
+            statement=statement,
+            has_where=wait.has_where,
+            **key.fields(),
+        )
+        self.watcher.receive_waiting(queue)
+
+    def tasks_waiting(self, key: QueueKey) -> int:
+        """Sessions waiting in GET CONVERSATION GROUP or a RECEIVE without WHERE (ACT-07)."""
+        return sum(1 for wait in self.waits[key] if not wait.has_where)
+
+    def cancel_wait(self, session: Session) -> None:
+        wait = session.wait
+        if wait is not None:
+            wait.cancel_deadline()
+            self.waits[wait.queue].remove(wait)
+            session.wait = None
+
+    # ---------------------------------------------------------- transactions
+    def begin(self, session: Session) -> None:
+        if session.in_transaction:
+            raise ReceivingError(f"session {session.name!r} already has an open transaction")
+        session.in_transaction = True
+
+    def commit(self, session: Session) -> None:
+        self._require_transaction(session, "COMMIT")
+        touched = self._end_transaction(session)
+        self.log.emit(self.clock.now_ms, "transaction_committed", session=session.name)
+        for key in touched:
+            self.serve(key)
+
+    def rollback(self, session: Session) -> None:
+        self._require_transaction(session, "ROLLBACK")
+        returned = list(session.received)
+        touched = self._end_transaction(session)
+        for key, message in returned:
+            queue = self.queues[key]
+            queue.messages.append(message)
+            queue.messages.sort(key=lambda m: m.queuing_order)
+        self.log.emit(self.clock.now_ms, "transaction_rolled_back", session=session.name, returned=len(returned))
+        for key in touched:
+            self.serve(key)
+        for key in dict.fromkeys(key for key, _ in returned):
+            self.watcher.rolled_back(self.queues[key])
+
+    # ----------------------------------------------------------------- queue
+    def serve(self, key: QueueKey) -> None:
+        """Give waiting readers, first come first served, what has become available."""
+        for wait in list(self.waits[key]):
+            if wait in self.waits[key]:
+                self._try_serve(wait)
+
+    # -------------------------------------------------------------- internal
+    def _require_transaction(self, session: Session, statement: str) -> None:
+        if not session.in_transaction:
+            raise ReceivingError(f"{statement} in session {session.name!r}, which has no open transaction")
+
+    def _end_transaction(self, session: Session) -> list[QueueKey]:
+        touched = list(dict.fromkeys(key for key, _ in session.locks))
+        for lock in session.locks:
+            self.locks.pop(lock, None)
+        session.locks.clear()
+        session.received.clear()
+        session.in_transaction = False
+        return touched
+
+    def _matches(self, wait: Wait, message: Message) -> bool:
+        if wait.where_dialog is not None and message.dialog != wait.where_dialog:
+            return False
+        return wait.where_group is None or message.group == wait.where_group
+
+    def _pick_group(self, wait: Wait) -> str | None:
+        for message in self.queues[wait.queue].messages:
+            if not self._matches(wait, message):
+                continue
+            owner = self.locks.get((wait.queue, message.group))
+            if owner is None or owner is wait.session:
+                return message.group
+        return None
+
+    def _try_serve(self, wait: Wait) -> bool:
+        group = self._pick_group(wait)
+        if group is None:
+            return False
+        session = wait.session
+        rows: list[Message] = []
+        if wait.statement == RECEIVE:
+            queue = self.queues[wait.queue]
+            rows = [m for m in queue.messages if m.group == group and self._matches(wait, m)]
+            if wait.top is not None:
+                rows = rows[: wait.top]
+            taken = {id(m) for m in rows}
+            queue.messages = [m for m in queue.messages if id(m) not in taken]
+        if session.in_transaction:
+            self.locks[(wait.queue, group)] = session
+            session.locks.add((wait.queue, group))
+            session.received.extend((wait.queue, m) for m in rows)
+        self._finish(wait, rows, group)
+        return True
+
+    def _time_out(self, wait: Wait) -> None:
+        if wait.session.wait is wait:
+            self._finish(wait, [], None)
+
+    def _finish(self, wait: Wait, rows: list[Message], group: str | None) -> None:
+        if wait.session.wait is wait:
+            self.cancel_wait(wait.session)
+        empty = group is None
+        fields = {"session": wait.session.name, "statement": wait.statement, "has_where": wait.has_where}
+        if wait.statement == RECEIVE:
+            fields["rows"] = [m.row() for m in rows]
+        else:
+            fields["conversation_group"] = group
+        self.log.emit(self.clock.now_ms, "empty_result" if empty else "rows_returned", **fields, **wait.queue.fields())
+        self.watcher.receive_finished(self.queues[wait.queue], empty=empty, has_where=wait.has_where)
+        wait.on_result(rows, group)

@@ -1,0 +1,65 @@
+"""Builds the broker's objects from a topology in the contract's plain form.
+
+The harness has already checked the topology and names every problem; what
+is refused here are only contradictions a hand-made command could still hold.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.model import Activation, Database, Instance, Queue, QueueKey, ReaderBehaviour, Service
+
+
+class TopologyError(ValueError):
+    pass
+
+
+def _behaviour(spec: dict[str, Any]) -> ReaderBehaviour:
+    return ReaderBehaviour(
+        name=spec["name"],
+        receives=bool(spec.get("receives", True)),
+        receive_top=spec.get("receive_top", 1),
+        waitfor_ms=spec.get("waitfor_ms"),
+        work_ms=int(spec.get("work_ms", 0)),
+    )
+
+
+def _activation(spec: dict[str, Any] | None) -> Activation:
+    spec = spec or {}
+    return Activation(
+        status=spec.get("status", "OFF") == "ON",
+        procedure_name=spec.get("procedure_name"),
+        max_queue_readers=int(spec.get("max_queue_readers", 0)),
+    )
+
+
+def build(topology: dict[str, Any]) -> dict[str, Instance]:
+    instances: dict[str, Instance] = {}
+    next_database_id = 5  # ids 1-4 belong to the system databases
+    next_object_id = 1_000
+    for ispec in topology.get("instances", []):
+        instance = Instance(ispec["name"], ispec.get("address", ""))
+        if instance.name in instances:
+            raise TopologyError(f"instance {instance.name!r} is declared twice")
+        instances[instance.name] = instance
+        for dspec in ispec.get("databases", []):
+            db = Database(dspec["name"], next_database_id, dspec.get("broker_instance", ""))
+            next_database_id += 1
+            instance.databases[db.name] = db
+            for pspec in dspec.get("procedures", []):
+                db.procedures[pspec["name"]] = _behaviour(pspec)
+            for qspec in dspec.get("queues", []):
+                key = QueueKey(instance.name, db.name, qspec["name"])
+                db.queues[key.queue] = Queue(key, next_object_id, db.database_id, _activation(qspec.get("activation")))
+                next_object_id += 1
+            for sspec in dspec.get("services", []):
+                if sspec["queue"] not in db.queues:
+                    raise TopologyError(f"service {sspec['name']!r} names unknown queue {sspec['queue']!r}")
+                db.services[sspec["name"]] = Service(sspec["name"], QueueKey(instance.name, db.name, sspec["queue"]))
+            for nspec in dspec.get("event_notifications", []):
+                queue = db.queues.get(nspec["queue"])
+                if queue is None:
+                    raise TopologyError(f"event notification {nspec['name']!r} names unknown queue {nspec['queue']!r}")
+                queue.notifications.append(nspec["name"])
+    return instances

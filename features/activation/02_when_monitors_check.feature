@@ -1,0 +1,132 @@
+@ACT-05
+Feature: Activation 02 - When a queue monitor checks
+
+  A queue monitor checks whether activation is necessary every few seconds
+  (on each 5-second timer notification) and whenever a new message arrives
+  on the queue, a RECEIVE executes for the queue, a transaction containing a
+  RECEIVE rolls back, all procedures it started exit, or an ALTER QUEUE
+  executes. Each scenario below makes exactly one of these happen between two
+  timer notifications, so the reader started at that instant shows the check.
+
+  Background:
+    Given the topology "activation"
+
+  @ACT-06
+  Scenario: [1] A message arriving is checked at once, not at the next timer notification
+    Given dialog "D1" is begun from service "Initiator" to service "StallService"
+    And time passes to second 2
+    When a message is sent on dialog "D1"
+    Then the log for queue "StallQueue" shows exactly:
+      | second | event                | trigger         |
+      | 2      | activation necessary | message arrived |
+
+  @ACT-07
+  Scenario: [2] A RECEIVE that ends a wait is checked at once
+    Given dialog "D1" is begun from service "Initiator" to service "StallService"
+    And a message is sent on dialog "D1"
+    And session "S1" begins a transaction
+    And session "S1" receives from queue "StallQueue"
+    And session "S2" receives top 1 from queue "StallQueue" waiting up to 60 seconds
+    And 2 messages are sent on dialog "D1"
+    And time passes to second 12
+    When session "S1" commits
+    Then session "S2" got the message D1:1
+    And the log for queue "StallQueue" shows exactly:
+      | second | event             | task |
+      | 0      | procedure started | 1    |
+      | 12     | procedure started | 2    |
+
+  @ACT-07
+  Scenario: [3] A transaction that contained a RECEIVE rolling back is checked at once
+    Given dialog "D1" is begun from service "Initiator" to service "StallService"
+    And a message is sent on dialog "D1"
+    And session "S1" begins a transaction
+    And session "S1" receives from queue "StallQueue"
+    And time passes to second 3
+    When session "S1" rolls back
+    Then the log for queue "StallQueue" shows exactly:
+      | second | event                | task | trigger         |
+      | 0      | activation necessary | NULL | message arrived |
+      | 0      | procedure started    | 1    | NULL            |
+      | 3      | activation necessary | NULL | rollback        |
+      | 3      | procedure started    | 2    | NULL            |
+
+  @ACT-07
+  Scenario: [4] All procedures of the monitor exiting is checked at once
+    Given ALTER QUEUE "StallQueue" WITH ACTIVATION (MAX_QUEUE_READERS = 1)
+    And dialog "D1" is begun from service "Initiator" to service "StallService"
+    And 2 messages are sent on dialog "D1"
+    And time passes to second 3
+    When activated task 1 of queue "StallQueue" exits
+    Then the log for queue "StallQueue" shows exactly:
+      | second | event             | task |
+      | 0      | procedure started | 1    |
+      | 3      | procedure exited  | 1    |
+      | 3      | procedure started | 2    |
+
+  @ACT-07
+  Scenario: [5] An ALTER QUEUE is checked at once
+    Given dialog "D1" is begun from service "Initiator" to service "PlainService"
+    And 3 messages are sent on dialog "D1"
+    And time passes to second 3
+    When ALTER QUEUE "PlainQueue" WITH ACTIVATION (STATUS = ON, PROCEDURE_NAME = stall, MAX_QUEUE_READERS = 2)
+    Then the log for queue "PlainQueue" shows exactly:
+      | second | event                | trigger     | task |
+      | 3      | activation necessary | ALTER QUEUE | NULL |
+      | 3      | procedure started    | NULL        | 1    |
+
+  @ACT-07 @ACT-10
+  Scenario: [6] Raising MAX_QUEUE_READERS is checked at once
+    Given ALTER QUEUE "StallQueue" WITH ACTIVATION (MAX_QUEUE_READERS = 1)
+    And dialog "D1" is begun from service "Initiator" to service "StallService"
+    And 3 messages are sent on dialog "D1"
+    And time passes to second 2
+    When ALTER QUEUE "StallQueue" WITH ACTIVATION (MAX_QUEUE_READERS = 2)
+    Then the log for queue "StallQueue" shows exactly:
+      | second | event             | task |
+      | 0      | procedure started | 1    |
+      | 2      | procedure started | 2    |
+
+  @ACT-07 @PER-1A
+  Scenario: [7] Without any other trigger the timer notification finds the accumulation
+    Given dialog "D1" is begun from service "Initiator" to service "StallService"
+    And a message is sent on dialog "D1"
+    And session "S1" begins a transaction
+    And session "S1" receives from queue "StallQueue"
+    And time passes to second 11 - {activation_empty_window_s}
+    And session "S2" receives from queue "StallQueue"
+    And time passes to second 12 - {activation_empty_window_s}
+    And a message is sent on dialog "D1"
+    When time passes to second 19
+    Then the log for queue "StallQueue" shows exactly:
+      | second | event                | trigger            | task |
+      | 0      | activation necessary | message arrived    | NULL |
+      | 0      | procedure started    | NULL               | 1    |
+      | 15     | activation necessary | timer notification | NULL |
+      | 15     | procedure started    | NULL               | 2    |
+
+  @PER-1A @PER-0
+  Scenario: [8] Twelve seconds after broker start the notifications at 5 and 10 have run
+    When time passes to second 12
+    Then the log shows exactly:
+      | second | event              | number |
+      | 5      | timer notification | 1      |
+      | 10     | timer notification | 2      |
+
+  @PER-1A @ACT-10
+  Scenario: [9] Each timer notification adds at most one reader while the accumulation lasts
+    Given ALTER QUEUE "StallQueue" WITH ACTIVATION (MAX_QUEUE_READERS = 0)
+    And dialog "D1" is begun from service "Initiator" to service "StallService"
+    And dialog "D2" is begun from service "Initiator" to service "StallService"
+    And dialog "D3" is begun from service "Initiator" to service "StallService"
+    And a message is sent on dialog "D1"
+    And a message is sent on dialog "D2"
+    And a message is sent on dialog "D3"
+    And time passes to second 1
+    And ALTER QUEUE "StallQueue" WITH ACTIVATION (MAX_QUEUE_READERS = 3)
+    When time passes to second 21
+    Then the log for queue "StallQueue" shows exactly:
+      | second | event             | task |
+      | 1      | procedure started | 1    |
+      | 5      | procedure started | 2    |
+      | 10     | procedure started | 3    |

@@ -1,0 +1,72 @@
+@ACT-09
+Feature: Activation 04 - Conversation group locking
+
+  Only one queue reader at a time can process the messages of a
+  conversation group, so activation asks whether a new reader would have
+  useful work, not how many messages are unread. The documents' example: a
+  queue holds a large number of unprocessed messages on a single
+  conversation. Only one queue reader can process them. The queue monitor
+  activates another queue reader, which waits in RECEIVE since all the
+  messages belong to one conversation. As long as all the messages in the
+  queue belong to that conversation and the second reader remains running,
+  the queue monitor does not start another.
+
+  WorkQueue's procedure "slow" RECEIVEs one message, works on it for 20
+  seconds while holding the conversation group lock, commits and RECEIVEs
+  again, waiting up to 60 seconds.
+
+  Background:
+    Given the topology "activation"
+    And dialog "D1" is begun from service "Initiator" to service "WorkService"
+
+  Scenario: [1] Many messages on one conversation: a second reader waits and no third starts
+    Given 50 messages are sent on dialog "D1"
+    When time passes to second 200
+    Then the log for queue "WorkQueue" shows exactly:
+      | second | event             | task |
+      | 0      | procedure started | 1    |
+      | 0      | procedure started | 2    |
+    And 2 activated tasks run for queue "WorkQueue"
+    And sys.dm_broker_queue_monitors shows for queue "WorkQueue":
+      | tasks_waiting | 1 |
+
+  Scenario: [2] Only one reader at a time processes the single conversation
+    Given 50 messages are sent on dialog "D1"
+    When time passes to second 200
+    Then the log for queue "WorkQueue" shows exactly:
+      | second | event         | session |
+      | 0      | rows returned | WorkQueue#1 |
+      | 20     | rows returned | WorkQueue#2 |
+      | 40     | rows returned | WorkQueue#1 |
+      | 60     | rows returned | WorkQueue#2 |
+      | 80     | rows returned | WorkQueue#1 |
+      | 100    | rows returned | WorkQueue#2 |
+      | 120    | rows returned | WorkQueue#1 |
+      | 140    | rows returned | WorkQueue#2 |
+      | 160    | rows returned | WorkQueue#1 |
+      | 180    | rows returned | WorkQueue#2 |
+      | 200    | rows returned | WorkQueue#1 |
+
+  Scenario: [3] A message on a second conversation gives the waiting reader work, and another reader starts
+    Given 50 messages are sent on dialog "D1"
+    And dialog "D2" is begun from service "Initiator" to service "WorkService"
+    And time passes to second 30
+    When a message is sent on dialog "D2"
+    Then the log for queue "WorkQueue" shows exactly:
+      | second | event             | task |
+      | 0      | procedure started | 1    |
+      | 0      | procedure started | 2    |
+      | 30     | procedure started | 3    |
+
+  @ACT-05 @PER-1A
+  Scenario: [4] When the waiting reader exits, the next timer notification starts another
+    Given 50 messages are sent on dialog "D1"
+    And time passes to second 30
+    When activated task 1 of queue "WorkQueue" exits
+    And time passes to second 39
+    Then the log for queue "WorkQueue" shows exactly:
+      | second | event             | task |
+      | 0      | procedure started | 1    |
+      | 0      | procedure started | 2    |
+      | 30     | procedure exited  | 1    |
+      | 35     | procedure started | 3    |

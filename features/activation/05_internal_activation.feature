@@ -1,0 +1,102 @@
+Feature: Activation 05 - Internal activation
+
+  For internal activation the queue monitor starts a new instance of the
+  activation stored procedure when activation is necessary and fewer
+  instances than MAX_QUEUE_READERS run; at or above MAX_QUEUE_READERS it
+  starts none. sys.dm_broker_activated_tasks lists the procedures started.
+
+  StallQueue's procedure "stall" never RECEIVEs; it runs until the scenario
+  makes it exit. Its MAX_QUEUE_READERS is 3.
+
+  Background:
+    Given the topology "activation"
+    And dialog "D1" is begun from service "Initiator" to service "StallService"
+    And dialog "D2" is begun from service "Initiator" to service "StallService"
+    And dialog "D3" is begun from service "Initiator" to service "StallService"
+    And dialog "D4" is begun from service "Initiator" to service "StallService"
+
+  @ACT-10
+  Scenario: [1] Below MAX_QUEUE_READERS each necessary activation starts a procedure
+    Given a message is sent on dialog "D1"
+    And a message is sent on dialog "D2"
+    When a message is sent on dialog "D3"
+    Then 3 activated tasks run for queue "StallQueue"
+
+  @ACT-10
+  Scenario: [2] At MAX_QUEUE_READERS no further procedure starts
+    Given a message is sent on dialog "D1"
+    And a message is sent on dialog "D2"
+    And a message is sent on dialog "D3"
+    And a message is sent on dialog "D4"
+    When time passes to second 60
+    Then 3 activated tasks run for queue "StallQueue"
+    And the log for queue "StallQueue" has no "procedure started" event from second 1
+
+  @ACT-10
+  Scenario: [3] MAX_QUEUE_READERS 0 starts no procedure at all
+    Given ALTER QUEUE "StallQueue" WITH ACTIVATION (MAX_QUEUE_READERS = 0)
+    And a message is sent on dialog "D1"
+    When time passes to second 30
+    Then no activated task runs for queue "StallQueue"
+    And the log for queue "StallQueue" shows exactly:
+      | second | event                | reason            |
+      | 0      | activation necessary | NULL              |
+      | 0      | activation withheld  | MAX_QUEUE_READERS |
+      | 5      | activation necessary | NULL              |
+      | 5      | activation withheld  | MAX_QUEUE_READERS |
+      | 10     | activation necessary | NULL              |
+      | 10     | activation withheld  | MAX_QUEUE_READERS |
+      | 15     | activation necessary | NULL              |
+      | 15     | activation withheld  | MAX_QUEUE_READERS |
+      | 20     | activation necessary | NULL              |
+      | 20     | activation withheld  | MAX_QUEUE_READERS |
+      | 25     | activation necessary | NULL              |
+      | 25     | activation withheld  | MAX_QUEUE_READERS |
+      | 30     | activation necessary | NULL              |
+      | 30     | activation withheld  | MAX_QUEUE_READERS |
+
+  @ACT-10
+  Scenario: [4] A procedure exiting below the maximum makes room for the next activation
+    Given a message is sent on dialog "D1"
+    And a message is sent on dialog "D2"
+    And a message is sent on dialog "D3"
+    And a message is sent on dialog "D4"
+    And time passes to second 2
+    When activated task 2 of queue "StallQueue" exits
+    And time passes to second 6
+    Then the log for queue "StallQueue" shows exactly:
+      | second | event             | task |
+      | 0      | procedure started | 1    |
+      | 0      | procedure started | 2    |
+      | 0      | procedure started | 3    |
+      | 2      | procedure exited  | 2    |
+      | 5      | procedure started | 4    |
+
+  @ACT-11
+  Scenario: [5] sys.dm_broker_activated_tasks lists every procedure activation started
+    Given a message is sent on dialog "D1"
+    When a message is sent on dialog "D2"
+    Then sys.dm_broker_activated_tasks shows for queue "StallQueue":
+      | task | procedure_name | database |
+      | 1    | stall          | shop     |
+      | 2    | stall          | shop     |
+
+  @ACT-11
+  Scenario: [6] A procedure that exited leaves sys.dm_broker_activated_tasks
+    Given a message is sent on dialog "D1"
+    And a message is sent on dialog "D2"
+    When activated task 1 of queue "StallQueue" exits
+    Then sys.dm_broker_activated_tasks shows for queue "StallQueue":
+      | task | procedure_name |
+      | 2    | stall          |
+
+  @ACT-11 @ACT-10
+  Scenario: [7] A procedure that drains the queue exits after an empty RECEIVE and leaves the view
+    Given dialog "D9" is begun from service "Initiator" to service "DrainService"
+    And 3 messages are sent on dialog "D9"
+    When time passes to second 11
+    Then no activated task runs for queue "DrainQueue"
+    And the log for queue "DrainQueue" shows exactly:
+      | second | event             | task | reason        |
+      | 0      | procedure started | 1    | NULL          |
+      | 10     | procedure exited  | 1    | empty RECEIVE |

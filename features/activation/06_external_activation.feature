@@ -1,0 +1,93 @@
+@requires-external-activation
+Feature: Activation 06 - External activation
+
+  For an external application Service Broker cannot know how many readers
+  exist, so MAX_QUEUE_READERS does not limit it. When activation is
+  necessary it raises a QUEUE_ACTIVATION event notification and then gives
+  the application a time-out to respond, during which it produces no other
+  notification for the queue. Once an application calls RECEIVE on the
+  queue, or the time-out expires, it creates another notification if
+  activation is (still) necessary. The length of the time-out is left to the
+  implementation: the profile's external_activation_timeout_s.
+
+  ExternalQueue has activation STATUS = OFF and the QUEUE_ACTIVATION event
+  notification "ExternalActivator"; nothing reads it unless a scenario does.
+
+  Background:
+    Given the topology "activation"
+    And dialog "D1" is begun from service "Initiator" to service "ExternalService"
+    And dialog "D2" is begun from service "Initiator" to service "ExternalService"
+
+  @ACT-12
+  Scenario: [1] A message on an empty queue raises a QUEUE_ACTIVATION event notification
+    Given time passes to second 2
+    When a message is sent on dialog "D1"
+    Then the log for queue "ExternalQueue" shows exactly:
+      | second | event              | event_type       | notification      |
+      | 2      | event notification | QUEUE_ACTIVATION | ExternalActivator |
+
+  @ACT-12
+  Scenario: [2] No further notification while the time-out runs
+    Given a message is sent on dialog "D1"
+    And time passes to second 1
+    And a message is sent on dialog "D2"
+    And time passes to second 2
+    And a message is sent on dialog "D1"
+    When time passes to second {external_activation_timeout_s} - 1
+    Then the log for queue "ExternalQueue" shows exactly:
+      | second | event              |
+      | 0      | event notification |
+    And the log for queue "ExternalQueue" shows exactly from second 1 until second 4:
+      | second | event               | reason                |
+      | 1      | activation withheld | notification time-out |
+      | 2      | activation withheld | notification time-out |
+
+  @ACT-12
+  Scenario: [3] MAX_QUEUE_READERS does not limit external activation
+    Given ALTER QUEUE "ExternalQueue" WITH ACTIVATION (MAX_QUEUE_READERS = 0)
+    When a message is sent on dialog "D1"
+    Then the log for queue "ExternalQueue" shows exactly:
+      | second | event              |
+      | 0      | event notification |
+
+  @ACT-13
+  Scenario: [4] When the time-out expires and activation is still necessary, another notification follows
+    Given a message is sent on dialog "D1"
+    When time passes to second 2 * {external_activation_timeout_s}
+    Then the log for queue "ExternalQueue" shows exactly:
+      | second                             | event              |
+      | 0                                  | event notification |
+      | {external_activation_timeout_s}    | event notification |
+      | {external_activation_timeout_s} * 2 | event notification |
+
+  @ACT-13
+  Scenario: [5] When the application calls RECEIVE and activation is still necessary, another notification follows
+    Given 3 messages are sent on dialog "D1"
+    And 2 messages are sent on dialog "D2"
+    And time passes to second 3
+    When session "App" receives from queue "ExternalQueue"
+    Then session "App" got the messages D1:0, D1:1, D1:2
+    And the log for queue "ExternalQueue" shows exactly:
+      | second | event              |
+      | 0      | event notification |
+      | 3      | event notification |
+
+  @ACT-13
+  Scenario: [6] When the application's RECEIVE leaves nothing to do, no notification follows
+    Given 3 messages are sent on dialog "D1"
+    And time passes to second 3
+    When session "App" receives from queue "ExternalQueue"
+    And time passes to second 3 * {external_activation_timeout_s}
+    Then the log for queue "ExternalQueue" shows exactly:
+      | second | event              |
+      | 0      | event notification |
+
+  @ACT-13
+  Scenario: [7] A time-out that expires on a drained queue raises no notification
+    Given a message is sent on dialog "D1"
+    And time passes to second 1
+    And session "App" receives from queue "ExternalQueue" where the dialog is "D1"
+    When time passes to second 2 * {external_activation_timeout_s}
+    Then the log for queue "ExternalQueue" shows exactly:
+      | second | event              |
+      | 0      | event notification |

@@ -1,0 +1,231 @@
+"""Commands and observations of the contract, as plain JSON-ready data.
+
+Every command carries ``at_ms``, the harness's frozen time in epoch
+milliseconds: the implementation first runs whatever fell due up to that
+time (timer notifications every 5 seconds from broker start, WAITFOR
+time-outs, ...) and then applies the command. No implementation reads a
+clock of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+PROTOCOL_VERSION = "1.0"
+
+VIEWS = ("sys.dm_broker_queue_monitors", "sys.dm_broker_activated_tasks")
+
+
+class ContractError(ValueError):
+    """Data that is not a valid command or response of the contract."""
+
+
+@dataclass(frozen=True)
+class QueueRef:
+    instance: str
+    database: str
+    queue: str
+
+
+@dataclass(frozen=True)
+class Command:
+    kind: ClassVar[str] = ""
+    at_ms: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, **dataclasses.asdict(self)}
+
+
+@dataclass(frozen=True)
+class Start(Command):
+    """Declare the topology and start the broker of every database at ``at_ms``."""
+
+    kind: ClassVar[str] = "start"
+    topology: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AdvanceTime(Command):
+    kind: ClassVar[str] = "advance_time"
+
+
+@dataclass(frozen=True)
+class BeginDialog(Command):
+    kind: ClassVar[str] = "begin_dialog"
+    dialog: str
+    instance: str
+    database: str
+    from_service: str
+    to_service: str
+
+
+@dataclass(frozen=True)
+class Send(Command):
+    kind: ClassVar[str] = "send"
+    dialog: str
+    message_type: str = "DEFAULT"
+    body: str = ""
+
+
+@dataclass(frozen=True)
+class BeginTransaction(Command):
+    kind: ClassVar[str] = "begin_transaction"
+    session: str
+
+
+@dataclass(frozen=True)
+class Commit(Command):
+    kind: ClassVar[str] = "commit"
+    session: str
+
+
+@dataclass(frozen=True)
+class Rollback(Command):
+    kind: ClassVar[str] = "rollback"
+    session: str
+
+
+@dataclass(frozen=True)
+class Receive(Command):
+    """RECEIVE [TOP (top)] FROM queue [WHERE ...], inside WAITFOR when ``waitfor_ms`` is set."""
+
+    kind: ClassVar[str] = "receive"
+    session: str
+    queue: QueueRef
+    top: int | None = None
+    where_dialog: str | None = None
+    where_group: str | None = None
+    waitfor_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class GetConversationGroup(Command):
+    kind: ClassVar[str] = "get_conversation_group"
+    session: str
+    queue: QueueRef
+    waitfor_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class AlterQueue(Command):
+    """ALTER QUEUE ... WITH ACTIVATION (...); a field left None is left unchanged."""
+
+    kind: ClassVar[str] = "alter_queue"
+    queue: QueueRef
+    status: str | None = None
+    procedure_name: str | None = None
+    max_queue_readers: int | None = None
+
+
+@dataclass(frozen=True)
+class CreateEventNotification(Command):
+    """CREATE EVENT NOTIFICATION name ON QUEUE queue FOR QUEUE_ACTIVATION."""
+
+    kind: ClassVar[str] = "create_event_notification"
+    name: str
+    queue: QueueRef
+
+
+@dataclass(frozen=True)
+class DropEventNotification(Command):
+    kind: ClassVar[str] = "drop_event_notification"
+    name: str
+    queue: QueueRef
+
+
+@dataclass(frozen=True)
+class ExitProcedure(Command):
+    """The activated procedure started as ``task`` (1, 2, ... per queue) returns."""
+
+    kind: ClassVar[str] = "exit_procedure"
+    queue: QueueRef
+    task: int
+
+
+@dataclass(frozen=True)
+class QueryView(Command):
+    """SELECT * FROM one of the dynamic management views of ``VIEWS``."""
+
+    kind: ClassVar[str] = "query_view"
+    view: str
+
+
+COMMANDS: dict[str, type[Command]] = {
+    cls.kind: cls
+    for cls in (
+        Start,
+        AdvanceTime,
+        BeginDialog,
+        Send,
+        BeginTransaction,
+        Commit,
+        Rollback,
+        Receive,
+        GetConversationGroup,
+        AlterQueue,
+        CreateEventNotification,
+        DropEventNotification,
+        ExitProcedure,
+        QueryView,
+    )
+}
+
+
+def command_from_json(data: dict[str, Any]) -> Command:
+    if not isinstance(data, dict) or "kind" not in data:
+        raise ContractError(f"a command is an object with a 'kind', got {data!r}")
+    cls = COMMANDS.get(data["kind"])
+    if cls is None:
+        raise ContractError(f"unknown command kind {data['kind']!r}; known: {', '.join(sorted(COMMANDS))}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(data) - names - {"kind"}
+    if unknown:
+        raise ContractError(f"command {cls.kind!r} has no field(s) {', '.join(sorted(unknown))}")
+    values = {k: v for k, v in data.items() if k != "kind"}
+    if isinstance(values.get("queue"), dict):
+        values["queue"] = QueueRef(**values["queue"])
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise ContractError(f"command {cls.kind!r}: {exc}") from None
+
+
+@dataclass
+class Event:
+    """An observation: something the implementation did at ``at_ms``."""
+
+    at_ms: int
+    kind: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"at_ms": self.at_ms, "kind": self.kind, **self.fields}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Event:
+        rest = {k: v for k, v in data.items() if k not in ("at_ms", "kind")}
+        return cls(int(data["at_ms"]), str(data["kind"]), rest)
+
+
+@dataclass
+class Response:
+    """The answer to one command: a result, or the reason it was refused, and the events since the last one."""
+
+    result: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class Handshake:
+    name: str
+    version: str
+    protocol: str = PROTOCOL_VERSION
+    capabilities: tuple[str, ...] = ()
+    params: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,104 @@
+"""The reference engine, in process, behind the contract."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine import Broker, BrokerError, EngineParams
+from engine.model import QueueKey
+from engine.params import PROFILE_PATH
+from iut import contract as c
+
+DISPATCH: dict[type[c.Command], Callable[[Broker, Any], dict[str, Any] | None]] = {
+    c.AdvanceTime: lambda b, cmd: b.advance(cmd.at_ms),
+    c.BeginDialog: lambda b, cmd: b.begin_dialog(
+        cmd.at_ms, cmd.dialog, cmd.instance, cmd.database, cmd.from_service, cmd.to_service
+    ),
+    c.Send: lambda b, cmd: b.send(cmd.at_ms, cmd.dialog, cmd.message_type, cmd.body),
+    c.BeginTransaction: lambda b, cmd: b.begin_transaction(cmd.at_ms, cmd.session),
+    c.Commit: lambda b, cmd: b.commit(cmd.at_ms, cmd.session),
+    c.Rollback: lambda b, cmd: b.rollback(cmd.at_ms, cmd.session),
+    c.Receive: lambda b, cmd: b.receive(
+        cmd.at_ms,
+        cmd.session,
+        _key(cmd.queue),
+        top=cmd.top,
+        where_dialog=cmd.where_dialog,
+        where_group=cmd.where_group,
+        waitfor_ms=cmd.waitfor_ms,
+    ),
+    c.GetConversationGroup: lambda b, cmd: b.receive(
+        cmd.at_ms, cmd.session, _key(cmd.queue), waitfor_ms=cmd.waitfor_ms, get_conversation_group=True
+    ),
+    c.AlterQueue: lambda b, cmd: b.alter_queue(
+        cmd.at_ms,
+        _key(cmd.queue),
+        status=None if cmd.status is None else cmd.status == "ON",
+        procedure_name=cmd.procedure_name,
+        max_queue_readers=cmd.max_queue_readers,
+    ),
+    c.CreateEventNotification: lambda b, cmd: b.create_event_notification(cmd.at_ms, cmd.name, _key(cmd.queue)),
+    c.DropEventNotification: lambda b, cmd: b.drop_event_notification(cmd.at_ms, cmd.name, _key(cmd.queue)),
+    c.ExitProcedure: lambda b, cmd: b.exit_procedure(cmd.at_ms, _key(cmd.queue), cmd.task),
+    c.QueryView: lambda b, cmd: _view(b, cmd),
+}
+
+
+def _key(ref: c.QueueRef) -> QueueKey:
+    return QueueKey(ref.instance, ref.database, ref.queue)
+
+
+def _view(broker: Broker, cmd: c.QueryView) -> dict[str, Any]:
+    broker.advance(cmd.at_ms)
+    if cmd.view == "sys.dm_broker_queue_monitors":
+        return {"rows": broker.dm_broker_queue_monitors()}
+    if cmd.view == "sys.dm_broker_activated_tasks":
+        return {"rows": broker.dm_broker_activated_tasks()}
+    raise BrokerError(f"unknown view {cmd.view!r}; known: {', '.join(c.VIEWS)}")
+
+
+class ReferenceImplementation:
+    """Runs the engine in this process. ``broker_class`` lets tests swap in a variant."""
+
+    def __init__(self, broker_class: type[Broker] = Broker, name: str = "", profile: Path = PROFILE_PATH) -> None:
+        self.broker_class = broker_class
+        self.profile = yaml.safe_load(profile.read_text())
+        self.name = name or self.profile["implementation"]["name"]
+        self.broker: Broker | None = None
+
+    def handshake(self) -> c.Handshake:
+        return c.Handshake(
+            name=self.name,
+            version=str(self.profile["implementation"]["version"]),
+            capabilities=tuple(self.profile.get("capabilities", [])),
+            params=dict(self.profile.get("params", {})),
+        )
+
+    def execute(self, command: c.Command) -> c.Response:
+        try:
+            if isinstance(command, c.Start):
+                self.broker = self.broker_class(command.topology, command.at_ms, EngineParams.reference())
+                result: dict[str, Any] | None = {}
+            elif self.broker is None:
+                return c.Response(error=f"{command.kind} before start: declare a topology first")
+            else:
+                result = DISPATCH[type(command)](self.broker, command)
+        except BrokerError as exc:
+            return c.Response(error=str(exc), events=self._events())
+        return c.Response(result=result or {}, events=self._events())
+
+    def _events(self) -> list[c.Event]:
+        if self.broker is None:
+            return []
+        return [c.Event(e.at_ms, e.kind, dict(e.fields)) for e in self.broker.drain_events()]
+
+    def close(self) -> None:
+        self.broker = None
+
+
+def reference() -> ReferenceImplementation:
+    return ReferenceImplementation()

@@ -1,0 +1,1 @@
+"""Turns recorded results into reports."""

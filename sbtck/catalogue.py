@@ -1,0 +1,51 @@
+"""The rule catalogue (spec/rules.yaml): every rule with its stable id."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CATALOGUE_PATH = Path(__file__).resolve().parents[1] / "spec" / "rules.yaml"
+RULE_ID = re.compile(r"^[A-Z]+-[0-9A-Z]+$")
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    source: str
+    text: str
+
+    @property
+    def area(self) -> str:
+        return self.id.split("-")[0]
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    value: Any
+    fixed: bool
+    note: str
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    rules: dict[str, Rule]
+    params: dict[str, Param]
+    sources: dict[str, str]
+
+
+@cache
+def load(path: Path = CATALOGUE_PATH) -> Catalogue:
+    data = yaml.safe_load(path.read_text())
+    rules = {r["id"]: Rule(r["id"], r["source"], r["rule"]) for r in data["rules"]}
+    params = {
+        name: Param(name, spec.get("value"), bool(spec.get("fixed", False)), spec.get("note", ""))
+        for name, spec in data["params"].items()
+    }
+    return Catalogue(rules, params, dict(data.get("sources", {})))

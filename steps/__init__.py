@@ -1,0 +1,1 @@
+"""Step definitions in the domain's words; they drive the contract, never the engine."""

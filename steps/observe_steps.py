@@ -1,0 +1,211 @@
+"""Then-steps: what the views and the event log must show.
+
+Expectations sit in the feature's tables; these steps only compare, and a
+mismatch prints the table it expected beside the log it got.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_bdd import parsers, then
+
+from iut import contract as c
+from steps.world import World
+
+MONITORS = "sys.dm_broker_queue_monitors"
+TASKS = "sys.dm_broker_activated_tasks"
+NULL = "NULL"
+
+
+def _rows_for(world: World, view: str, queue: str) -> list[dict[str, Any]]:
+    ref = world.queue(queue)
+    return [
+        r
+        for r in world.view(view)
+        if (r["instance"], r["database"], r["queue"]) == (ref.instance, ref.database, ref.queue)
+    ]
+
+
+@then(parsers.re(r'queue "(?P<queue>[^"]+)" has (?P<no>a|no) queue monitor'))
+def has_monitor(world: World, queue: str, no: str) -> None:
+    rows = _rows_for(world, MONITORS, queue)
+    if no == "a":
+        assert len(rows) == 1, (
+            f"expected one row for queue {queue!r} in {MONITORS}, got {rows}\nlog:\n{world.log_text()}"
+        )
+    else:
+        assert rows == [], f"expected no row for queue {queue!r} in {MONITORS}, got {rows}\nlog:\n{world.log_text()}"
+
+
+def _cell(world: World, column: str, value: Any) -> str:
+    if value is None:
+        return NULL
+    if column.endswith("_time"):
+        return f"second {(int(value) - world.clock.start_ms) / 1000:g}"
+    return str(value)
+
+
+def _expected(world: World, column: str, text: str) -> str:
+    if column.endswith("_time") and text.startswith("second "):
+        return f"second {world.seconds(text[len('second ') :]):g}"
+    return text
+
+
+@then(parsers.re(r'sys.dm_broker_queue_monitors shows for queue "(?P<queue>[^"]+)":'))
+def monitor_row(world: World, queue: str, datatable: list[list[str]]) -> None:
+    rows = _rows_for(world, MONITORS, queue)
+    assert len(rows) == 1, f"expected one row for queue {queue!r} in {MONITORS}, got {rows}"
+    row = rows[0]
+    for column, text in datatable:
+        assert column in row, f"{MONITORS} has no column {column!r}; it has {', '.join(row)}"
+        got, want = _cell(world, column, row[column]), _expected(world, column, text)
+        assert got == want, (
+            f"{MONITORS}.{column} for queue {queue!r}: expected {want}, got {got}\nlog:\n{world.log_text()}"
+        )
+
+
+@then(parsers.re(r'(?P<count>no|\d+) activated tasks? (?:runs?|are running|is running) for queue "(?P<queue>[^"]+)"'))
+def task_count(world: World, count: str, queue: str) -> None:
+    rows = _rows_for(world, TASKS, queue)
+    want = 0 if count == "no" else int(count)
+    assert len(rows) == want, (
+        f"expected {want} row(s) for queue {queue!r} in {TASKS}, got {len(rows)}: {rows}\nlog:\n{world.log_text()}"
+    )
+
+
+@then(parsers.re(r'sys.dm_broker_activated_tasks shows for queue "(?P<queue>[^"]+)":'))
+def task_rows(world: World, queue: str, datatable: list[list[str]]) -> None:
+    header, *expected = datatable
+    rows = _rows_for(world, TASKS, queue)
+    got = [[_cell(world, col, row.get(col)) for col in header] for row in rows]
+    assert got == expected, (
+        f"{TASKS} for queue {queue!r}:\nexpected {expected}\ngot      {got}\nlog:\n{world.log_text()}"
+    )
+
+
+def _kind(name: str) -> str:
+    return name.strip().replace(" ", "_")
+
+
+def _matches_queue(world: World, event: c.Event, queue: str | None) -> bool:
+    if queue is None:
+        return True
+    ref = world.queue(queue)
+    return (event.fields.get("instance"), event.fields.get("database"), event.fields.get("queue")) == (
+        ref.instance,
+        ref.database,
+        ref.queue,
+    )
+
+
+def _span(world: World, since: str | None, until: str | None) -> list[c.Event]:
+    start = world.seconds(since) if since is not None else float("-inf")
+    end = world.seconds(until) if until is not None else float("inf")
+    return [e for e in world.log if start <= world.second_of(e) <= end]
+
+
+def _render(world: World, event: c.Event, header: list[str]) -> list[str]:
+    out = []
+    for column in header:
+        if column == "second":
+            out.append(f"{world.second_of(event):g}")
+        elif column == "event":
+            out.append(event.kind.replace("_", " "))
+        else:
+            out.append(_cell(world, column, event.fields.get(column)))
+    return out
+
+
+SPAN = r"(?: from second (?P<since>.+?))?(?: until second (?P<until>.+?))?"
+LOG = r'the log(?: for queue "(?P<queue>[^"]+)")? shows exactly' + SPAN + ":"
+
+
+@then(parsers.re(LOG))
+def log_shows(
+    world: World, queue: str | None, since: str | None, until: str | None, datatable: list[list[str]]
+) -> None:
+    """The events of the kinds the table names (for the queue, if one is named) are exactly its rows, in order."""
+    header, *rows = datatable
+    if "event" not in header:
+        raise AssertionError("a log table needs an 'event' column")
+    kinds = {_kind(row[header.index("event")]) for row in rows}
+    events = [e for e in _span(world, since, until) if e.kind in kinds and _matches_queue(world, e, queue)]
+    want = [
+        [f"{world.seconds(cell):g}" if col == "second" else cell for col, cell in zip(header, row, strict=True)]
+        for row in rows
+    ]
+    got = [_render(world, e, header) for e in events]
+    if got != want:
+        widths = [max(len(r[i]) for r in [header, *want, *got]) for i in range(len(header))]
+
+        def table(rows_: list[list[str]]) -> str:
+            return "\n".join(
+                "  | " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + " |" for r in rows_
+            )
+
+        raise AssertionError(
+            f"the log{f' for queue {queue!r}' if queue else ''} differs.\nexpected:\n{table([header, *want])}\n"
+            f"got:\n{table([header, *got])}\nwhole log:\n{world.log_text()}"
+        )
+
+
+NONE = r'the log(?: for queue "(?P<queue>[^"]+)")? has no "(?P<event>[^"]+)" event' + SPAN
+
+
+@then(parsers.re(NONE))
+def log_lacks(world: World, queue: str | None, event: str, since: str | None, until: str | None) -> None:
+    found = [e for e in _span(world, since, until) if e.kind == _kind(event) and _matches_queue(world, e, queue)]
+    assert not found, f"expected no {event!r} event, got:\n{world.log_text(found)}\nwhole log:\n{world.log_text()}"
+
+
+def _last_answer(world: World, session: str) -> c.Event:
+    answers = [
+        e
+        for e in world.log
+        if e.fields.get("session") == session and e.kind in ("rows_returned", "empty_result", "reader_waiting")
+    ]
+    assert answers, f"session {session!r} has run no RECEIVE or GET CONVERSATION GROUP\nlog:\n{world.log_text()}"
+    return answers[-1]
+
+
+@then(parsers.re(r'session "(?P<session>[^"]+)" is waiting'))
+def session_waiting(world: World, session: str) -> None:
+    last = _last_answer(world, session)
+    assert last.kind == "reader_waiting", f"session {session!r} is not waiting; its last answer: {last.to_json()}"
+
+
+@then(parsers.re(r'session "(?P<session>[^"]+)" got an empty result'))
+def session_empty(world: World, session: str) -> None:
+    last = _last_answer(world, session)
+    assert last.kind == "empty_result", (
+        f"expected an empty result for session {session!r}; its last answer: {last.to_json()}"
+    )
+
+
+@then(parsers.re(r'session "(?P<session>[^"]+)" got the messages? (?P<messages>.+)'))
+def session_rows(world: World, session: str, messages: str) -> None:
+    """Messages are written DIALOG:SEQUENCE, comma-separated, in the order RECEIVE returned them."""
+    last = _last_answer(world, session)
+    got = [f"{r['dialog']}:{r['message_sequence_number']}" for r in last.fields.get("rows", [])]
+    want = [m.strip() for m in messages.split(",")]
+    assert last.kind == "rows_returned" and got == want, (
+        f"session {session!r}: expected {', '.join(want)}, got {last.kind} {', '.join(got)}\nlog:\n{world.log_text()}"
+    )
+
+
+@then(parsers.re(r'session "(?P<session>[^"]+)" got the conversation group of dialog "(?P<dialog>[^"]+)"'))
+def session_group(world: World, session: str, dialog: str) -> None:
+    last = _last_answer(world, session)
+    want = next(
+        (
+            e.fields.get("conversation_group")
+            for e in world.log
+            if e.kind == "dialog_begun" and e.fields.get("dialog") == dialog
+        ),
+        None,
+    )
+    got = last.fields.get("conversation_group")
+    assert last.kind == "rows_returned" and got == want, (
+        f"session {session!r}: expected the group {want!r} of dialog {dialog!r}, got {last.to_json()}"
+    )

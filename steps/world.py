@@ -1,0 +1,68 @@
+"""What a scenario knows while it runs: the implementation, the clock, the log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fixtures.clock import ScenarioClock
+from fixtures.topology import Topology
+from iut import contract as c
+from iut.implementation import Implementation
+from iut.profile import Profile
+from steps import timeexpr
+
+
+class Refused(AssertionError):
+    """The implementation refused a command the scenario expected it to take."""
+
+
+@dataclass
+class World:
+    implementation: Implementation
+    profile: Profile
+    clock: ScenarioClock
+    topology: Topology | None = None
+    log: list[c.Event] = field(default_factory=list)
+
+    def seconds(self, expression: str) -> float:
+        return timeexpr.evaluate(expression, self.profile.param)
+
+    def second_of(self, event: c.Event) -> float:
+        return (event.at_ms - self.clock.start_ms) / 1000
+
+    def run(self, command: c.Command) -> dict[str, Any]:
+        response = self.implementation.execute(command)
+        self.log.extend(response.events)
+        if response.error is not None:
+            raise Refused(
+                f"the implementation refused {command.kind} at second {self.clock.second():g}: {response.error}"
+            )
+        return response.result
+
+    def start(self, topology: Topology) -> None:
+        if self.topology is not None:
+            raise Refused("a scenario declares one topology; this one declares a second")
+        self.topology = topology
+        self.run(c.Start(self.clock.now_ms(), topology.plain))
+
+    def at(self) -> int:
+        if self.topology is None:
+            raise Refused('no topology yet: start the scenario with Given the topology "NAME"')
+        return self.clock.now_ms()
+
+    def queue(self, name: str) -> c.QueueRef:
+        self.at()
+        assert self.topology is not None
+        return self.topology.queue(name)
+
+    def view(self, name: str) -> list[dict[str, Any]]:
+        rows = self.run(c.QueryView(self.at(), name)).get("rows", [])
+        return list(rows)
+
+    def log_text(self, events: list[c.Event] | None = None) -> str:
+        lines = []
+        for event in self.log if events is None else events:
+            extra = ", ".join(f"{k}={v}" for k, v in event.fields.items() if k not in ("instance", "database"))
+            lines.append(f"  second {self.second_of(event):>6g}  {event.kind.replace('_', ' '):<24} {extra}")
+        return "\n".join(lines) or "  (no events)"
