@@ -29,6 +29,7 @@ class Broker:
     """
 
     monitors_class: type[QueueMonitors] = QueueMonitors
+    receiving_class: type[Receiving] = Receiving
 
     def __init__(self, topology: dict[str, Any], start_ms: int, params: EngineParams | None = None) -> None:
         self.params = params or EngineParams.reference()
@@ -50,7 +51,7 @@ class Broker:
         self.monitors = self.monitors_class(
             self.queues, self._procedure, self.clock, self.log, self.params, self._new_session
         )
-        self.receiving = Receiving(self.queues, self.clock, self.log, self.monitors)
+        self.receiving = self.receiving_class(self.queues, self.clock, self.log, self.monitors)
         self.monitors.receiving = self.receiving
         self.log.emit(start_ms, "broker_started")
         for queue in self.queues.values():

@@ -20,7 +20,9 @@ def named_topology(world: World, name: str) -> None:
 
 @given("the topology:")
 def inline_topology(world: World, docstring: str) -> None:
-    world.start(topologies.parse(docstring, "the scenario's topology"))
+    path, line = world.step_at
+    # the docstring's first line of text stands two lines below its step
+    world.start(topologies.parse(docstring, path, line_offset=line + 1))
 
 
 @given(

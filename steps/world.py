@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,12 @@ class World:
     clock: ScenarioClock
     topology: Topology | None = None
     log: list[c.Event] = field(default_factory=list)
+    where: Callable[[], tuple[str, int]] = lambda: ("the scenario", 0)
+
+    @property
+    def step_at(self) -> tuple[str, int]:
+        """The feature file and line of the step running now."""
+        return self.where()
 
     def seconds(self, expression: str) -> float:
         return timeexpr.evaluate(expression, self.profile.param)

@@ -51,14 +51,15 @@ Feature: Activation 06 - External activation
       | 0      | event notification |
 
   @ACT-13
-  Scenario: [4] When the time-out expires and activation is still necessary, another notification follows
-    Given a message is sent on dialog "D1"
-    When time passes to second 2 * {external_activation_timeout_s}
+  Scenario: [4] When the time-out expires and activation is still necessary, another notification follows at once
+    Given time passes to second 2
+    And a message is sent on dialog "D1"
+    When time passes to second 2 + 2 * {external_activation_timeout_s}
     Then the log for queue "ExternalQueue" shows exactly:
-      | second                             | event              |
-      | 0                                  | event notification |
-      | {external_activation_timeout_s}    | event notification |
-      | {external_activation_timeout_s} * 2 | event notification |
+      | second                                  | event              |
+      | 2                                       | event notification |
+      | 2 + {external_activation_timeout_s}     | event notification |
+      | 2 + 2 * {external_activation_timeout_s} | event notification |
 
   @ACT-13
   Scenario: [5] When the application calls RECEIVE and activation is still necessary, another notification follows

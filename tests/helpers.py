@@ -1,0 +1,42 @@
+"""Helpers the project's tests share: running the kit as a user would."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Run:
+    code: int
+    output: str
+    out: Path
+
+    def results(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.out / "results.json").read_text())
+        return data
+
+    def statuses(self) -> dict[str, str]:
+        return {s["id"]: s["status"] for s in self.results()["scenarios"]}
+
+
+def sbtck(*args: str, out: Path, timeout: float = 300) -> Run:
+    """Run ``sbtck run`` in a child process, with this checkout importable (for tests.variants)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "sbtck.cli", "run", "--out", str(out), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return Run(proc.returncode, proc.stdout + proc.stderr, out)

@@ -1,0 +1,174 @@
+"""``sbtck run`` as a user runs it: reports written, exit status, bad input explained."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import ROOT, sbtck
+
+FEATURES = sorted((ROOT / "features").rglob("*.feature"))
+
+
+def _scenario_count() -> int:
+    return sum(line.lstrip().startswith("Scenario:") for f in FEATURES for line in f.read_text().splitlines())
+
+
+def test_run_writes_report_junit_and_results(tmp_path: Path) -> None:
+    run = sbtck(out=tmp_path)
+    assert run.code == 0, run.output[-2000:]
+    results = run.results()
+    assert len(results["scenarios"]) == _scenario_count()
+    assert results["implementation"]["name"] == "sbtck reference engine"
+    assert results["profile"]["params"]["external_activation_timeout_s"] == 60
+    assert all(s["rules"] or "informative" in s["tags"] for s in results["scenarios"])
+    assert "<testsuite" in (tmp_path / "junit.xml").read_text()
+    page = (tmp_path / "index.html").read_text()
+    assert "ACT-09" in page and "conforms" in page
+    assert f"report: {tmp_path / 'index.html'}" in run.output
+
+
+def test_tags_pick_scenarios_and_an_unknown_tag_is_explained(tmp_path: Path) -> None:
+    run = sbtck("--tags", "ACT-09", out=tmp_path / "a")
+    assert run.code == 0
+    assert {s["feature_path"] for s in run.results()["scenarios"]} == {
+        "features/activation/04_conversation_group_locking.feature"
+    }
+    bad = sbtck("--tags", "ACT-99", out=tmp_path / "b")
+    assert bad.code == 2
+    assert "ACT-99" in bad.output
+
+
+def test_a_bad_iut_spec_or_profile_stops_before_any_scenario(tmp_path: Path) -> None:
+    run = sbtck("--iut", "python:no.such.module:make", out=tmp_path / "a")
+    assert run.code == 2
+    assert "cannot import module 'no.such.module'" in run.output
+    run = sbtck("--iut", "docker", out=tmp_path / "b")
+    assert run.code == 2 and "unknown kind of implementation" in run.output
+    profile = tmp_path / "p.yaml"
+    profile.write_text("implementation: {name: x}\nparams:\n  timer_period_s: 7\n")
+    run = sbtck("--profile", str(profile), out=tmp_path / "c")
+    assert run.code == 2
+    assert "p.yaml:3: params.timer_period_s: the documents fix timer_period_s at 5" in run.output
+
+
+def _profile(tmp_path: Path, **extra: object) -> Path:
+    data = {
+        "implementation": {"name": "mine", "version": "2"},
+        "params": {"activation_empty_window_s": 5, "external_activation_timeout_s": 60},
+        "capabilities": ["internal_activation", "external_activation"],
+        **extra,
+    }
+    path = tmp_path / "profile.yaml"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_scenarios_read_expected_times_from_the_profile(tmp_path: Path) -> None:
+    profile = _profile(tmp_path, params={"activation_empty_window_s": 5, "external_activation_timeout_s": 30})
+    run = sbtck("--profile", str(profile), "--tags", "ACT-13", out=tmp_path / "out")
+    assert run.code == 1
+    failed = [sid for sid, status in run.statuses().items() if status == "failed"]
+    assert any("time-out expires" in sid for sid in failed)
+
+
+def test_a_missing_capability_is_not_applicable_not_a_pass(tmp_path: Path) -> None:
+    profile = _profile(tmp_path, capabilities=["internal_activation"])
+    run = sbtck("--profile", str(profile), out=tmp_path / "out")
+    assert run.code == 0
+    statuses = run.statuses()
+    external = {sid: s for sid, s in statuses.items() if "06_external_activation" in sid}
+    assert external and set(external.values()) == {"not applicable"}
+    assert (
+        statuses[
+            "features/activation/03_activation_necessary.feature::"
+            "[13] Internal and external activation follow the same necessity decision"
+        ]
+        == "not applicable"
+    )
+    assert "passed" in statuses.values()
+
+
+def test_expected_failures_and_unexpected_passes(tmp_path: Path) -> None:
+    fails = "features/activation/05_internal_activation.feature::[2] At MAX_QUEUE_READERS no further procedure starts"
+    passes = "features/activation/01_queue_monitors.feature::[3] A queue with neither has no queue monitor"
+    profile = _profile(tmp_path, expected_failures=[fails, passes])
+    run = sbtck(
+        "--iut",
+        "python:tests.variants:ignores_max_queue_readers",
+        "--profile",
+        str(profile),
+        "--tags",
+        "ACT-10 or ACT-03",
+        out=tmp_path / "out",
+    )
+    statuses = run.statuses()
+    assert statuses[fails] == "expected failure"
+    assert statuses[passes] == "unexpected pass"
+
+
+def test_an_implementation_that_crashes_is_an_error_and_the_run_goes_on(tmp_path: Path) -> None:
+    run = sbtck("--iut", "python:tests.variants:crashes_on_d2", out=tmp_path)
+    assert run.code == 1
+    results = run.results()["scenarios"]
+    errors = [s for s in results if s["status"] == "error"]
+    assert errors and all("the implementation fell over" in s["failure"]["message"] for s in errors)
+    assert len(results) == _scenario_count()
+    assert sum(s["status"] == "passed" for s in results) > len(results) // 2
+
+
+BAD_FEATURE = '''@ACT-02
+Feature: bad input
+  Scenario: [1] A typo in the topology
+    Given the topology:
+      """
+      instances:
+        sql1:
+          databases:
+            shop:
+              queues:
+                Q: {activation: {status: ON, procedure_name: p, max_readers: 1}}
+      """
+    Then queue "Q" has a queue monitor
+
+  Scenario: [2] The next scenario still runs
+    Given the topology "activation"
+    Then queue "StallQueue" has a queue monitor
+'''
+
+
+def test_a_bad_inline_topology_fails_its_scenario_with_the_place_and_the_run_continues(tmp_path: Path) -> None:
+    (tmp_path / "bad.feature").write_text(BAD_FEATURE)
+    (tmp_path / "test_bad.py").write_text("from pytest_bdd import scenarios\nscenarios('bad.feature')\n")
+    (tmp_path / "conftest.py").write_text((ROOT / "conftest.py").read_text())
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(tmp_path),
+            "--sbtck-out",
+            str(tmp_path / "out"),
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    first, second = sorted(data["scenarios"], key=lambda s: s["line"])
+    assert first["status"] == "error", proc.stdout[-2000:]
+    assert (
+        "queues.Q.activation.max_readers: unknown key 'max_readers'; did you mean 'max_queue_readers'?"
+        in (first["failure"]["message"])
+    )
+    assert first["failure"]["message"].startswith(f"{tmp_path / 'bad.feature'}:11: ")
+    assert second["status"] == "passed"

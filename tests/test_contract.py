@@ -1,0 +1,56 @@
+"""Every command of the contract survives JSON unchanged; bad JSON is refused by name."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from iut import contract as c
+
+Q = c.QueueRef("sql1", "shop", "Q")
+EXAMPLES: list[c.Command] = [
+    c.Start(1, {"instances": []}),
+    c.AdvanceTime(2),
+    c.BeginDialog(3, "D1", "sql1", "shop", "Initiator", "Target"),
+    c.Send(4, "D1", "DEFAULT", "hello"),
+    c.BeginTransaction(5, "S1"),
+    c.Commit(6, "S1"),
+    c.Rollback(7, "S1"),
+    c.Receive(8, "S1", Q, top=1, where_dialog="D1", waitfor_ms=5000),
+    c.GetConversationGroup(9, "S1", Q, waitfor_ms=None),
+    c.AlterQueue(10, Q, status="ON", procedure_name="p", max_queue_readers=2),
+    c.CreateEventNotification(11, "N", Q),
+    c.DropEventNotification(12, "N", Q),
+    c.ExitProcedure(13, Q, 1),
+    c.QueryView(14, "sys.dm_broker_queue_monitors"),
+]
+
+
+def test_every_command_kind_has_an_example() -> None:
+    assert {type(e) for e in EXAMPLES} == set(c.COMMANDS.values())
+
+
+@pytest.mark.parametrize("command", EXAMPLES, ids=lambda cmd: cmd.kind)
+def test_a_command_round_trips_through_json(command: c.Command) -> None:
+    assert c.command_from_json(json.loads(json.dumps(command.to_json()))) == command
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"at_ms": 1}, "a command is an object with a 'kind'"),
+        ({"kind": "explode", "at_ms": 1}, "unknown command kind 'explode'"),
+        ({"kind": "send", "at_ms": 1, "dialog": "D1", "colour": "red"}, "command 'send' has no field(s) colour"),
+        ({"kind": "send", "at_ms": 1}, "command 'send': "),
+    ],
+)
+def test_bad_commands_are_refused(data: dict[str, object], message: str) -> None:
+    with pytest.raises(c.ContractError) as caught:
+        c.command_from_json(data)
+    assert message in str(caught.value)
+
+
+def test_an_event_round_trips() -> None:
+    event = c.Event(5, "procedure_started", {"task": 1, "queue": "Q"})
+    assert c.Event.from_json(json.loads(json.dumps(event.to_json()))) == event

@@ -1,0 +1,102 @@
+"""The reference engine's RECEIVE, locking and transactions, called directly."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import BrokerError
+from engine.clockwork import Clockwork
+from tests.engine_world import broker, key
+
+
+def _seqs(outcome: dict[str, object]) -> list[tuple[str, int]]:
+    rows = outcome.get("rows") or []
+    assert isinstance(rows, list)
+    return [(r["dialog"], r["message_sequence_number"]) for r in rows]
+
+
+def test_receive_returns_one_group_in_order_and_top_limits_it() -> None:
+    b = broker()
+    b.begin_dialog(0, "D1", "sql1", "shop", "Initiator", "ManualService")
+    b.begin_dialog(0, "D2", "sql1", "shop", "Initiator", "ManualService")
+    for dialog in ("D1", "D2", "D1", "D1"):
+        b.send(0, dialog)
+    assert _seqs(b.receive(0, "S1", key("Manual"), top=2)) == [("D1", 0), ("D1", 1)]
+    # the group whose oldest message was queued first comes next
+    assert _seqs(b.receive(0, "S1", key("Manual"))) == [("D2", 0)]
+    assert _seqs(b.receive(0, "S1", key("Manual"))) == [("D1", 2)]
+    assert b.receive(0, "S1", key("Manual"))["status"] == "empty"
+
+
+def test_a_locked_group_is_skipped_and_rollback_returns_messages_in_order() -> None:
+    b = broker()
+    b.begin_dialog(0, "D1", "sql1", "shop", "Initiator", "ManualService")
+    b.begin_dialog(0, "D2", "sql1", "shop", "Initiator", "ManualService")
+    for dialog in ("D1", "D1", "D2"):
+        b.send(0, dialog)
+    b.begin_transaction(0, "S1")
+    assert _seqs(b.receive(0, "S1", key("Manual"), top=1)) == [("D1", 0)]
+    assert _seqs(b.receive(0, "S2", key("Manual"))) == [("D2", 0)]
+    assert b.receive(0, "S2", key("Manual"))["status"] == "empty"
+    assert _seqs(b.receive(0, "S1", key("Manual"))) == [("D1", 1)]
+    b.rollback(1, "S1")
+    assert _seqs(b.receive(1, "S2", key("Manual"))) == [("D1", 0), ("D1", 1)]
+
+
+def test_a_waiting_receive_is_answered_when_the_lock_is_released_or_times_out() -> None:
+    b = broker()
+    b.begin_dialog(0, "D1", "sql1", "shop", "Initiator", "ManualService")
+    b.send(0, "D1")
+    b.begin_transaction(0, "S1")
+    b.receive(0, "S1", key("Manual"))
+    b.send(0, "D1")
+    assert b.receive(0, "S2", key("Manual"), waitfor_ms=5000)["status"] == "waiting"
+    b.commit(2000, "S1")
+    answers = [e for e in b.drain_events() if e.kind == "rows_returned" and e.fields["session"] == "S2"]
+    assert [(e.at_ms, e.fields["rows"][0]["message_sequence_number"]) for e in answers] == [(2000, 1)]
+    assert b.receive(2000, "S3", key("Manual"), waitfor_ms=1000)["status"] == "waiting"
+    b.advance(10_000)
+    timed_out = [e for e in b.drain_events() if e.kind == "empty_result" and e.fields["session"] == "S3"]
+    assert [e.at_ms for e in timed_out] == [3000]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda b: b.send(0, "nope"), "no dialog 'nope' has been begun"),
+        (lambda b: b.commit(0, "S1"), "COMMIT in session 'S1', which has no open transaction"),
+        (lambda b: b.alter_queue(0, key("Manual"), status=True), "STATUS = ON needs a PROCEDURE_NAME"),
+        (lambda b: b.alter_queue(0, key("Manual"), procedure_name="zzz"), "no procedure 'zzz'"),
+        (lambda b: b.exit_procedure(0, key("Busy"), 9), "activated task 9 of queue 'Busy' is not running"),
+        (lambda b: b.begin_dialog(0, "D", "sql1", "shop", "Initiator", "Nowhere"), "no service 'Nowhere'"),
+        (lambda b: b.advance(-1), "time cannot go back"),
+    ],
+)
+def test_bad_commands_are_refused_with_a_reason(call: object, message: str) -> None:
+    b = broker()
+    with pytest.raises(BrokerError, match=message):
+        call(b)  # type: ignore[operator]
+
+
+def test_work_due_at_the_same_instant_runs_in_the_order_it_was_scheduled() -> None:
+    clock = Clockwork(0)
+    seen: list[str] = []
+    clock.at(10, lambda: seen.append("a"))
+    clock.at(5, lambda: seen.append("b"))
+    clock.at(10, lambda: seen.append("c"))
+    clock.settle(lambda: seen.append("settled"))
+    clock.run_until(10)
+    assert seen == ["settled", "b", "a", "c"]
+    assert clock.now_ms == 10
+
+
+def test_the_same_calls_give_the_same_log() -> None:
+    def run() -> list[tuple[int, str]]:
+        b = broker()
+        b.begin_dialog(0, "D1", "sql1", "shop", "Initiator", "BusyService")
+        for at in range(0, 20_000, 700):
+            b.send(at, "D1")
+        b.advance(120_000)
+        return [(e.at_ms, e.kind) for e in b.drain_events()]
+
+    assert run() == run()

@@ -1,0 +1,109 @@
+"""The features follow the house style: a lint that fails on what pytest-bdd would silently accept."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gherkin.parser import Parser
+
+from sbtck import catalogue
+from sbtck.catalogue import RULE_ID
+
+FEATURES = Path(__file__).resolve().parents[1] / "features"
+FILE_NAME = re.compile(r"^\d{2}_[a-z0-9_]+\.feature$")
+NUMBERED = re.compile(r"^\[(\d+)\] \S")
+KNOWN_TAGS = re.compile(r"^(informative|requires-[a-z-]+)$")
+
+
+@dataclass
+class Problem:
+    where: str
+    what: str
+
+
+def lint(path: Path, text: str) -> list[Problem]:
+    doc: dict[str, Any] = dict(Parser().parse(text))
+    feature: dict[str, Any] | None = doc.get("feature")
+    if feature is None:
+        return [Problem(str(path), "no Feature")]
+    problems: list[Problem] = []
+    rules = catalogue.load().rules
+    if not FILE_NAME.match(path.name):
+        problems.append(Problem(str(path), "feature files are named NN_words.feature"))
+    feature_tags = {t["name"].lstrip("@") for t in feature.get("tags", [])}
+    seen: dict[str, int] = {}
+    number = 0
+    for child in feature["children"]:
+        scenario = child.get("scenario")
+        if scenario is None:
+            continue
+        where = f"{path}:{scenario['location']['line']}"
+        name = scenario["name"]
+        if name in seen:
+            problems.append(
+                Problem(where, f"scenario name {name!r} also at line {seen[name]}: pytest-bdd would merge them")
+            )
+        seen[name] = scenario["location"]["line"]
+        match = NUMBERED.match(name)
+        number += 1
+        if match is None or int(match.group(1)) != number:
+            problems.append(Problem(where, f"scenario {name!r} should be numbered [{number}]"))
+        tags = feature_tags | {t["name"].lstrip("@") for t in scenario.get("tags", [])}
+        for tag in tags:
+            if RULE_ID.match(tag) and tag not in rules:
+                problems.append(Problem(where, f"@{tag} names no rule of spec/rules.yaml"))
+            elif not RULE_ID.match(tag) and not KNOWN_TAGS.match(tag):
+                problems.append(Problem(where, f"unknown tag @{tag}"))
+        if not any(RULE_ID.match(t) for t in tags) and "informative" not in tags:
+            problems.append(Problem(where, "a scenario names the rules it checks (@ACT-06) or is @informative"))
+        whens = [s for s in scenario["steps"] if s["keyword"].strip() == "When"]
+        if len(whens) > 1:
+            problems.append(Problem(where, "one When per scenario"))
+    return problems
+
+
+FILES = sorted(FEATURES.rglob("*.feature"))
+
+
+def test_there_are_features() -> None:
+    assert len(FILES) >= 6
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(FEATURES)))
+def test_feature_follows_house_style(path: Path) -> None:
+    assert lint(path, path.read_text()) == []
+
+
+BAD = """@ACT-06
+Feature: bad
+  Scenario: [1] same
+    Given the topology "activation"
+  @NOPE-1
+  Scenario: [1] same
+    When time passes to second 1
+    When time passes to second 2
+  @wip
+  Scenario: [4] untagged
+    Given the topology "activation"
+"""
+
+
+def test_lint_catches_every_kind_of_problem() -> None:
+    found = [p.what for p in lint(Path("features/x/bad.feature"), BAD)]
+    assert any("pytest-bdd would merge" in w for w in found)
+    assert any("@NOPE-1 names no rule" in w for w in found)
+    assert any("one When per scenario" in w for w in found)
+    assert any("unknown tag @wip" in w for w in found)
+    assert any("should be numbered [2]" in w for w in found)
+    assert any("named NN_words" in w for w in found)
+
+
+def test_untagged_scenario_is_refused() -> None:
+    text = 'Feature: f\n  Scenario: [1] nothing\n    Given the topology "activation"\n'
+    assert [p.what for p in lint(Path("features/a/01_f.feature"), text)] == [
+        "a scenario names the rules it checks (@ACT-06) or is @informative"
+    ]

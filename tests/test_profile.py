@@ -1,0 +1,62 @@
+"""Profiles: the open values are checked against the catalogue, with messages that say what to change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.params import PROFILE_PATH
+from iut.profile import ProfileError, check, load_file
+from iut.reference import reference
+
+
+def test_the_reference_profile_loads_and_agrees_with_the_handshake() -> None:
+    profile = load_file(PROFILE_PATH)
+    assert profile.param("activation_empty_window_s") == 5
+    assert profile.param("external_activation_timeout_s") == 60
+    assert "external_activation" in profile.capabilities
+    assert reference().handshake().params["external_activation_timeout_s"] == profile.param(
+        "external_activation_timeout_s"
+    )
+
+
+def _profile(**params: object) -> dict[str, object]:
+    return {"implementation": {"name": "x"}, "params": params}
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            _profile(activation_empty_windw_s=3),
+            "unknown parameter 'activation_empty_windw_s'; did you mean 'activation_empty_window_s'?",
+        ),
+        (_profile(activation_empty_window_s="few"), "expected a positive number, got 'few'"),
+        (_profile(activation_empty_window_s=-1), "expected a positive number, got -1"),
+        (_profile(timer_period_s=10), "the documents fix timer_period_s at 5; a profile cannot change it"),
+        ({"params": {}}, "give the implementation's name"),
+        ({"implementation": {"name": "x"}, "capabilities": ["telepathy"]}, "unknown capability 'telepathy'"),
+        ({"implementation": {"name": "x"}, "colour": 1}, "unknown key 'colour'"),
+    ],
+)
+def test_bad_profiles_are_refused(data: dict[str, object], message: str) -> None:
+    with pytest.raises(ProfileError) as caught:
+        check(data, "p.yaml")
+    assert message in str(caught.value)
+
+
+def test_a_profile_file_error_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text("implementation: {name: mine}\nparams:\n  activation_empty_window_s: soon\n")
+    with pytest.raises(
+        ProfileError, match=r"mine.yaml:3: params.activation_empty_window_s: expected a positive number"
+    ):
+        load_file(path)
+
+
+def test_a_missing_value_is_explained_when_a_scenario_needs_it() -> None:
+    profile = check({"implementation": {"name": "x"}}, "p.yaml")
+    with pytest.raises(ProfileError, match="gives no value for 'external_activation_timeout_s'"):
+        profile.param("external_activation_timeout_s")
+    assert profile.param("timer_period_s") == 5

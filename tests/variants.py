@@ -1,0 +1,135 @@
+"""Deliberately wrong brokers: each gets one activation rule wrong.
+
+The suite has teeth only if every one of these fails at least one
+scenario; ``test_wrong_variants.py`` runs the suite against each through
+``--iut python:tests.variants:NAME``.
+"""
+
+from __future__ import annotations
+
+from engine import Broker
+from engine.activation import ARRIVAL, QueueMonitor, QueueMonitors
+from engine.model import Queue, QueueKey
+from iut import contract as c
+from iut.reference import ReferenceImplementation
+
+
+class _UnreadCount(QueueMonitors):
+    def necessary(self, queue: Queue, monitor: QueueMonitor, trigger: str, arrived_on_empty: bool) -> str | None:
+        if trigger == ARRIVAL and arrived_on_empty and not self.tasks[queue.key]:
+            return "ACT-06"
+        return "ACT-07" if queue.unread() else None
+
+
+class _IgnoresMaxQueueReaders(QueueMonitors):
+    def internal_occurs(self, queue: Queue) -> bool:
+        return True
+
+
+class _IgnoresWhereClause(QueueMonitors):
+    def waiting_readers(self, key: QueueKey) -> int:
+        return len(self.receiving.waits[key])
+
+    def counts_empty(self, has_where: bool) -> bool:
+        return True
+
+
+class _NoNotificationAfterTimeOut(QueueMonitors):
+    def _time_out(self, queue: Queue, monitor: QueueMonitor) -> None:
+        pass
+
+
+class _TimeOutNotChecked(QueueMonitors):
+    def _time_out(self, queue: Queue, monitor: QueueMonitor) -> None:
+        monitor.notified_until_ms = None
+
+
+class _KeepsMonitor(QueueMonitors):
+    def should_monitor(self, queue: Queue) -> bool:
+        return queue.key in self.monitors or super().should_monitor(queue)
+
+
+class _ChecksOnlyOnTimer(QueueMonitors):
+    def evaluate(self, queue: Queue, trigger: str, arrived_on_empty: bool = False) -> None:
+        if trigger == "timer notification":
+            super().evaluate(queue, trigger, arrived_on_empty)
+
+
+class _NoRollbackCheck(QueueMonitors):
+    def rolled_back(self, queue: Queue) -> None:
+        pass
+
+
+class _ReceiveKeepsNotificationPending(QueueMonitors):
+    def receive_called(self, queue: Queue) -> None:
+        pass
+
+
+def _variant(monitors: type[QueueMonitors], name: str) -> ReferenceImplementation:
+    broker = type(f"{name}Broker", (Broker,), {"monitors_class": monitors})
+    return ReferenceImplementation(broker_class=broker, name=f"wrong variant: {name}")
+
+
+def unread_count() -> ReferenceImplementation:
+    """Activates whenever messages are unread, ignoring waiting readers and empty results."""
+    return _variant(_UnreadCount, "unread_count")
+
+
+def ignores_max_queue_readers() -> ReferenceImplementation:
+    return _variant(_IgnoresMaxQueueReaders, "ignores_max_queue_readers")
+
+
+def ignores_where_clause() -> ReferenceImplementation:
+    """Counts RECEIVE ... WHERE as a waiting reader and its empty result as an empty result."""
+    return _variant(_IgnoresWhereClause, "ignores_where_clause")
+
+
+def no_notification_after_time_out() -> ReferenceImplementation:
+    return _variant(_NoNotificationAfterTimeOut, "no_notification_after_time_out")
+
+
+def time_out_not_checked() -> ReferenceImplementation:
+    """Ends the time-out but waits for the next timer notification to look again."""
+    return _variant(_TimeOutNotChecked, "time_out_not_checked")
+
+
+def keeps_monitor() -> ReferenceImplementation:
+    """Keeps a queue monitor after activation is turned off and the notification dropped."""
+    return _variant(_KeepsMonitor, "keeps_monitor")
+
+
+def checks_only_on_timer() -> ReferenceImplementation:
+    return _variant(_ChecksOnlyOnTimer, "checks_only_on_timer")
+
+
+def no_rollback_check() -> ReferenceImplementation:
+    return _variant(_NoRollbackCheck, "no_rollback_check")
+
+
+def receive_keeps_notification_pending() -> ReferenceImplementation:
+    return _variant(_ReceiveKeepsNotificationPending, "receive_keeps_notification_pending")
+
+
+VARIANTS = [
+    "unread_count",
+    "ignores_max_queue_readers",
+    "ignores_where_clause",
+    "no_notification_after_time_out",
+    "time_out_not_checked",
+    "keeps_monitor",
+    "checks_only_on_timer",
+    "no_rollback_check",
+    "receive_keeps_notification_pending",
+]
+
+
+class _Crashes(ReferenceImplementation):
+    def execute(self, command: c.Command) -> c.Response:
+        if isinstance(command, c.Send) and command.dialog == "D2":
+            raise RuntimeError("the implementation fell over")
+        return super().execute(command)
+
+
+def crashes_on_d2() -> ReferenceImplementation:
+    """Raises instead of answering when anything is sent on a dialog named D2."""
+    return _Crashes(name="crashes on D2")
