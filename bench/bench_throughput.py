@@ -1,0 +1,84 @@
+"""Messages per second through SEND -> queue -> RECEIVE on the reference engine.
+
+The baseline does the same moves with a dict of deques in the same run, so
+the printed ratio says what the engine's bookkeeping (events, monitors,
+group locks, the clockwork) costs, whatever the machine.
+
+    python -m bench.bench_throughput [--messages N] [--dialogs D] [--repeat R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import deque
+from collections.abc import Callable
+
+from engine import Broker
+from engine.model import QueueKey
+from fixtures import topology
+
+TOPOLOGY = """\
+instances:
+  sql1:
+    databases:
+      shop:
+        queues: {InitiatorQueue: {}, TargetQueue: {}}
+        services: {Initiator: {queue: InitiatorQueue}, Target: {queue: TargetQueue}}
+"""
+
+
+def engine_run(messages: int, dialogs: int) -> None:
+    broker = Broker(topology.parse(TOPOLOGY, "bench").plain, 0)
+    queue = QueueKey("sql1", "shop", "TargetQueue")
+    names = [f"D{i}" for i in range(dialogs)]
+    for name in names:
+        broker.begin_dialog(0, name, "sql1", "shop", "Initiator", "Target")
+    for i in range(messages):
+        broker.send(i, names[i % dialogs], body="x")
+        rows = broker.receive(i, "reader", queue, top=1)["rows"]
+        assert len(rows) == 1
+        broker.drain_events()
+
+
+def baseline_run(messages: int, dialogs: int) -> None:
+    queues: dict[str, deque[tuple[str, int, str]]] = {f"D{i}": deque() for i in range(dialogs)}
+    order: deque[str] = deque()
+    sequence = dict.fromkeys(queues, 0)
+    names = list(queues)
+    for i in range(messages):
+        name = names[i % dialogs]
+        queues[name].append((name, sequence[name], "x"))
+        sequence[name] += 1
+        order.append(name)
+        row = queues[order.popleft()].popleft()
+        assert row
+
+
+def best_rate(run: Callable[[int, int], None], messages: int, dialogs: int, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run(messages, dialogs)
+        best = min(best, time.perf_counter() - start)
+    return messages / best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--dialogs", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    if args.messages <= 0 or args.dialogs <= 0 or args.repeat <= 0:
+        parser.error("--messages, --dialogs and --repeat must be positive")
+    engine = best_rate(engine_run, args.messages, args.dialogs, args.repeat)
+    baseline = best_rate(baseline_run, args.messages, args.dialogs, args.repeat)
+    print(f"messages: {args.messages}, dialogs: {args.dialogs}, best of {args.repeat}")
+    print(f"reference engine : {engine:12,.0f} messages/s")
+    print(f"dict+deque       : {baseline:12,.0f} messages/s")
+    print(f"engine / baseline: {engine / baseline:.4f}  (baseline is {baseline / engine:.0f}x faster)")
+
+
+if __name__ == "__main__":
+    main()

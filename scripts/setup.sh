@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian machine lacks for sbtck: a virtual environment
+# with the kit and its tools in .venv, and Java 17 (for the Spark stage).
+# Safe to run again: it does nothing that is already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+
+apt_install() {
+  if [ "$(id -u)" != 0 ]; then
+    say "cannot install $* without root; install it with apt-get and run again"
+    return 1
+  fi
+  if [ ! -f /tmp/.sbtck-apt-updated ]; then
+    apt-get update -qq && touch /tmp/.sbtck-apt-updated
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+PYTHON=${PYTHON:-python3}
+command -v "$PYTHON" >/dev/null || { say "no $PYTHON on PATH; sbtck needs Python 3.11 or newer"; exit 1; }
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { say "$PYTHON is older than 3.11"; exit 1; }
+
+if ! command -v java >/dev/null; then
+  say "installing Java 17 (openjdk-17-jre-headless) for the Spark stage"
+  apt_install openjdk-17-jre-headless || say "continuing without Java: only the Spark stage needs it"
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  say "creating the virtual environment .venv"
+  if ! "$PYTHON" -m venv .venv 2>/dev/null; then
+    rm -rf .venv
+    apt_install python3-venv
+    "$PYTHON" -m venv .venv
+  fi
+fi
+
+stamp=.venv/.sbtck-installed
+wanted=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+  say "installing sbtck and its tools into .venv"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+  echo "$wanted" >"$stamp"
+fi

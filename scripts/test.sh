@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The project's own tests: lint, types, the unit/property/end-to-end tests,
+# and the Gherkin suite against the reference engine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+echo "== ruff"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+echo "== mypy"
+.venv/bin/mypy
+echo "== pytest"
+exec .venv/bin/pytest tests steps -n 2 "$@"
