@@ -5,11 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from engine.activation import ALTER, ARRIVAL, TIMER, QueueMonitors
+from engine.choosing import Chooser, FirstChooser
 from engine.clockwork import Clockwork
 from engine.events import Event, EventLog
-from engine.model import Conversation, Instance, Message, Queue, QueueKey, ReaderBehaviour, Service
+from engine.model import Conversation, Database, Endpoint, Envelope, Instance, Message, Queue, QueueKey, ReaderBehaviour
 from engine.params import EngineParams
 from engine.receiving import GET_CONVERSATION_GROUP, RECEIVE, Receiving, ReceivingError, Session
+from engine.route_admin import RouteAdmin, RouteAdminError
+from engine.router import Router
 from engine.topology import TopologyError, build
 
 FIRST_USER_SPID = 51
@@ -31,11 +34,17 @@ class Broker:
     monitors_class: type[QueueMonitors] = QueueMonitors
     receiving_class: type[Receiving] = Receiving
 
-    def __init__(self, topology: dict[str, Any], start_ms: int, params: EngineParams | None = None) -> None:
+    def __init__(
+        self,
+        topology: dict[str, Any],
+        start_ms: int,
+        params: EngineParams | None = None,
+        chooser: Chooser | None = None,
+    ) -> None:
         self.params = params or EngineParams.reference()
         self.start_ms = start_ms
         try:
-            self.instances: dict[str, Instance] = build(topology)
+            self.instances: dict[str, Instance] = build(topology, start_ms)
         except TopologyError as exc:
             raise BrokerError(str(exc)) from exc
         self.clock = Clockwork(start_ms)
@@ -53,6 +62,10 @@ class Broker:
         )
         self.receiving = self.receiving_class(self.queues, self.clock, self.log, self.monitors)
         self.monitors.receiving = self.receiving
+        self.router = Router(
+            self.instances, self.clock, self.log, self.params, chooser or FirstChooser(), self._deliver
+        )
+        self.routes = RouteAdmin(self.instances, self.router, self.clock, self.log)
         self.log.emit(start_ms, "broker_started")
         for queue in self.queues.values():
             self.monitors.sync(queue)
@@ -75,6 +88,8 @@ class Broker:
         self.log.emit(self.clock.now_ms, "timer_notification", number=self._notification)
         for key in list(self.monitors.monitors):
             self.monitors.evaluate(self.queues[key], TIMER)
+        if self._notification % 2 == 0:
+            self.router.retry_unreachable()
         self._schedule_timer()
 
     # ------------------------------------------------------------- lookups
@@ -86,11 +101,11 @@ class Broker:
                 f"no queue {key.queue!r} in database {key.database!r} of instance {key.instance!r}"
             ) from None
 
-    def _service(self, instance: str, database: str, name: str) -> Service:
+    def _database(self, instance: str, database: str) -> Database:
         try:
-            return self.instances[instance].databases[database].services[name]
+            return self.instances[instance].databases[database]
         except KeyError:
-            raise BrokerError(f"no service {name!r} in database {database!r} of instance {instance!r}") from None
+            raise BrokerError(f"no database {database!r} in instance {instance!r}") from None
 
     def _procedure(self, key: QueueKey, name: str) -> ReaderBehaviour:
         procedures = self.instances[key.instance].databases[key.database].procedures
@@ -113,54 +128,111 @@ class Broker:
     def session(self, name: str) -> Session:
         return self.sessions.get(name) or self._new_session(name)
 
-    def _locate(self, initiator: Service, target: str) -> Service:
-        # The initiating database first, then the others of the instance (RTL-3).
-        instance = self.instances[initiator.queue.instance]
-        first = instance.databases[initiator.queue.database]
-        for db in [first, *(d for d in instance.databases.values() if d is not first)]:
-            if target in db.services:
-                return db.services[target]
-        raise BrokerError(f"no service {target!r} in instance {instance.name!r}")
-
     # ------------------------------------------------------------- commands
     def begin_dialog(
-        self, at_ms: int, dialog: str, instance: str, database: str, from_service: str, to_service: str
+        self,
+        at_ms: int,
+        dialog: str,
+        instance: str,
+        database: str,
+        from_service: str,
+        to_service: str,
+        to_broker_instance: str | None = None,
     ) -> dict[str, Any]:
+        """BEGIN DIALOG only creates the initiator's endpoint; routing starts with the first SEND."""
         self.advance(at_ms)
         if dialog in self.conversations:
             raise BrokerError(f"dialog {dialog!r} has already been begun")
-        initiator = self._service(instance, database, from_service)
-        target = self._locate(initiator, to_service)
-        conversation = Conversation(dialog, initiator, target, target.queue, group=dialog)
-        self.conversations[dialog] = conversation
+        db = self._database(instance, database)
+        if from_service not in db.services:
+            raise BrokerError(f"no service {from_service!r} in database {database!r} of instance {instance!r}")
+        initiator = Endpoint(instance, database, from_service, db.broker_instance)
+        broker = to_broker_instance.upper() if to_broker_instance else None
+        self.conversations[dialog] = Conversation(dialog, initiator, to_service, target_broker_instance=broker)
         self.log.emit(
             at_ms,
             "dialog_begun",
             dialog=dialog,
-            target_service=target.name,
-            conversation_group=conversation.group,
-            **target.queue.fields(),
+            instance=instance,
+            database=database,
+            from_service=from_service,
+            to_service=to_service,
+            to_broker_instance=broker,
         )
-        return {"dialog": dialog, "conversation_group": conversation.group}
+        return {"dialog": dialog}
 
-    def send(self, at_ms: int, dialog: str, message_type: str = "DEFAULT", body: str = "") -> dict[str, Any]:
+    def send(
+        self, at_ms: int, dialog: str, message_type: str = "DEFAULT", body: str = "", from_target: bool = False
+    ) -> dict[str, Any]:
+        """SEND by the initiator, or by the target when ``from_target`` (a reply)."""
         self.advance(at_ms)
-        conversation = self._conversation(dialog)
-        queue = self.queues[conversation.queue]
+        conv = self._conversation(dialog)
+        if from_target:
+            if conv.target is None:
+                raise BrokerError(f"dialog {dialog!r} has not reached a target yet, so the target cannot reply")
+            sequence, conv.reply_sequence = conv.reply_sequence, conv.reply_sequence + 1
+            env = Envelope(
+                dialog,
+                sequence,
+                conv.initiator.service,
+                conv.initiator.broker_instance,
+                True,
+                conv.target.instance,
+                message_type,
+                body,
+            )
+            origin, home = self.instances[conv.target.instance], conv.target.database
+        else:
+            sequence, conv.next_sequence = conv.next_sequence, conv.next_sequence + 1
+            env = Envelope(
+                dialog,
+                sequence,
+                conv.target_service,
+                conv.target_broker_instance,
+                False,
+                conv.initiator.instance,
+                message_type,
+                body,
+            )
+            origin, home = self.instances[conv.initiator.instance], conv.initiator.database
+        self.log.emit(at_ms, "message_sent", instance=origin.name, database=home, **env.fields())
+        self.router.submit(env, origin, home)
+        self.clock.run_pending()
+        return {"message_sequence_number": sequence}
+
+    def _deliver(self, env: Envelope, at: Instance, db: Database) -> None:
+        conv = self.conversations[env.dialog]
+        service = db.services[env.to_service]
+        if not env.from_target and conv.target is None:
+            conv.target = Endpoint(at.name, db.name, service.name, db.broker_instance)
+        queue = self.queues[service.queue]
         self._queuing_order += 1
         message = Message(
-            self._queuing_order, dialog, conversation.group, conversation.next_sequence, message_type, body, at_ms
+            self._queuing_order, env.dialog, env.dialog, env.sequence, env.message_type, env.body, self.clock.now_ms
         )
-        conversation.next_sequence += 1
         arrived_on_empty = queue.unread() == 0
         queue.messages.append(message)
         self.log.emit(
-            at_ms, "message_arrived", dialog=dialog, message_sequence_number=message.sequence, **queue.key.fields()
+            self.clock.now_ms,
+            "message_arrived",
+            **env.fields(),
+            service=service.name,
+            conversation_group=message.group,
+            **queue.key.fields(),
         )
+        if not env.from_target and not conv.acknowledged:
+            # RTE-04: the acknowledgement names the target's broker instance; later messages carry it
+            conv.acknowledged = True
+            conv.target_broker_instance = db.broker_instance
+            self.log.emit(
+                self.clock.now_ms,
+                "acknowledged",
+                instance=conv.initiator.instance,
+                dialog=env.dialog,
+                broker_instance=db.broker_instance,
+            )
         self.receiving.serve(queue.key)
         self.monitors.evaluate(queue, ARRIVAL, arrived_on_empty)
-        self.clock.run_pending()
-        return {"message_sequence_number": message.sequence}
 
     def begin_transaction(self, at_ms: int, session: str) -> None:
         self._statement(at_ms, lambda: self.receiving.begin(self.session(session)))
@@ -263,6 +335,36 @@ class Broker:
         self.monitors.exit_procedure(found, "exited")
         self.clock.run_pending()
 
+    # -------------------------------------------------------- routes, faults
+    def _admin(self, at_ms: int, run: Any) -> None:
+        self.advance(at_ms)
+        try:
+            run()
+        except RouteAdminError as exc:
+            raise BrokerError(str(exc)) from exc
+        self.clock.run_pending()
+
+    def create_route(self, at_ms: int, instance: str, database: str | None, spec: dict[str, Any]) -> None:
+        self._admin(at_ms, lambda: self.routes.create(instance, database, spec))
+
+    def alter_route(self, at_ms: int, instance: str, database: str | None, spec: dict[str, Any]) -> None:
+        self._admin(at_ms, lambda: self.routes.alter(instance, database, spec))
+
+    def drop_route(self, at_ms: int, instance: str, database: str | None, name: str) -> None:
+        self._admin(at_ms, lambda: self.routes.drop(instance, database, name))
+
+    def answer_routing_request(self, at_ms: int, instance: str, database: str | None, spec: dict[str, Any]) -> None:
+        self._admin(at_ms, lambda: self.routes.answer_routing_request(instance, database, spec))
+
+    def set_message_forwarding(self, at_ms: int, instance: str, active: bool) -> None:
+        self._admin(at_ms, lambda: self.routes.set_forwarding(instance, active))
+
+    def set_reachable(self, at_ms: int, instance: str, reachable: bool) -> None:
+        self._admin(at_ms, lambda: self.routes.set_reachable(instance, reachable))
+
+    def failover(self, at_ms: int, instance: str, database: str) -> None:
+        self._admin(at_ms, lambda: self.routes.make_principal(instance, database))
+
     def _statement(self, at_ms: int, run: Any) -> None:
         self.advance(at_ms)
         try:
@@ -298,6 +400,29 @@ class Broker:
                 }
             )
         return rows
+
+    def sys_routes(self, instance: str, database: str | None) -> list[dict[str, Any]]:
+        try:
+            table = self.routes.table(instance, database)
+        except RouteAdminError as exc:
+            raise BrokerError(str(exc)) from exc
+        return [
+            {"instance": instance, "database": database or "msdb", **r.row()}
+            for r in sorted(table.values(), key=lambda r: r.name)
+        ]
+
+    def conversation_endpoints(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "dialog": c.dialog,
+                "instance": c.initiator.instance,
+                "database": c.initiator.database,
+                "far_service": c.target_service,
+                "far_broker_instance": c.target_broker_instance,
+                "acknowledged": c.acknowledged,
+            }
+            for c in self.conversations.values()
+        ]
 
     def dm_broker_activated_tasks(self) -> list[dict[str, Any]]:
         return [

@@ -79,6 +79,40 @@ class Service:
     queue: QueueKey
 
 
+LOCAL = "LOCAL"
+TRANSPORT = "TRANSPORT"
+# The service a route to a dynamic routing service names (RTM-4).
+BROKER_CONFIGURATION_NOTICE = "http://schemas.microsoft.com/SQL/ServiceBroker/BrokerConfigurationNotice"
+
+
+@dataclass
+class Route:
+    name: str
+    service_name: str | None = None
+    broker_instance: str | None = None
+    address: str = LOCAL
+    mirror_address: str | None = None
+    expires_ms: int | None = None
+
+    @property
+    def dynamic(self) -> bool:
+        return self.service_name == BROKER_CONFIGURATION_NOTICE
+
+    def identity(self) -> tuple[str | None, str | None, str]:
+        """RTC-0: routes alike in broker instance, service name and address count as one."""
+        return (self.broker_instance, self.service_name, self.address.upper())
+
+    def row(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "remote_service_name": self.service_name,
+            "broker_instance": self.broker_instance,
+            "address": self.address,
+            "mirror_address": self.mirror_address,
+            "expires_ms": self.expires_ms,
+        }
+
+
 @dataclass
 class Database:
     name: str
@@ -87,6 +121,13 @@ class Database:
     services: dict[str, Service] = field(default_factory=dict)
     queues: dict[str, Queue] = field(default_factory=dict)
     procedures: dict[str, ReaderBehaviour] = field(default_factory=dict)
+    routes: dict[str, Route] = field(default_factory=dict)
+    # None, or this copy's role in a database mirroring pair: "principal" or "mirror"
+    mirroring_role: str | None = None
+
+    @property
+    def online(self) -> bool:
+        return self.mirroring_role != "mirror"
 
 
 @dataclass
@@ -94,15 +135,54 @@ class Instance:
     name: str
     address: str
     databases: dict[str, Database] = field(default_factory=dict)
+    msdb_routes: dict[str, Route] = field(default_factory=dict)
+    forwarding: bool = False
+    reachable: bool = True
+
+    def by_broker_instance(self, guid: str) -> Database | None:
+        return next((d for d in self.databases.values() if d.broker_instance == guid.upper()), None)
+
+    def has_service(self, name: str) -> bool:
+        return any(name in d.services and d.online for d in self.databases.values())
+
+
+@dataclass
+class Endpoint:
+    instance: str
+    database: str
+    service: str
+    broker_instance: str
 
 
 @dataclass
 class Conversation:
-    """One dialog as its target sees it: messages land on ``queue`` in ``group``."""
+    """A dialog: its initiator, the target it has reached (once it has), and what routing knows."""
 
     dialog: str
-    initiator: Service
-    target: Service
-    queue: QueueKey
-    group: str
+    initiator: Endpoint
+    target_service: str
+    target_broker_instance: str | None = None
+    target: Endpoint | None = None
+    queue: QueueKey | None = None
+    group: str = ""
     next_sequence: int = 0
+    reply_sequence: int = 0
+    acknowledged: bool = False
+
+
+@dataclass
+class Envelope:
+    """A message on its way: what routing sees of it."""
+
+    dialog: str
+    sequence: int
+    to_service: str
+    to_broker_instance: str | None
+    from_target: bool
+    origin_instance: str
+    message_type: str = "DEFAULT"
+    body: str = ""
+    hops: int = 0
+
+    def fields(self) -> dict[str, object]:
+        return {"dialog": self.dialog, "message_sequence_number": self.sequence, "from_target": self.from_target}

@@ -16,6 +16,8 @@ class EngineParams:
     timer_period_s: int = 5
     activation_empty_window_s: int = 5
     external_activation_timeout_s: int = 60
+    delayed_retry_s: int = 10
+    forward_hop_limit: int = 4
 
     @classmethod
     def reference(cls) -> EngineParams:

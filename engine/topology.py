@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.model import Activation, Database, Instance, Queue, QueueKey, ReaderBehaviour, Service
+from engine.model import Activation, Database, Instance, Queue, QueueKey, ReaderBehaviour, Route, Service
 
 
 class TopologyError(ValueError):
@@ -34,17 +34,37 @@ def _activation(spec: dict[str, Any] | None) -> Activation:
     )
 
 
-def build(topology: dict[str, Any]) -> dict[str, Instance]:
+def route(spec: dict[str, Any], now_ms: int) -> Route:
+    lifetime = spec.get("lifetime_s")
+    broker = spec.get("broker_instance")
+    return Route(
+        name=spec["name"],
+        service_name=spec.get("service_name"),
+        broker_instance=broker.upper() if broker else None,
+        address=spec.get("address", "LOCAL"),
+        mirror_address=spec.get("mirror_address"),
+        expires_ms=None if lifetime is None else now_ms + int(lifetime * 1000),
+    )
+
+
+def build(topology: dict[str, Any], start_ms: int = 0) -> dict[str, Instance]:
     instances: dict[str, Instance] = {}
     next_database_id = 5  # ids 1-4 belong to the system databases
     next_object_id = 1_000
     for ispec in topology.get("instances", []):
-        instance = Instance(ispec["name"], ispec.get("address", ""))
+        instance = Instance(ispec["name"], ispec.get("address", ""), forwarding=bool(ispec.get("message_forwarding")))
+        instance.msdb_routes = {r["name"]: route(r, start_ms) for r in ispec.get("msdb_routes", [])}
         if instance.name in instances:
             raise TopologyError(f"instance {instance.name!r} is declared twice")
         instances[instance.name] = instance
         for dspec in ispec.get("databases", []):
-            db = Database(dspec["name"], next_database_id, dspec.get("broker_instance", ""))
+            db = Database(
+                dspec["name"],
+                next_database_id,
+                str(dspec.get("broker_instance", "")).upper(),
+                mirroring_role=dspec.get("mirroring_role"),
+            )
+            db.routes = {r["name"]: route(r, start_ms) for r in dspec.get("routes", [])}
             next_database_id += 1
             instance.databases[db.name] = db
             for pspec in dspec.get("procedures", []):

@@ -15,7 +15,13 @@ from typing import Any, ClassVar
 
 PROTOCOL_VERSION = "1.0"
 
-VIEWS = ("sys.dm_broker_queue_monitors", "sys.dm_broker_activated_tasks")
+VIEWS = (
+    "sys.dm_broker_queue_monitors",
+    "sys.dm_broker_activated_tasks",
+    "sys.routes",  # of QueryView.database on QueryView.instance; database None means msdb
+    "sys.transmission_queue",
+    "sys.conversation_endpoints",
+)
 
 
 class ContractError(ValueError):
@@ -59,14 +65,18 @@ class BeginDialog(Command):
     database: str
     from_service: str
     to_service: str
+    to_broker_instance: str | None = None
 
 
 @dataclass(frozen=True)
 class Send(Command):
+    """SEND ON CONVERSATION: by the initiator, or by the target (a reply) when ``from_target``."""
+
     kind: ClassVar[str] = "send"
     dialog: str
     message_type: str = "DEFAULT"
     body: str = ""
+    from_target: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,11 +155,79 @@ class ExitProcedure(Command):
 
 
 @dataclass(frozen=True)
+class CreateRoute(Command):
+    """CREATE ROUTE in ``database`` of ``instance`` (None: msdb). ``route`` holds name, service_name,
+    broker_instance, address, mirror_address, lifetime_s - the plain form of topology routes."""
+
+    kind: ClassVar[str] = "create_route"
+    instance: str
+    database: str | None
+    route: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AlterRoute(Command):
+    """ALTER ROUTE: the fields of ``route`` that are not None replace the route's."""
+
+    kind: ClassVar[str] = "alter_route"
+    instance: str
+    database: str | None
+    route: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DropRoute(Command):
+    kind: ClassVar[str] = "drop_route"
+    instance: str
+    database: str | None
+    name: str
+
+
+@dataclass(frozen=True)
+class AnswerRoutingRequest(Command):
+    """A dynamic routing service answers a pending request (RTM-4) by creating ``route``."""
+
+    kind: ClassVar[str] = "answer_routing_request"
+    instance: str
+    database: str | None
+    route: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SetMessageForwarding(Command):
+    """ALTER ENDPOINT ... FOR SERVICE_BROKER (MESSAGE_FORWARDING = ENABLED | DISABLED)."""
+
+    kind: ClassVar[str] = "set_message_forwarding"
+    instance: str
+    active: bool
+
+
+@dataclass(frozen=True)
+class SetReachable(Command):
+    """A fault: the instance stops answering the network, or answers again."""
+
+    kind: ClassVar[str] = "set_reachable"
+    instance: str
+    reachable: bool
+
+
+@dataclass(frozen=True)
+class Failover(Command):
+    """The copy of ``database`` on ``instance`` becomes the mirroring principal; its partner the mirror."""
+
+    kind: ClassVar[str] = "failover"
+    instance: str
+    database: str
+
+
+@dataclass(frozen=True)
 class QueryView(Command):
-    """SELECT * FROM one of the dynamic management views of ``VIEWS``."""
+    """SELECT * FROM one of the views of ``VIEWS``; sys.routes and sys.transmission_queue take an instance."""
 
     kind: ClassVar[str] = "query_view"
     view: str
+    instance: str | None = None
+    database: str | None = None
 
 
 COMMANDS: dict[str, type[Command]] = {

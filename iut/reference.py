@@ -16,9 +16,9 @@ from iut import contract as c
 DISPATCH: dict[type[c.Command], Callable[[Broker, Any], dict[str, Any] | None]] = {
     c.AdvanceTime: lambda b, cmd: b.advance(cmd.at_ms),
     c.BeginDialog: lambda b, cmd: b.begin_dialog(
-        cmd.at_ms, cmd.dialog, cmd.instance, cmd.database, cmd.from_service, cmd.to_service
+        cmd.at_ms, cmd.dialog, cmd.instance, cmd.database, cmd.from_service, cmd.to_service, cmd.to_broker_instance
     ),
-    c.Send: lambda b, cmd: b.send(cmd.at_ms, cmd.dialog, cmd.message_type, cmd.body),
+    c.Send: lambda b, cmd: b.send(cmd.at_ms, cmd.dialog, cmd.message_type, cmd.body, cmd.from_target),
     c.BeginTransaction: lambda b, cmd: b.begin_transaction(cmd.at_ms, cmd.session),
     c.Commit: lambda b, cmd: b.commit(cmd.at_ms, cmd.session),
     c.Rollback: lambda b, cmd: b.rollback(cmd.at_ms, cmd.session),
@@ -44,6 +44,13 @@ DISPATCH: dict[type[c.Command], Callable[[Broker, Any], dict[str, Any] | None]] 
     c.CreateEventNotification: lambda b, cmd: b.create_event_notification(cmd.at_ms, cmd.name, _key(cmd.queue)),
     c.DropEventNotification: lambda b, cmd: b.drop_event_notification(cmd.at_ms, cmd.name, _key(cmd.queue)),
     c.ExitProcedure: lambda b, cmd: b.exit_procedure(cmd.at_ms, _key(cmd.queue), cmd.task),
+    c.CreateRoute: lambda b, cmd: b.create_route(cmd.at_ms, cmd.instance, cmd.database, cmd.route),
+    c.AlterRoute: lambda b, cmd: b.alter_route(cmd.at_ms, cmd.instance, cmd.database, cmd.route),
+    c.DropRoute: lambda b, cmd: b.drop_route(cmd.at_ms, cmd.instance, cmd.database, cmd.name),
+    c.AnswerRoutingRequest: lambda b, cmd: b.answer_routing_request(cmd.at_ms, cmd.instance, cmd.database, cmd.route),
+    c.SetMessageForwarding: lambda b, cmd: b.set_message_forwarding(cmd.at_ms, cmd.instance, cmd.active),
+    c.SetReachable: lambda b, cmd: b.set_reachable(cmd.at_ms, cmd.instance, cmd.reachable),
+    c.Failover: lambda b, cmd: b.failover(cmd.at_ms, cmd.instance, cmd.database),
     c.QueryView: lambda b, cmd: _view(b, cmd),
 }
 
@@ -58,6 +65,14 @@ def _view(broker: Broker, cmd: c.QueryView) -> dict[str, Any]:
         return {"rows": broker.dm_broker_queue_monitors()}
     if cmd.view == "sys.dm_broker_activated_tasks":
         return {"rows": broker.dm_broker_activated_tasks()}
+    if cmd.view == "sys.routes":
+        if cmd.instance is None:
+            raise BrokerError("sys.routes needs an instance (and a database; none means msdb)")
+        return {"rows": broker.sys_routes(cmd.instance, cmd.database)}
+    if cmd.view == "sys.transmission_queue":
+        return {"rows": [r for r in broker.router.transmission_rows() if cmd.instance in (None, r["instance"])]}
+    if cmd.view == "sys.conversation_endpoints":
+        return {"rows": broker.conversation_endpoints()}
     raise BrokerError(f"unknown view {cmd.view!r}; known: {', '.join(c.VIEWS)}")
 
 

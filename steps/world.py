@@ -70,6 +70,6 @@ class World:
     def log_text(self, events: list[c.Event] | None = None) -> str:
         lines = []
         for event in self.log if events is None else events:
-            extra = ", ".join(f"{k}={v}" for k, v in event.fields.items() if k not in ("instance", "database"))
+            extra = ", ".join(f"{k}={v}" for k, v in event.fields.items())
             lines.append(f"  second {self.second_of(event):>6g}  {event.kind.replace('_', ' '):<24} {extra}")
         return "\n".join(lines) or "  (no events)"

@@ -57,7 +57,12 @@ def test_a_bad_iut_spec_or_profile_stops_before_any_scenario(tmp_path: Path) -> 
 def _profile(tmp_path: Path, **extra: object) -> Path:
     data = {
         "implementation": {"name": "mine", "version": "2"},
-        "params": {"activation_empty_window_s": 5, "external_activation_timeout_s": 60},
+        "params": {
+            "activation_empty_window_s": 5,
+            "external_activation_timeout_s": 60,
+            "delayed_retry_s": 10,
+            "forward_hop_limit": 4,
+        },
         "capabilities": ["internal_activation", "external_activation"],
         **extra,
     }
@@ -67,7 +72,15 @@ def _profile(tmp_path: Path, **extra: object) -> Path:
 
 
 def test_scenarios_read_expected_times_from_the_profile(tmp_path: Path) -> None:
-    profile = _profile(tmp_path, params={"activation_empty_window_s": 5, "external_activation_timeout_s": 30})
+    profile = _profile(
+        tmp_path,
+        params={
+            "activation_empty_window_s": 5,
+            "external_activation_timeout_s": 30,
+            "delayed_retry_s": 10,
+            "forward_hop_limit": 4,
+        },
+    )
     run = sbtck("--profile", str(profile), "--tags", "ACT-13", out=tmp_path / "out")
     assert run.code == 1
     failed = [sid for sid, status in run.statuses().items() if status == "failed"]

@@ -68,7 +68,7 @@ def test_a_waiting_receive_is_answered_when_the_lock_is_released_or_times_out() 
         (lambda b: b.alter_queue(0, key("Manual"), status=True), "STATUS = ON needs a PROCEDURE_NAME"),
         (lambda b: b.alter_queue(0, key("Manual"), procedure_name="zzz"), "no procedure 'zzz'"),
         (lambda b: b.exit_procedure(0, key("Busy"), 9), "activated task 9 of queue 'Busy' is not running"),
-        (lambda b: b.begin_dialog(0, "D", "sql1", "shop", "Initiator", "Nowhere"), "no service 'Nowhere'"),
+        (lambda b: b.begin_dialog(0, "D", "sql1", "shop", "Nobody", "ManualService"), "no service 'Nobody'"),
         (lambda b: b.advance(-1), "time cannot go back"),
     ],
 )

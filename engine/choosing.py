@@ -1,0 +1,39 @@
+"""Where the documents let Service Broker pick "arbitrarily", the engine asks a chooser.
+
+The broker reports every pick in its event log, so a scenario can accept
+any allowed outcome and a test can run the suite with another chooser.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+ROUTE = "route"  # RTC-1..4: one route among the candidates of a step
+BROKER_INSTANCE = "broker_instance"  # RTM-3: one broker instance among several
+DATABASE_ORDER = "database_order"  # RTL-3: the order of the other databases
+
+
+class Chooser(Protocol):
+    def choose(self, kind: str, options: list[str]) -> str: ...
+
+    def order(self, kind: str, options: list[str]) -> list[str]: ...
+
+
+class FirstChooser:
+    """Takes the first option in name order: the reference engine's default."""
+
+    def choose(self, kind: str, options: list[str]) -> str:
+        return sorted(options)[0]
+
+    def order(self, kind: str, options: list[str]) -> list[str]:
+        return sorted(options)
+
+
+class LastChooser:
+    """Takes the last: a second, equally allowed, set of choices."""
+
+    def choose(self, kind: str, options: list[str]) -> str:
+        return sorted(options)[-1]
+
+    def order(self, kind: str, options: list[str]) -> list[str]:
+        return sorted(options, reverse=True)

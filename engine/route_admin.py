@@ -1,0 +1,116 @@
+"""CREATE / ALTER / DROP ROUTE, message forwarding, and the faults routing scenarios need."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.clockwork import Clockwork
+from engine.events import EventLog
+from engine.model import Instance, Route
+from engine.router import Router
+from engine.topology import route as make_route
+
+
+class RouteAdminError(ValueError):
+    pass
+
+
+class RouteAdmin:
+    def __init__(self, instances: dict[str, Instance], router: Router, clock: Clockwork, log: EventLog) -> None:
+        self.instances = instances
+        self.router = router
+        self.clock = clock
+        self.log = log
+
+    def _instance(self, name: str) -> Instance:
+        if name not in self.instances:
+            raise RouteAdminError(f"no instance {name!r}")
+        return self.instances[name]
+
+    def table(self, instance: str, database: str | None) -> dict[str, Route]:
+        """``database`` None means msdb."""
+        inst = self._instance(instance)
+        if database is None:
+            return inst.msdb_routes
+        if database not in inst.databases:
+            raise RouteAdminError(f"no database {database!r} in instance {instance!r}")
+        return inst.databases[database].routes
+
+    def _check_addresses(self, route: Route) -> None:
+        for address in (route.address, route.mirror_address):
+            if address and address.upper().startswith("TCP://") and self.router.by_address(address) is None:
+                raise RouteAdminError(f"route {route.name}: {address} names no instance of the topology")
+        if route.mirror_address and not route.address.upper().startswith("TCP://"):
+            raise RouteAdminError(f"route {route.name}: a MIRROR_ADDRESS needs a network ADDRESS")
+
+    def create(self, instance: str, database: str | None, spec: dict[str, Any]) -> None:
+        table = self.table(instance, database)
+        route = make_route(spec, self.clock.now_ms)
+        if route.name in table:
+            raise RouteAdminError(f"route {route.name!r} already exists in {database or 'msdb'} of {instance}")
+        self._check_addresses(route)
+        table[route.name] = route
+        self.log.emit(
+            self.clock.now_ms, "route_created", instance=instance, database=database or "msdb", route=route.name
+        )
+
+    def alter(self, instance: str, database: str | None, spec: dict[str, Any]) -> None:
+        table = self.table(instance, database)
+        if spec["name"] not in table:
+            raise RouteAdminError(f"no route {spec['name']!r} in {database or 'msdb'} of {instance}")
+        old = table[spec["name"]].row()
+        merged = {
+            **{
+                "service_name": old["remote_service_name"],
+                "broker_instance": old["broker_instance"],
+                "address": old["address"],
+                "mirror_address": old["mirror_address"],
+            },
+            **{k: v for k, v in spec.items() if v is not None},
+        }
+        route = make_route(merged, self.clock.now_ms)
+        if spec.get("lifetime_s") is None:
+            route.expires_ms = table[spec["name"]].expires_ms
+        self._check_addresses(route)
+        table[route.name] = route
+        self.log.emit(
+            self.clock.now_ms, "route_altered", instance=instance, database=database or "msdb", route=route.name
+        )
+
+    def drop(self, instance: str, database: str | None, name: str) -> None:
+        table = self.table(instance, database)
+        if name not in table:
+            raise RouteAdminError(f"no route {name!r} in {database or 'msdb'} of {instance}")
+        del table[name]
+        self.log.emit(self.clock.now_ms, "route_dropped", instance=instance, database=database or "msdb", route=name)
+
+    def answer_routing_request(self, instance: str, database: str | None, spec: dict[str, Any]) -> None:
+        """The dynamic routing service answers by creating the route it found (RTM-4)."""
+        self.create(instance, database, spec)
+        key = f"{instance}/{database + '.sys.routes' if database else 'msdb.sys.routes'}"
+        pending = self.router.requests.get(key, set())
+        for request in [r for r in pending if r[1] == spec.get("service_name")]:
+            pending.discard(request)
+
+    def set_forwarding(self, instance: str, active: bool) -> None:
+        self._instance(instance).forwarding = active
+        self.log.emit(self.clock.now_ms, "message_forwarding", instance=instance, active=active)
+
+    def set_reachable(self, instance: str, reachable: bool) -> None:
+        self._instance(instance).reachable = reachable
+        self.log.emit(
+            self.clock.now_ms, "instance_reachable" if reachable else "instance_unreachable", instance=instance
+        )
+
+    def make_principal(self, instance: str, database: str) -> None:
+        """Failover: this copy becomes the principal and its partner, wherever it is, the mirror."""
+        inst = self._instance(instance)
+        if database not in inst.databases or inst.databases[database].mirroring_role is None:
+            raise RouteAdminError(f"database {database!r} of {instance} is not part of a mirroring pair")
+        db = inst.databases[database]
+        for other in self.instances.values():
+            for copy in other.databases.values():
+                if copy.broker_instance == db.broker_instance and copy is not db:
+                    copy.mirroring_role = "mirror"
+        db.mirroring_role = "principal"
+        self.log.emit(self.clock.now_ms, "mirroring_failover", instance=instance, database=database)

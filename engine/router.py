@@ -1,0 +1,262 @@
+"""Moves messages between services: routing, the transport, mirrors, forwarding.
+
+A message is routed where it is: inside its origin instance with the
+initiating database's sys.routes, on arrival from the network with
+msdb.sys.routes (RTE-01). What cannot go yet waits in the instance's
+transmission queue: a delayed conversation is matched again after
+``delayed_retry_s`` (RTM-8); a message for an unreachable destination is
+tried again on every 2nd timer notification (PER-2A).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engine import routing
+from engine.choosing import Chooser
+from engine.clockwork import Clockwork
+from engine.events import EventLog
+from engine.model import LOCAL, TRANSPORT, Database, Envelope, Instance, Route
+from engine.params import EngineParams
+
+Deliver = Callable[[Envelope, Instance, Database], None]
+
+
+@dataclass
+class Waiting:
+    """A message in an instance's transmission queue."""
+
+    envelope: Envelope
+    instance: str
+    inside: bool
+    home: str | None
+    status: str
+
+
+class Router:
+    def __init__(
+        self,
+        instances: dict[str, Instance],
+        clock: Clockwork,
+        log: EventLog,
+        params: EngineParams,
+        chooser: Chooser,
+        deliver: Deliver,
+    ) -> None:
+        self.instances = instances
+        self.clock = clock
+        self.log = log
+        self.params = params
+        self.chooser = chooser
+        self.deliver = deliver
+        # per conversation and direction, in sending order: only the head is ever routed
+        self.lines: dict[tuple[str, bool], list[Waiting]] = {}
+        self._retrying: Envelope | None = None
+        self.requests: dict[str, set[tuple[str, str]]] = {}
+        self.principals: dict[tuple[str, str], str] = {}
+
+    # ------------------------------------------------------------ addresses
+    def by_address(self, address: str) -> Instance | None:
+        return next((i for i in self.instances.values() if i.address.upper() == address.upper()), None)
+
+    def _emit(self, kind: str, at: Instance, env: Envelope, **fields: object) -> None:
+        self.log.emit(self.clock.now_ms, kind, instance=at.name, **env.fields(), **fields)
+
+    # The three steps of routing, as methods so that a test can build a wrong router.
+    match = staticmethod(routing.match)
+    choose = staticmethod(routing.choose)
+    locate = staticmethod(routing.locate)
+
+    def table_for(self, at: Instance, inside: bool, home: str | None) -> tuple[str, dict[str, Route]]:
+        """RTE-01: the initiating database's sys.routes inside the instance, msdb.sys.routes from outside."""
+        if inside and home is not None:
+            return f"{home}.sys.routes", at.databases[home].routes
+        return "msdb.sys.routes", at.msdb_routes
+
+    # ------------------------------------------------------- transmission queue
+    def submit(self, env: Envelope, origin: Instance, home: str) -> None:
+        """A message SENT at its origin: it queues behind any earlier message of its conversation."""
+        line = self.lines.get((env.dialog, env.from_target))
+        if line:
+            self._wait(env, origin, True, home, "behind an earlier message of the conversation")
+            return
+        self.route(env, origin, inside=True, home=home)
+
+    def _wait(self, env: Envelope, at: Instance, inside: bool, home: str | None, status: str) -> Waiting:
+        waiting = Waiting(env, at.name, inside, home, status)
+        line = self.lines.setdefault((env.dialog, env.from_target), [])
+        if self._retrying is env:
+            line.insert(0, waiting)
+        else:
+            line.append(waiting)
+        self._emit("transmission_pending", at, env, status=status)
+        return waiting
+
+    def _retry(self, waiting: Waiting) -> None:
+        key = (waiting.envelope.dialog, waiting.envelope.from_target)
+        line = self.lines.get(key, [])
+        while line and line[0] is waiting:
+            line.pop(0)
+            env, at = waiting.envelope, self.instances[waiting.instance]
+            self._emit("routing_retried", at, env)
+            self._retrying = env
+            try:
+                self.route(env, at, inside=waiting.inside, home=waiting.home)
+            finally:
+                self._retrying = None
+            if not line or line[0].envelope is env:
+                break
+            waiting = line[0]  # the head went on its way: the next in line follows at once
+        if not line:
+            self.lines.pop(key, None)
+
+    def retry_unreachable(self) -> None:
+        """PER-2A: destinations with pending messages are tried again."""
+        for line in list(self.lines.values()):
+            if line and line[0].status != "delayed":
+                self._retry(line[0])
+
+    # -------------------------------------------------------------- routing
+    def route(self, env: Envelope, at: Instance, *, inside: bool, home: str | None) -> None:
+        if not inside and env.from_target and env.to_broker_instance and at.by_broker_instance(env.to_broker_instance):
+            self._emit("reply_recognised", at, env, broker_instance=env.to_broker_instance)  # RTE-05
+            self._local(env, at, env.to_broker_instance, None)
+            return
+        table, routes = self.table_for(at, inside, home)
+        key = f"{at.name}/{table}"
+        pending = self.requests.setdefault(key, set())
+        found = self.match(
+            routing.live(routes.values(), self.clock.now_ms),
+            env.to_service,
+            env.to_broker_instance,
+            pending,
+            at.has_service(env.to_service),
+            self.chooser,
+        )
+        self._emit(
+            "routes_matched",
+            at,
+            env,
+            table=table,
+            step=found.step,
+            routes=[r.name for r in found.routes],
+            **({"broker_instance": found.picked_broker_instance} if found.picked_broker_instance else {}),
+        )
+        if found.request is not None:
+            pending.add((found.request.name, env.to_service))
+            self._emit("routing_requested", at, env, route=found.request.name, service=env.to_service, table=table)
+        if found.delayed:
+            self._delay(env, at, inside, home, found.step)
+            return
+        choice = self.choose(found.routes, at.has_service(env.to_service), self.chooser)
+        if choice is None:
+            self._delay(env, at, inside, home, "no route could be chosen")
+            return
+        route = choice.route
+        self._emit("route_chosen", at, env, step=choice.step, route=route.name, candidates=choice.candidates)
+        if route.address.upper() == LOCAL:
+            self._local(env, at, env.to_broker_instance or route.broker_instance, home)
+            return
+        if not inside and not at.forwarding:
+            self._emit("message_dropped", at, env, rule="RTC-5", reason="message forwarding is not active")
+            return
+        if not inside and env.hops + 1 > self.params.forward_hop_limit:
+            self._emit("message_dropped", at, env, rule="RTX-1", reason="forwarded too many times")
+            return
+        if route.mirror_address:
+            self._mirrored(env, at, route, inside, home)
+        elif route.address.upper() == TRANSPORT:
+            self._transmit(env, at, _transport_address(env.to_service), inside, home)
+        else:
+            self._transmit(env, at, route.address, inside, home)
+
+    def _local(self, env: Envelope, at: Instance, broker: str | None, home: str | None) -> None:
+        db = self.locate(at, env.to_service, broker, home, self.chooser)
+        if db is None:
+            where = f"the database of broker instance {broker}" if broker else f"instance {at.name}"
+            rule = "RTL-2" if broker else "RTL-3"
+            self._emit("message_dropped", at, env, rule=rule, reason=f"no service {env.to_service} in {where}")
+            return
+        self.deliver(env, at, db)
+
+    def _delay(self, env: Envelope, at: Instance, inside: bool, home: str | None, why: str) -> None:
+        self._emit("conversation_delayed", at, env, step=why)
+        waiting = self._wait(env, at, inside, home, "delayed")
+        self.clock.at(self.clock.now_ms + int(self.params.delayed_retry_s * 1000), lambda: self._retry(waiting))
+
+    # ------------------------------------------------------------ transport
+    def _transmit(self, env: Envelope, at: Instance, address: str | None, inside: bool, home: str | None) -> bool:
+        target = self.by_address(address) if address else None
+        if target is None or not target.reachable:
+            self._wait(env, at, inside, home, f"cannot reach {address}")
+            return False
+        if not inside:
+            env.hops += 1
+            self._emit("message_forwarded", at, env, address=target.address, hops=env.hops)
+        self._emit("message_transmitted", at, env, address=target.address, to_instance=target.name)
+        self.route(env, target, inside=False, home=None)
+        return True
+
+    def claims_principal(self, address: str, route: Route, env: Envelope) -> str:
+        target = self.by_address(address)
+        if target is None or not target.reachable:
+            return "unreachable"
+        broker = route.broker_instance or env.to_broker_instance
+        for db in target.databases.values():
+            mine = db.broker_instance == broker.upper() if broker else env.to_service in db.services
+            if mine and db.mirroring_role in ("principal", None):
+                return "principal"
+        return "not principal"
+
+    def _probe(self, at: Instance, env: Envelope, route: Route, address: str) -> bool:
+        answer = self.claims_principal(address, route, env)
+        self._emit("principal_probe", at, env, route=route.name, address=address, answer=answer)
+        return answer == "principal"
+
+    def _mirrored(self, env: Envelope, at: Instance, route: Route, inside: bool, home: str | None) -> None:
+        """RTR-2..5: learn the principal once, stick to it, follow a partner only when it claims the role."""
+        key = (at.name, route.name)
+        pair = [route.address, str(route.mirror_address)]
+        known = self.principals.get(key)
+        if known is not None and self.claims_principal(known, route, env) == "principal":
+            self._transmit(env, at, known, inside, home)  # RTR-3: the mirror is not contacted
+            return
+        to_ask = pair if known is None else [a for a in pair if a != known]
+        if known is not None:
+            self._emit(
+                "principal_lost",
+                at,
+                env,
+                route=route.name,
+                address=known,
+                answer=self.claims_principal(known, route, env),
+            )
+        # RTR-2: the first time, both addresses are asked; afterwards only the partner
+        claiming = [address for address in to_ask if self._probe(at, env, route, address)]
+        if claiming:
+            self.principals[key] = claiming[0]
+            self._transmit(env, at, claiming[0], inside, home)
+            return
+        self._wait(env, at, inside, home, "no partner claims to be principal")
+
+    # --------------------------------------------------------------- views
+    def transmission_rows(self) -> list[dict[str, object]]:
+        return [
+            {
+                "instance": w.instance,
+                **w.envelope.fields(),
+                "to_service_name": w.envelope.to_service,
+                "transmission_status": w.status,
+            }
+            for line in self.lines.values()
+            for w in line
+        ]
+
+
+def _transport_address(service: str) -> str | None:
+    """A TRANSPORT route takes the address from the service name, as in 'TCP://host:4022/Service'."""
+    if not service.upper().startswith("TCP://"):
+        return None
+    rest = service[len("TCP://") :]
+    return "TCP://" + rest.split("/", 1)[0]

@@ -1,0 +1,111 @@
+"""Routing: find the matching routes, choose one, locate the service (RTE-03).
+
+``match``, ``choose`` and ``locate`` are the three steps of the documents,
+as functions of a route table and an instance, so each reads beside its rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from engine.choosing import BROKER_INSTANCE, DATABASE_ORDER, ROUTE, Chooser
+from engine.model import LOCAL, TRANSPORT, Database, Instance, Route
+
+
+@dataclass
+class Match:
+    step: str
+    routes: list[Route] = field(default_factory=list)
+    delayed: bool = False
+    request: Route | None = None
+    picked_broker_instance: str | None = None
+
+
+def live(routes: Iterable[Route], now_ms: int) -> list[Route]:
+    """RTE-02: expired routes take no part."""
+    return sorted((r for r in routes if r.expires_ms is None or r.expires_ms > now_ms), key=lambda r: r.name)
+
+
+def _same_broker(route: Route, broker: str) -> bool:
+    return route.broker_instance is not None and route.broker_instance.upper() == broker.upper()
+
+
+def match(
+    routes: list[Route],
+    service: str,
+    broker: str | None,
+    pending: set[tuple[str, str]],
+    instance_has_service: bool,
+    chooser: Chooser,
+) -> Match:
+    """RTM-0..7: the first step at which one or more routes match decides."""
+    if broker:
+        found = [r for r in routes if r.service_name == service and _same_broker(r, broker)]
+        if found:
+            return Match("RTM-1", found)
+    found = [r for r in routes if r.broker_instance is None and r.service_name == service]
+    if found:
+        return Match("RTM-2", found)
+    if not broker:
+        found = [r for r in routes if r.service_name == service and r.broker_instance is not None]
+        if found:
+            brokers = sorted({str(r.broker_instance).upper() for r in found})
+            pick = brokers[0] if len(brokers) == 1 else chooser.choose(BROKER_INSTANCE, brokers)
+            return Match("RTM-3", [r for r in found if _same_broker(r, pick)], picked_broker_instance=pick)
+    dynamic = [r for r in routes if r.dynamic and (r.name, service) not in pending]
+    if dynamic:
+        return Match("RTM-4", delayed=True, request=dynamic[0])
+    found = [r for r in routes if r.service_name is None and r.broker_instance is None]
+    if found:
+        return Match("RTM-5", found)
+    if broker and instance_has_service:
+        return Match("RTM-6", [Route("(as if LOCAL)", service_name=service, address=LOCAL)])
+    return Match("RTM-7", delayed=True)
+
+
+def is_network(address: str) -> bool:
+    return address.upper() not in (LOCAL, TRANSPORT)
+
+
+@dataclass
+class Choice:
+    step: str
+    route: Route
+    candidates: list[str]
+
+
+def choose(routes: list[Route], instance_has_service: bool, chooser: Chooser) -> Choice | None:
+    """RTC-0..4: identical routes count once; mirror, then LOCAL, then network address, then TRANSPORT."""
+    distinct: dict[tuple[str | None, str | None, str], Route] = {}
+    for route in sorted(routes, key=lambda r: r.name):
+        distinct.setdefault(route.identity(), route)
+    candidates = list(distinct.values())
+    steps = [
+        ("RTC-1", [r for r in candidates if r.mirror_address]),
+        ("RTC-2", [r for r in candidates if r.address.upper() == LOCAL] if instance_has_service else []),
+        ("RTC-3", [r for r in candidates if is_network(r.address) and not r.mirror_address]),
+        ("RTC-4", [r for r in candidates if r.address.upper() == TRANSPORT]),
+    ]
+    for step, options in steps:
+        if options:
+            names = [r.name for r in options]
+            name = names[0] if len(names) == 1 else chooser.choose(ROUTE, names)
+            return Choice(step, next(r for r in options if r.name == name), names)
+    return None
+
+
+def locate(instance: Instance, service: str, broker: str | None, home: str | None, chooser: Chooser) -> Database | None:
+    """RTL-2 and RTL-3: by broker instance when there is one; else the conversation's database first."""
+    if broker:
+        db = instance.by_broker_instance(broker)
+        return db if db is not None and db.online and service in db.services else None
+    others = [name for name in instance.databases if name != home]
+    order = ([home] if home in instance.databases else []) + (
+        chooser.order(DATABASE_ORDER, others) if len(others) > 1 else others
+    )
+    for name in order:
+        db = instance.databases[name]
+        if db.online and service in db.services:
+            return db
+    return None

@@ -1,0 +1,246 @@
+@RTM-0
+Feature: Routing 02 - Finding matching routes
+
+  Matching tries seven steps in order and stops at the first step at which
+  one or more routes match: (1) service name and broker instance both match,
+  when the conversation names a broker instance; (2) the service name
+  matches among routes that name no broker instance; (3) when the
+  conversation names no broker instance, the service name matches among
+  routes that name one - if they name different broker instances, one is
+  picked arbitrarily and only its routes match; (4) a route to a dynamic
+  routing service with no request pending for it: the conversation is
+  delayed and routing information is requested; (5) a route that names
+  neither service nor broker instance; (6) when the conversation names a
+  broker instance and a database of this instance holds the service, as if
+  a LOCAL route existed; (7) the conversation is delayed. A delayed
+  conversation is matched again after a time-out; not finding a route is
+  not an error.
+
+  Each scenario replaces the route table of sql1's database "shop", where
+  the dialogs begin.
+
+  Background:
+    Given the topology "routing"
+
+  @RTM-1
+  Scenario: [1] Step 1 decides when the conversation names a broker instance, before step 2
+    Given dialog "D1" is begun from service "Initiator" to service "Target" on the broker instance of sql2.orders
+    And the routes in database "shop" of "sql1" are:
+      | name    | service_name | broker_instance | address                 |
+      | Exact   | Target       | sql2.orders     | TCP://sql2.example:4022 |
+      | ByName  | Target       |                 | TCP://sql5.example:4022 |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" at "sql1" shows exactly:
+      | event          | instance | step  | routes |
+      | routes matched | sql1     | RTM-1 | Exact  |
+
+  @RTM-2 @RTM-1
+  Scenario: [2] Without a broker instance in the conversation step 1 does not apply and step 2 decides
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name    | service_name | broker_instance | address                 |
+      | Exact   | Target       | sql2.orders     | TCP://sql2.example:4022 |
+      | ByName  | Target       |                 | TCP://sql5.example:4022 |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" at "sql1" shows exactly:
+      | event          | instance | step  | routes |
+      | routes matched | sql1     | RTM-2 | ByName |
+
+  @RTM-2
+  Scenario: [3] Step 2 decides when no route names the conversation's broker instance
+    Given dialog "D1" is begun from service "Initiator" to service "Target" on the broker instance of sql2.orders
+    And the routes in database "shop" of "sql1" are:
+      | name    | service_name | broker_instance | address                 |
+      | Other   | Target       | sql1.stock      | LOCAL                   |
+      | ByName  | Target       |                 | TCP://sql2.example:4022 |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" shows exactly:
+      | event           | instance | step  | routes           | database |
+      | routes matched  | sql1     | RTM-2 | ByName           | NULL     |
+      | routes matched  | sql2     | RTM-5 | AutoCreatedLocal | NULL     |
+      | message arrived | sql2     | NULL  | NULL             | orders   |
+
+  @RTM-3
+  Scenario: [4] Step 3 picks one broker instance arbitrarily and matches only its routes
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | broker_instance | address                 |
+      | Orders1  | Target       | sql2.orders     | TCP://sql2.example:4022 |
+      | Orders2  | Target       | sql2.orders     | TCP://sql5.example:4022 |
+      | Stock    | Target       | sql1.stock      | LOCAL                   |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" shows exactly:
+      | event          | instance | step  | routes                   |
+      | routes matched | sql1     | RTM-3 | Orders1, Orders2 or Stock |
+
+  @RTM-3 @RTM-2
+  Scenario: [5] Step 2 pre-empts step 3
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | broker_instance | address                 |
+      | Orders   | Target       | sql2.orders     | TCP://sql2.example:4022 |
+      | ByName   | Target       |                 | LOCAL                   |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" at "sql1" shows exactly:
+      | event          | step  | routes |
+      | routes matched | RTM-2 | ByName |
+
+  @RTM-4 @requires-dynamic-routing
+  Scenario: [6] Step 4 delays the conversation and asks the dynamic routing service, before step 5
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name             | service_name                                                             | address                 |
+      | Dynamic          | http://schemas.microsoft.com/SQL/ServiceBroker/BrokerConfigurationNotice | TCP://sql5.example:4022 |
+      | AutoCreatedLocal |                                                                          | LOCAL                   |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" shows exactly:
+      | event                | instance | step  | route   | service |
+      | routes matched       | sql1     | RTM-4 | NULL    | NULL    |
+      | routing requested    | sql1     | NULL  | Dynamic | Target  |
+      | conversation delayed | sql1     | RTM-4 | NULL    | NULL    |
+    And the log for dialog "D1" has no "message arrived" event
+
+  @RTM-4 @RTM-2
+  Scenario: [7] A route for the service pre-empts the dynamic routing service
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name                                                             | address                 |
+      | Dynamic  | http://schemas.microsoft.com/SQL/ServiceBroker/BrokerConfigurationNotice | TCP://sql5.example:4022 |
+      | ByName   | Target                                                                   | TCP://sql2.example:4022 |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" has no "routing requested" event
+    And the log for dialog "D1" shows exactly:
+      | event           | step  | database |
+      | routes matched  | RTM-2 | NULL     |
+      | routes matched  | RTM-5 | NULL     |
+      | message arrived | NULL  | orders   |
+
+  @RTM-4 @RTM-5 @requires-dynamic-routing
+  Scenario: [8] While a request is pending for the route, step 4 does not match and step 5 decides
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And dialog "D2" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name             | service_name                                                             | address                 |
+      | Dynamic          | http://schemas.microsoft.com/SQL/ServiceBroker/BrokerConfigurationNotice | TCP://sql5.example:4022 |
+      | AutoCreatedLocal |                                                                          | LOCAL                   |
+    And a message is sent on dialog "D1"
+    When a message is sent on dialog "D2"
+    Then the log for dialog "D2" shows exactly:
+      | event           | instance | step  | routes           | database |
+      | routes matched  | sql1     | RTM-5 | AutoCreatedLocal | NULL     |
+      | message arrived | sql1     | NULL  | NULL             | shop     |
+
+  @RTM-4 @RTM-8 @requires-dynamic-routing
+  Scenario: [9] The answer of the dynamic routing service is used when the delayed conversation is matched again
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name    | service_name                                                             | address                 |
+      | Dynamic | http://schemas.microsoft.com/SQL/ServiceBroker/BrokerConfigurationNotice | TCP://sql5.example:4022 |
+    And a message is sent on dialog "D1"
+    And time passes to second 2
+    And the dynamic routing service answers for service "Target" in database "shop" of "sql1" with ADDRESS = TCP://sql2.example:4022
+    When time passes to second {delayed_retry_s} + 1
+    Then the log for dialog "D1" shows exactly:
+      | second            | event                | instance | step  | database |
+      | 0                 | routes matched       | sql1     | RTM-4 | NULL     |
+      | 0                 | conversation delayed | sql1     | RTM-4 | NULL     |
+      | {delayed_retry_s} | routes matched       | sql1     | RTM-2 | NULL     |
+      | {delayed_retry_s} | routes matched       | sql2     | RTM-5 | NULL     |
+      | {delayed_retry_s} | message arrived      | sql2     | NULL  | orders   |
+
+  @RTM-5
+  Scenario: [10] Step 5 matches a route that names neither service nor broker instance
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 |
+      | Anything |              | TCP://sql2.example:4022 |
+      | ForOther | Ledger       | LOCAL                   |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" shows exactly:
+      | event           | instance | step  | routes   | database |
+      | routes matched  | sql1     | RTM-5 | Anything | NULL     |
+      | routes matched  | sql2     | RTM-5 | AutoCreatedLocal | NULL |
+      | message arrived | sql2     | NULL  | NULL     | orders   |
+
+  @RTM-6 @RTL-2
+  Scenario: [11] Step 6 routes as if a LOCAL route existed when the conversation names a broker instance held here
+    Given dialog "D1" is begun from service "Initiator" to service "Target" on the broker instance of sql1.stock
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 |
+      | ForOther | Ledger       | TCP://sql3.example:4022 |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" shows exactly:
+      | event           | instance | step  | database |
+      | routes matched  | sql1     | RTM-6 | NULL     |
+      | message arrived | sql1     | NULL  | stock    |
+
+  @RTM-6 @RTM-7
+  Scenario: [12] Without a broker instance in the conversation step 6 does not apply and step 7 delays it
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 |
+      | ForOther | Ledger       | TCP://sql3.example:4022 |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" shows exactly:
+      | event                | instance | step  |
+      | routes matched       | sql1     | RTM-7 |
+      | conversation delayed | sql1     | RTM-7 |
+
+  @RTM-6 @RTM-5 @RTL-2
+  Scenario: [13] Step 5 pre-empts step 6
+    Given dialog "D1" is begun from service "Initiator" to service "Target" on the broker instance of sql1.stock
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 |
+      | Anything |              | TCP://sql2.example:4022 |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" shows exactly:
+      | event           | instance | step  | rule  |
+      | routes matched  | sql1     | RTM-5 | NULL  |
+      | routes matched  | sql2     | RTM-5 | NULL  |
+      | message dropped | sql2     | NULL  | RTL-2 |
+
+  @RTM-7 @RTM-8
+  Scenario: [14] With no route at all the conversation is delayed, which is not an error
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 |
+      | ForOther | Ledger       | TCP://sql3.example:4022 |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" shows exactly:
+      | event                | step  |
+      | conversation delayed | RTM-7 |
+    And the log for dialog "D1" has no "message dropped" event
+
+  @RTM-8
+  Scenario: [15] A delayed conversation is matched again after the time-out and finds a route created meanwhile
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 |
+      | ForOther | Ledger       | TCP://sql3.example:4022 |
+    And a message is sent on dialog "D1"
+    And time passes to second 3
+    And in database "shop" of "sql1": CREATE ROUTE ToOrders WITH SERVICE_NAME = 'Target', ADDRESS = 'TCP://sql2.example:4022'
+    When time passes to second {delayed_retry_s} + 1
+    Then the log for dialog "D1" shows exactly:
+      | second            | event                | instance | step  | database |
+      | 0                 | routes matched       | sql1     | RTM-7 | NULL     |
+      | 0                 | conversation delayed | sql1     | RTM-7 | NULL     |
+      | {delayed_retry_s} | routing retried      | sql1     | NULL  | NULL     |
+      | {delayed_retry_s} | routes matched       | sql1     | RTM-2 | NULL     |
+      | {delayed_retry_s} | routes matched       | sql2     | RTM-5 | NULL     |
+      | {delayed_retry_s} | message arrived      | sql2     | NULL  | orders   |
+
+  @RTM-8
+  Scenario: [16] A conversation that still finds no route stays delayed and is matched again after each time-out
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 |
+      | ForOther | Ledger       | TCP://sql3.example:4022 |
+    And a message is sent on dialog "D1"
+    When time passes to second 2 * {delayed_retry_s} + 1
+    Then the log for dialog "D1" shows exactly:
+      | second                | event                |
+      | 0                     | conversation delayed |
+      | {delayed_retry_s}     | conversation delayed |
+      | 2 * {delayed_retry_s} | conversation delayed |
+    And the log for dialog "D1" has no "message dropped" event

@@ -1,0 +1,138 @@
+Feature: Routing 03 - Choosing a route
+
+  Among the matching routes, routes with the same broker instance, service
+  name and network address count as identical. Service Broker then chooses
+  among routes that specify a mirror address; then among LOCAL routes,
+  unless this instance holds no service of the requested name; then among
+  routes with a network address; last among TRANSPORT routes. When message
+  forwarding is not active, a message whose conversation did not begin in
+  this instance is dropped if the chosen route is not LOCAL. Which route of
+  a step is chosen is left open: a scenario accepts any of them.
+
+  Background:
+    Given the topology "routing"
+    And dialog "D1" is begun from service "Initiator" to service "Target"
+
+  @RTC-0
+  Scenario: [1] Identical routes count as one candidate
+    Given the routes in database "shop" of "sql1" are:
+      | name | service_name | address                 |
+      | A    | Target       | TCP://sql2.example:4022 |
+      | B    | Target       | TCP://sql2.example:4022 |
+      | C    | Target       | TCP://sql5.example:4022 |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" at "sql1" shows exactly:
+      | event        | step  | candidates | route  |
+      | route chosen | RTC-3 | A, C       | A or C |
+
+  @RTC-1 @requires-mirroring
+  Scenario: [2] A route with a mirror address is chosen before LOCAL, network and TRANSPORT routes
+    Given dialog "L1" is begun from service "Initiator" to service "Ledger"
+    And the routes in database "shop" of "sql1" are:
+      | name      | service_name | address                 | mirror_address          |
+      | Mirrored  | Ledger       | TCP://sql3.example:4022 | TCP://sql4.example:4022 |
+      | Local     | Ledger       | LOCAL                   |                         |
+      | Network   | Ledger       | TCP://sql5.example:4022 |                         |
+      | Transport | Ledger       | TRANSPORT               |                         |
+    When a message is sent on dialog "L1"
+    Then the log for dialog "L1" shows exactly:
+      | event           | instance | step  | route    | database |
+      | route chosen    | sql1     | RTC-1 | Mirrored | NULL     |
+      | route chosen    | sql3     | RTC-2 | AutoCreatedLocal | NULL |
+      | message arrived | sql3     | NULL  | NULL     | ledger   |
+
+  @RTC-2
+  Scenario: [3] A LOCAL route is chosen before a network address when the instance holds the service
+    Given the routes in database "shop" of "sql1" are:
+      | name    | service_name | address                 |
+      | Local   | Target       | LOCAL                   |
+      | Network | Target       | TCP://sql2.example:4022 |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" shows exactly:
+      | event           | instance | step  | route | database |
+      | route chosen    | sql1     | RTC-2 | Local | NULL     |
+      | message arrived | sql1     | NULL  | NULL  | shop     |
+
+  @RTC-2 @RTE-03
+  Scenario: [4] LOCAL routes are passed over when this instance holds no such service
+    Given dialog "L1" is begun from service "Initiator" to service "Ledger"
+    And the routes in database "shop" of "sql1" are:
+      | name    | service_name | address                 |
+      | Local   | Ledger       | LOCAL                   |
+      | Network | Ledger       | TCP://sql3.example:4022 |
+    When a message is sent on dialog "L1"
+    Then the log for dialog "L1" shows exactly:
+      | event           | instance | step  | route   | database |
+      | route chosen    | sql1     | RTC-3 | Network | NULL     |
+      | route chosen    | sql3     | RTC-2 | AutoCreatedLocal | NULL |
+      | message arrived | sql3     | NULL  | NULL    | ledger   |
+
+  @RTC-3
+  Scenario: [5] A network address is chosen before TRANSPORT
+    Given dialog "O1" is begun from service "Initiator" to service "TCP://sql2.example:4022/Orders"
+    And the routes in database "shop" of "sql1" are:
+      | name      | service_name                   | address                 |
+      | Network   | TCP://sql2.example:4022/Orders | TCP://sql2.example:4022 |
+      | Transport | TCP://sql2.example:4022/Orders | TRANSPORT               |
+    When a message is sent on dialog "O1"
+    Then the log for dialog "O1" at "sql1" shows exactly:
+      | event        | step  | route   |
+      | route chosen | RTC-3 | Network |
+
+  @RTC-4 @RTE-03
+  Scenario: [6] TRANSPORT comes last and takes its address from the service name
+    Given dialog "O1" is begun from service "Initiator" to service "TCP://sql2.example:4022/Orders"
+    And the routes in database "shop" of "sql1" are:
+      | name      | service_name                   | address   |
+      | Local     | TCP://sql2.example:4022/Orders | LOCAL     |
+      | Transport | TCP://sql2.example:4022/Orders | TRANSPORT |
+    When a message is sent on dialog "O1"
+    Then the log for dialog "O1" shows exactly:
+      | event               | instance | step  | route     | address                 | database |
+      | route chosen        | sql1     | RTC-4 | Transport | NULL                    | NULL     |
+      | message transmitted | sql1     | NULL  | NULL      | TCP://sql2.example:4022 | NULL     |
+      | route chosen        | sql2     | RTC-2 | AutoCreatedLocal | NULL             | NULL     |
+      | message arrived     | sql2     | NULL  | NULL      | NULL                    | orders   |
+
+  @RTC-5 @requires-forwarding
+  Scenario: [7] With forwarding off, a message from outside is dropped when the chosen route is not LOCAL
+    Given the routes in database "shop" of "sql1" are:
+      | name    | service_name | address                 |
+      | Via5    | Target       | TCP://sql5.example:4022 |
+    And the routes in msdb of "sql5" are:
+      | name    | service_name | address                 |
+      | To2     | Target       | TCP://sql2.example:4022 |
+    And message forwarding is disabled on "sql5"
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" shows exactly:
+      | event           | instance | route | rule  |
+      | route chosen    | sql1     | Via5  | NULL  |
+      | route chosen    | sql5     | To2   | NULL  |
+      | message dropped | sql5     | NULL  | RTC-5 |
+    And the log for dialog "D1" has no "message arrived" event
+
+  @RTC-5 @requires-forwarding
+  Scenario: [8] With forwarding on, the same message is forwarded and delivered
+    Given the routes in database "shop" of "sql1" are:
+      | name    | service_name | address                 |
+      | Via5    | Target       | TCP://sql5.example:4022 |
+    And the routes in msdb of "sql5" are:
+      | name    | service_name | address                 |
+      | To2     | Target       | TCP://sql2.example:4022 |
+    And message forwarding is enabled on "sql5"
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" shows exactly:
+      | event             | instance | hops | database |
+      | message forwarded | sql5     | 1    | NULL     |
+      | message arrived   | sql2     | NULL | orders   |
+
+  @RTC-5
+  Scenario: [9] With forwarding off, a message from outside still takes a LOCAL route
+    Given the routes in database "shop" of "sql1" are:
+      | name    | service_name | address                 |
+      | ToSql2  | Target       | TCP://sql2.example:4022 |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" shows exactly:
+      | event           | instance | database |
+      | message arrived | sql2     | orders   |
+    And the log for dialog "D1" has no "message dropped" event

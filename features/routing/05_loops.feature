@@ -1,0 +1,89 @@
+@requires-forwarding
+Feature: Routing 05 - Routing loops
+
+  Message forwarding counts how many times a message has been forwarded,
+  so a routing loop cannot forward it for ever; the limit is the profile's
+  forward_hop_limit. When the matching route's network address resolves to
+  the current instance, the conversation is treated as arriving from
+  outside: it is routed with msdb.sys.routes, so forwarding must be active
+  to send it to any address other than LOCAL.
+
+  Background:
+    Given the topology "routing"
+    And dialog "D1" is begun from service "Initiator" to service "Target"
+
+  @RTX-1
+  Scenario: [1] A message going round a loop is dropped once it has been forwarded as often as the limit allows
+    Given the routes in database "shop" of "sql1" are:
+      | name  | service_name | address                 |
+      | Via5  | Target       | TCP://sql5.example:4022 |
+    And the routes in msdb of "sql5" are:
+      | name  | service_name | address                 |
+      | To2   | Target       | TCP://sql2.example:4022 |
+    And the routes in msdb of "sql2" are:
+      | name  | service_name | address                 |
+      | To5   | Target       | TCP://sql5.example:4022 |
+    And message forwarding is enabled on "sql2"
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" has {forward_hop_limit} "message forwarded" events
+    And the log for dialog "D1" shows exactly:
+      | event           | rule  |
+      | message dropped | RTX-1 |
+    And the log for dialog "D1" has no "message arrived" event
+
+  @RTX-1
+  Scenario: [2] A message forwarded fewer times than the limit is delivered
+    Given the routes in database "shop" of "sql1" are:
+      | name  | service_name | address                 |
+      | Via5  | Target       | TCP://sql5.example:4022 |
+    And the routes in msdb of "sql5" are:
+      | name  | service_name | address                 |
+      | To2   | Target       | TCP://sql2.example:4022 |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" shows exactly:
+      | event             | instance | hops | database |
+      | message forwarded | sql5     | 1    | NULL     |
+      | message arrived   | sql2     | NULL | orders   |
+
+  @RTX-2
+  Scenario: [3] A route to this instance's own address makes the conversation arrive from outside
+    Given the routes in database "shop" of "sql1" are:
+      | name  | service_name | address                 |
+      | Self  | Target       | TCP://sql1.example:4022 |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" shows exactly:
+      | event               | instance | table           | to_instance | database               |
+      | routes matched      | sql1     | shop.sys.routes | NULL        | NULL                   |
+      | message transmitted | sql1     | NULL            | sql1        | NULL                   |
+      | routes matched      | sql1     | msdb.sys.routes | NULL        | NULL                   |
+      | message arrived     | sql1     | NULL            | NULL        | shop or stock or audit |
+
+  @RTX-2 @RTC-5
+  Scenario: [4] Once it arrives from itself, forwarding must be active to send it elsewhere
+    Given the routes in database "shop" of "sql1" are:
+      | name  | service_name | address                 |
+      | Self  | Target       | TCP://sql1.example:4022 |
+    And the routes in msdb of "sql1" are:
+      | name  | service_name | address                 |
+      | To2   | Target       | TCP://sql2.example:4022 |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" shows exactly:
+      | event           | instance | table           | rule  |
+      | routes matched  | sql1     | shop.sys.routes | NULL  |
+      | routes matched  | sql1     | msdb.sys.routes | NULL  |
+      | message dropped | sql1     | NULL            | RTC-5 |
+
+  @RTX-2
+  Scenario: [5] With forwarding active it is forwarded from there
+    Given the routes in database "shop" of "sql1" are:
+      | name  | service_name | address                 |
+      | Self  | Target       | TCP://sql1.example:4022 |
+    And the routes in msdb of "sql1" are:
+      | name  | service_name | address                 |
+      | To2   | Target       | TCP://sql2.example:4022 |
+    And message forwarding is enabled on "sql1"
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" shows exactly:
+      | event             | instance | hops | database |
+      | message forwarded | sql1     | 1    | NULL     |
+      | message arrived   | sql2     | NULL | orders   |

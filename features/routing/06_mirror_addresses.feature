@@ -1,0 +1,119 @@
+@requires-mirroring
+Feature: Routing 06 - Mirror addresses
+
+  A route with a mirror address takes precedence only when a route is
+  chosen; matching gives it no special attention. The first time such a
+  route is used, a request goes to both addresses to learn which instance
+  is the principal. Afterwards every message that uses the route goes to
+  the principal without contacting the mirror. If the principal cannot be
+  reached, or says it is no longer the principal, messages go to the other
+  address once that instance says it is the new principal. If the partner
+  does not claim to be the principal, nothing is sent to it; both addresses
+  are tried again until the principal answers or the partner takes over.
+
+  The database "ledger" is mirrored: sql3 holds the principal, sql4 the
+  mirror. The route "Pair" in sql1's database "shop" names both.
+
+  Background:
+    Given the topology "routing"
+    And dialog "L1" is begun from service "Initiator" to service "Ledger"
+    And the routes in database "shop" of "sql1" are:
+      | name | service_name | address                 | mirror_address          |
+      | Pair | Ledger       | TCP://sql3.example:4022 | TCP://sql4.example:4022 |
+
+  @RTR-2
+  Scenario: [1] The first use of the route asks both addresses which is the principal
+    When a message is sent on dialog "L1"
+    Then the log for dialog "L1" shows exactly:
+      | event               | instance | address                 | answer        | database |
+      | principal probe     | sql1     | TCP://sql3.example:4022 | principal     | NULL     |
+      | principal probe     | sql1     | TCP://sql4.example:4022 | not principal | NULL     |
+      | message transmitted | sql1     | TCP://sql3.example:4022 | NULL          | NULL     |
+      | message arrived     | sql3     | NULL                    | NULL          | ledger   |
+
+  @RTR-3
+  Scenario: [2] Once the principal is known, later messages go to it without contacting the mirror
+    Given a message is sent on dialog "L1"
+    When 2 messages are sent on dialog "L1"
+    Then the log for dialog "L1" shows exactly from second 0:
+      | event               | message_sequence_number | address                 |
+      | principal probe     | 0                       | TCP://sql3.example:4022 |
+      | principal probe     | 0                       | TCP://sql4.example:4022 |
+      | message transmitted | 0                       | TCP://sql3.example:4022 |
+      | message transmitted | 1                       | TCP://sql3.example:4022 |
+      | message transmitted | 2                       | TCP://sql3.example:4022 |
+
+  @RTR-4
+  Scenario: [3] After a failover the old principal says so, and messages follow the partner that claims the role
+    Given a message is sent on dialog "L1"
+    And time passes to second 3
+    And the copy of database "ledger" on "sql4" becomes the principal
+    When a message is sent on dialog "L1"
+    Then the log for dialog "L1" shows exactly from second 1:
+      | event               | address                 | answer        | database |
+      | principal lost      | TCP://sql3.example:4022 | not principal | NULL     |
+      | principal probe     | TCP://sql4.example:4022 | principal     | NULL     |
+      | message transmitted | TCP://sql4.example:4022 | NULL          | NULL     |
+      | message arrived     | NULL                    | NULL          | ledger   |
+    And the log for dialog "L1" at "sql4" has 1 "message arrived" event
+
+  @RTR-4
+  Scenario: [4] When the principal cannot be reached and the partner has taken over, messages go to the partner
+    Given a message is sent on dialog "L1"
+    And time passes to second 3
+    And instance "sql3" cannot be reached
+    And the copy of database "ledger" on "sql4" becomes the principal
+    When a message is sent on dialog "L1"
+    Then the log for dialog "L1" shows exactly from second 1:
+      | event               | address                 | answer      |
+      | principal lost      | TCP://sql3.example:4022 | unreachable |
+      | principal probe     | TCP://sql4.example:4022 | principal   |
+      | message transmitted | TCP://sql4.example:4022 | NULL        |
+
+  @RTR-5
+  Scenario: [5] When the principal cannot be reached and the partner does not claim the role, nothing goes to the partner
+    Given a message is sent on dialog "L1"
+    And time passes to second 3
+    And instance "sql3" cannot be reached
+    And a message is sent on dialog "L1"
+    When time passes to second 100
+    Then the log for dialog "L1" has no "message transmitted" event from second 1
+    And the log for dialog "L1" has no "message arrived" event from second 1
+    And the log for dialog "L1" has no "principal probe" event where answer is "principal" from second 1
+
+  @RTR-5
+  Scenario: [6] Both addresses are tried again until the principal answers
+    Given a message is sent on dialog "L1"
+    And time passes to second 3
+    And instance "sql3" cannot be reached
+    And a message is sent on dialog "L1"
+    And time passes to second 50
+    And instance "sql3" can be reached again
+    When time passes to second 200
+    Then the log for dialog "L1" at "sql3" has 2 "message arrived" events
+    And the log for dialog "L1" has no "message transmitted" event where address is "TCP://sql4.example:4022"
+
+  @RTR-5 @RTR-4
+  Scenario: [7] Both addresses are tried again until the partner says it is now the principal
+    Given a message is sent on dialog "L1"
+    And time passes to second 3
+    And instance "sql3" cannot be reached
+    And a message is sent on dialog "L1"
+    And time passes to second 50
+    And the copy of database "ledger" on "sql4" becomes the principal
+    When time passes to second 200
+    Then the log for dialog "L1" at "sql4" has 1 "message arrived" event
+    And the log for dialog "L1" at "sql3" has 1 "message arrived" event
+
+  @RTR-1 @RTC-1
+  Scenario: [8] Matching gives a mirror address no special attention
+    Given the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 | mirror_address          |
+      | ByName   | Ledger       | TCP://sql3.example:4022 |                         |
+      | Wildcard |              | TCP://sql4.example:4022 | TCP://sql3.example:4022 |
+    When a message is sent on dialog "L1"
+    Then the log for dialog "L1" at "sql1" shows exactly:
+      | event          | step  | routes | route  |
+      | routes matched | RTM-2 | ByName | NULL   |
+      | route chosen   | RTC-3 | NULL   | ByName |
+    And the log for dialog "L1" has no "principal probe" event

@@ -1,0 +1,187 @@
+"""Routing steps: route tables, CREATE / ALTER / DROP ROUTE, forwarding, reachability, mirroring."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pytest_bdd import given, parsers, when
+
+from iut import contract as c
+from steps.world import Refused, World
+
+TABLE = r'(?:database "(?P<database>[^"]+)"|msdb) of "(?P<instance>[^"]+)"'
+ROUTE_OPTION = re.compile(r"^\s*(SERVICE_NAME|BROKER_INSTANCE|ADDRESS|MIRROR_ADDRESS|LIFETIME)\s*=\s*(.+?)\s*$")
+COLUMNS = {"service_name", "broker_instance", "address", "mirror_address", "lifetime_s"}
+OPTION_KEYS = {
+    "SERVICE_NAME": "service_name",
+    "BROKER_INSTANCE": "broker_instance",
+    "ADDRESS": "address",
+    "MIRROR_ADDRESS": "mirror_address",
+    "LIFETIME": "lifetime_s",
+}
+
+
+def _broker_instance(world: World, text: str) -> str:
+    """A GUID, or INSTANCE.DATABASE naming the database whose broker instance it is."""
+    if "." in text and "-" not in text:
+        instance, database = text.split(".", 1)
+        assert world.topology is not None
+        for i in world.topology.plain["instances"]:
+            for d in i["databases"]:
+                if (i["name"], d["name"]) == (instance, database):
+                    return str(d["broker_instance"])
+        raise Refused(f"no database {text!r} in the topology, so no broker instance of it")
+    return text
+
+
+def _route(world: World, name: str, values: dict[str, str]) -> dict[str, Any]:
+    unknown = set(values) - COLUMNS
+    if unknown:
+        raise Refused(f"route {name}: unknown column(s) {', '.join(sorted(unknown))}; use {', '.join(sorted(COLUMNS))}")
+    route: dict[str, Any] = {"name": name, **dict.fromkeys(COLUMNS)}
+    for key, text in values.items():
+        text = text.strip().strip("'")
+        if not text or text.upper() == "NULL":
+            continue
+        if key == "lifetime_s":
+            if not re.fullmatch(r"\d+(\.\d+)?", text):
+                raise Refused(f"route {name}: LIFETIME {text!r} is not a number of seconds")
+            route[key] = float(text)
+        elif key == "broker_instance":
+            route[key] = _broker_instance(world, text)
+        else:
+            route[key] = text
+    return route
+
+
+def _check(world: World, route: dict[str, Any]) -> None:
+    from fixtures.routes import route_problem
+
+    assert world.topology is not None
+    addresses = {i["address"].upper() for i in world.topology.plain["instances"]}
+    if route.get("address") is None:
+        return
+    problem = route_problem(route, addresses)
+    if problem:
+        raise Refused(f"route {route['name']}: {problem[1]}")
+
+
+@given(parsers.re(r"the routes in " + TABLE + " are:"))
+def routes_are(world: World, database: str | None, instance: str, datatable: list[list[str]]) -> None:
+    """Replaces the whole table, AutoCreatedLocal included, with the rows given."""
+    header, *rows = datatable
+    if not header or header[0] != "name":
+        raise Refused("a route table starts with a 'name' column")
+    routes = [_route(world, row[0], dict(zip(header[1:], row[1:], strict=True))) for row in rows]
+    for route in routes:
+        _check(world, route)
+    at = world.at()
+    for existing in world.run(c.QueryView(at, "sys.routes", instance, database)).get("rows", []):
+        world.run(c.DropRoute(at, instance, database, existing["name"]))
+    for route in routes:
+        world.run(c.CreateRoute(at, instance, database, route))
+
+
+ROUTE_DDL = r"in " + TABLE + r": (?P<verb>CREATE|ALTER) ROUTE (?P<name>\w+) WITH (?P<options>.+)"
+
+
+def _options(world: World, name: str, options: str) -> dict[str, Any]:
+    values: dict[str, str] = {}
+    for option in re.split(r",\s*(?=[A-Z_]+\s*=)", options):
+        match = ROUTE_OPTION.match(option)
+        if match is None:
+            raise Refused(
+                f"cannot read route option {option.strip()!r}: use SERVICE_NAME = '...', "
+                "BROKER_INSTANCE = '...', ADDRESS = '...', MIRROR_ADDRESS = '...', LIFETIME = seconds"
+            )
+        values[OPTION_KEYS[match.group(1)]] = match.group(2)
+    return _route(world, name, values)
+
+
+@given(parsers.re(ROUTE_DDL))
+@when(parsers.re(ROUTE_DDL))
+def route_ddl(world: World, database: str | None, instance: str, verb: str, name: str, options: str) -> None:
+    route = _options(world, name, options)
+    at = world.at()
+    if verb == "CREATE":
+        _check(world, route)
+        world.run(c.CreateRoute(at, instance, database, route))
+    else:
+        world.run(c.AlterRoute(at, instance, database, route))
+
+
+DROP = r"in " + TABLE + r": DROP ROUTE (?P<name>\w+)"
+
+
+@given(parsers.re(DROP))
+@when(parsers.re(DROP))
+def drop_route(world: World, database: str | None, instance: str, name: str) -> None:
+    world.run(c.DropRoute(world.at(), instance, database, name))
+
+
+ANSWER = (
+    r'the dynamic routing service answers for service "(?P<service>[^"]+)" in '
+    + TABLE
+    + r" with ADDRESS = (?P<address>\S+)"
+)
+
+
+@given(parsers.re(ANSWER))
+@when(parsers.re(ANSWER))
+def answer_request(world: World, service: str, database: str | None, instance: str, address: str) -> None:
+    route = _route(world, f"Dynamic_{service}", {"service_name": service, "address": address})
+    _check(world, route)
+    world.run(c.AnswerRoutingRequest(world.at(), instance, database, route))
+
+
+FORWARDING = r'message forwarding is (?P<state>enabled|disabled) on "(?P<instance>[^"]+)"'
+
+
+@given(parsers.re(FORWARDING))
+@when(parsers.re(FORWARDING))
+def forwarding(world: World, state: str, instance: str) -> None:
+    world.run(c.SetMessageForwarding(world.at(), instance, state == "enabled"))
+
+
+REACH = r'instance "(?P<instance>[^"]+)" (?P<state>cannot be reached|can be reached again)'
+
+
+@given(parsers.re(REACH))
+@when(parsers.re(REACH))
+def reachable(world: World, instance: str, state: str) -> None:
+    world.run(c.SetReachable(world.at(), instance, state == "can be reached again"))
+
+
+FAILOVER = r'the copy of database "(?P<database>[^"]+)" on "(?P<instance>[^"]+)" becomes the principal'
+
+
+@given(parsers.re(FAILOVER))
+@when(parsers.re(FAILOVER))
+def failover(world: World, database: str, instance: str) -> None:
+    world.run(c.Failover(world.at(), instance, database))
+
+
+BEGIN = (
+    r'dialog "(?P<dialog>[^"]+)" is begun from service "(?P<initiator>[^"]+)" to service "(?P<target>[^"]+)"'
+    r" on the broker instance of (?P<broker>\S+)"
+)
+
+
+@given(parsers.re(BEGIN))
+@when(parsers.re(BEGIN))
+def begin_to_broker(world: World, dialog: str, initiator: str, target: str, broker: str) -> None:
+    at = world.at()
+    assert world.topology is not None
+    instance, database, service = world.topology.service(initiator)
+    world.run(c.BeginDialog(at, dialog, instance, database, service, target, _broker_instance(world, broker)))
+
+
+REPLY = r'(?:a reply is|(?P<count>\d+) replies are) sent on dialog "(?P<dialog>[^"]+)"'
+
+
+@given(parsers.re(REPLY))
+@when(parsers.re(REPLY))
+def reply(world: World, dialog: str, count: str | None) -> None:
+    for _ in range(int(count or 1)):
+        world.run(c.Send(world.at(), dialog, from_target=True))
