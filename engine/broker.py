@@ -33,6 +33,7 @@ class Broker:
 
     monitors_class: type[QueueMonitors] = QueueMonitors
     receiving_class: type[Receiving] = Receiving
+    router_class: type[Router] = Router
 
     def __init__(
         self,
@@ -62,7 +63,7 @@ class Broker:
         )
         self.receiving = self.receiving_class(self.queues, self.clock, self.log, self.monitors)
         self.monitors.receiving = self.receiving
-        self.router = Router(
+        self.router = self.router_class(
             self.instances, self.clock, self.log, self.params, chooser or FirstChooser(), self._deliver
         )
         self.routes = RouteAdmin(self.instances, self.router, self.clock, self.log)
@@ -221,18 +222,21 @@ class Broker:
             **queue.key.fields(),
         )
         if not env.from_target and not conv.acknowledged:
-            # RTE-04: the acknowledgement names the target's broker instance; later messages carry it
-            conv.acknowledged = True
-            conv.target_broker_instance = db.broker_instance
-            self.log.emit(
-                self.clock.now_ms,
-                "acknowledged",
-                instance=conv.initiator.instance,
-                dialog=env.dialog,
-                broker_instance=db.broker_instance,
-            )
+            self.acknowledge(conv, db)
         self.receiving.serve(queue.key)
         self.monitors.evaluate(queue, ARRIVAL, arrived_on_empty)
+
+    def acknowledge(self, conv: Conversation, db: Database) -> None:
+        """RTE-04: the acknowledgement names the target's broker instance; later messages carry it."""
+        conv.acknowledged = True
+        conv.target_broker_instance = db.broker_instance
+        self.log.emit(
+            self.clock.now_ms,
+            "acknowledged",
+            instance=conv.initiator.instance,
+            dialog=conv.dialog,
+            broker_instance=db.broker_instance,
+        )
 
     def begin_transaction(self, at_ms: int, session: str) -> None:
         self._statement(at_ms, lambda: self.receiving.begin(self.session(session)))

@@ -64,9 +64,18 @@ class Router:
         self.log.emit(self.clock.now_ms, kind, instance=at.name, **env.fields(), **fields)
 
     # The three steps of routing, as methods so that a test can build a wrong router.
+    live = staticmethod(routing.live)
     match = staticmethod(routing.match)
     choose = staticmethod(routing.choose)
     locate = staticmethod(routing.locate)
+
+    def may_leave(self, at: Instance, inside: bool) -> bool:
+        """RTC-5: a message from outside leaves by a non-LOCAL route only while forwarding is active."""
+        return inside or at.forwarding
+
+    def hop_limit_reached(self, env: Envelope) -> bool:
+        """RTX-1: forwarding counts, so a loop cannot forward a message for ever."""
+        return env.hops + 1 > self.params.forward_hop_limit
 
     def table_for(self, at: Instance, inside: bool, home: str | None) -> tuple[str, dict[str, Route]]:
         """RTE-01: the initiating database's sys.routes inside the instance, msdb.sys.routes from outside."""
@@ -127,7 +136,7 @@ class Router:
         key = f"{at.name}/{table}"
         pending = self.requests.setdefault(key, set())
         found = self.match(
-            routing.live(routes.values(), self.clock.now_ms),
+            self.live(routes.values(), self.clock.now_ms),
             env.to_service,
             env.to_broker_instance,
             pending,
@@ -158,10 +167,10 @@ class Router:
         if route.address.upper() == LOCAL:
             self._local(env, at, env.to_broker_instance or route.broker_instance, home)
             return
-        if not inside and not at.forwarding:
+        if not self.may_leave(at, inside):
             self._emit("message_dropped", at, env, rule="RTC-5", reason="message forwarding is not active")
             return
-        if not inside and env.hops + 1 > self.params.forward_hop_limit:
+        if not inside and self.hop_limit_reached(env):
             self._emit("message_dropped", at, env, rule="RTX-1", reason="forwarded too many times")
             return
         if route.mirror_address:

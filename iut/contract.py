@@ -230,25 +230,8 @@ class QueryView(Command):
     database: str | None = None
 
 
-COMMANDS: dict[str, type[Command]] = {
-    cls.kind: cls
-    for cls in (
-        Start,
-        AdvanceTime,
-        BeginDialog,
-        Send,
-        BeginTransaction,
-        Commit,
-        Rollback,
-        Receive,
-        GetConversationGroup,
-        AlterQueue,
-        CreateEventNotification,
-        DropEventNotification,
-        ExitProcedure,
-        QueryView,
-    )
-}
+# every command of this module, by kind
+COMMANDS: dict[str, type[Command]] = {cls.kind: cls for cls in Command.__subclasses__()}
 
 
 def command_from_json(data: dict[str, Any]) -> Command:

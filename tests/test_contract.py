@@ -23,7 +23,14 @@ EXAMPLES: list[c.Command] = [
     c.CreateEventNotification(11, "N", Q),
     c.DropEventNotification(12, "N", Q),
     c.ExitProcedure(13, Q, 1),
-    c.QueryView(14, "sys.dm_broker_queue_monitors"),
+    c.CreateRoute(14, "sql1", "shop", {"name": "R", "service_name": "S", "address": "LOCAL"}),
+    c.AlterRoute(15, "sql1", None, {"name": "R", "address": "TRANSPORT"}),
+    c.DropRoute(16, "sql1", "shop", "R"),
+    c.AnswerRoutingRequest(17, "sql1", "shop", {"name": "D", "service_name": "S", "address": "LOCAL"}),
+    c.SetMessageForwarding(18, "sql1", True),
+    c.SetReachable(19, "sql2", False),
+    c.Failover(20, "sql4", "ledger"),
+    c.QueryView(21, "sys.routes", "sql1", None),
 ]
 
 

@@ -108,3 +108,74 @@ def test_names_that_are_unknown_or_ambiguous_are_explained() -> None:
         topo.queue("Q")
     with pytest.raises(TopologyError, match=re.escape("no queue 'Nope'; declared: other.Q, shop.Q, shop.R")):
         topo.queue("Nope")
+
+
+ROUTED = """\
+instances:
+  sql1:
+    address: TCP://sql1:4022
+    databases:
+      shop:
+        routes:
+          R: {service_name: S, address: "TCP://sql2:4022"}
+  sql2:
+    address: TCP://sql2:4022
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('address: "TCP://sql2:4022"}', 'address: "sql2"}', "route R: 'sql2' is not 'LOCAL', 'TRANSPORT' or a network"),
+        ('address: "TCP://sql2:4022"}', 'address: "TCP://sql9:4022"}', "route R: TCP://sql9:4022 names no instance"),
+        (
+            'address: "TCP://sql2:4022"}',
+            'address: LOCAL, mirror_address: "TCP://sql2:4022"}',
+            "route R: a MIRROR_ADDRESS needs a network ADDRESS, and ADDRESS is 'LOCAL'",
+        ),
+        ('address: "TCP://sql2:4022"}', 'address: "TCP://sql2:4022", lifetime_s: 0}', "a lifetime in the past"),
+        (
+            'address: "TCP://sql2:4022"}',
+            'address: "TCP://sql2:4022", broker_instance: nope}',
+            "broker_instance: route R: expected a GUID",
+        ),
+        ('address: "TCP://sql2:4022"}', 'adress: "TCP://sql2:4022"}', "unknown key 'adress'; did you mean 'address'?"),
+        (
+            "address: TCP://sql2:4022\n",
+            "address: TCP://sql2:4022\n    message_forwarding: SOMETIMES\n",
+            "message_forwarding: expected ON or OFF",
+        ),
+    ],
+)
+def test_a_bad_route_is_refused_naming_the_route_and_the_problem(old: str, new: str, message: str) -> None:
+    text = ROUTED.replace(old, new, 1)
+    assert text != ROUTED
+    with pytest.raises(DeclarationError) as caught:
+        topology.parse(text, "routes.yaml")
+    assert message in str(caught.value)
+    assert "routes.yaml:" in str(caught.value)
+
+
+def test_every_database_and_msdb_start_with_auto_created_local() -> None:
+    plain = topology.parse(ROUTED, "r.yaml").plain
+    sql1, sql2 = plain["instances"]
+    assert [r["name"] for r in sql1["databases"][0]["routes"]] == ["AutoCreatedLocal", "R"]
+    assert [r["name"] for r in sql2["msdb_routes"]] == ["AutoCreatedLocal"]
+
+
+def test_a_mirroring_pair_needs_a_principal_and_a_mirror() -> None:
+    guid = "00000000-0000-0000-0000-000000000001"
+    text = f"""\
+instances:
+  a: {{databases: {{d: {{broker_instance: {guid}, mirroring_role: principal}}}}}}
+  b: {{databases: {{d: {{broker_instance: {guid}, mirroring_role: principal}}}}}}
+"""
+    with pytest.raises(DeclarationError, match="a mirroring pair is one principal and one mirror"):
+        topology.parse(text, "m.yaml")
+    topology.parse(
+        text.replace("principal}}}}\n", "mirror}}}}\n", 1).replace(
+            "b: {databases: {d: {broker_instance: " + guid + ", mirroring_role: principal",
+            "b: {databases: {d: {broker_instance: " + guid + ", mirroring_role: mirror",
+        ),
+        "m.yaml",
+    )

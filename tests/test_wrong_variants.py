@@ -6,20 +6,31 @@ from pathlib import Path
 
 import pytest
 
+from tests import routing_variants, variants
 from tests.helpers import sbtck
-from tests.variants import VARIANTS
+
+ALL = [f"tests.variants:{v}" for v in variants.VARIANTS] + [
+    f"tests.routing_variants:{v}" for v in routing_variants.VARIANTS
+]
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", ALL)
 def test_variant_fails_a_scenario(variant: str, tmp_path: Path) -> None:
-    run = sbtck("--iut", f"python:tests.variants:{variant}", out=tmp_path)
+    run = sbtck("--iut", f"python:{variant}", out=tmp_path)
     failed = [sid for sid, status in run.statuses().items() if status == "failed"]
     assert run.code == 1, run.output[-3000:]
     assert failed, f"wrong variant {variant} passed every scenario"
-    assert run.results()["implementation"]["name"] == f"wrong variant: {variant}"
+    assert run.results()["implementation"]["name"] == f"wrong variant: {variant.split(':')[1]}"
 
 
 def test_the_reference_engine_itself_passes(tmp_path: Path) -> None:
     run = sbtck(out=tmp_path)
+    assert run.code == 0, run.output[-3000:]
+    assert set(run.statuses().values()) == {"passed"}
+
+
+def test_no_scenario_depends_on_which_allowed_choice_is_made(tmp_path: Path) -> None:
+    """Where the documents let the broker pick, the other pick passes every scenario too."""
+    run = sbtck("--iut", "python:tests.routing_variants:last_choices", out=tmp_path)
     assert run.code == 0, run.output[-3000:]
     assert set(run.statuses().values()) == {"passed"}

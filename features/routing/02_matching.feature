@@ -69,7 +69,7 @@ Feature: Routing 02 - Finding matching routes
       | Orders2  | Target       | sql2.orders     | TCP://sql5.example:4022 |
       | Stock    | Target       | sql1.stock      | LOCAL                   |
     When a message is sent on dialog "D1"
-    Then the log for dialog "D1" shows exactly:
+    Then the log for dialog "D1" at "sql1" shows exactly:
       | event          | instance | step  | routes                   |
       | routes matched | sql1     | RTM-3 | Orders1, Orders2 or Stock |
 

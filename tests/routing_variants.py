@@ -1,0 +1,146 @@
+"""Deliberately wrong routers: each gets one routing rule wrong (see test_wrong_variants.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from engine import Broker, EngineParams
+from engine import routing as r
+from engine.choosing import Chooser, LastChooser
+from engine.model import Conversation, Database, Envelope, Instance, Route
+from engine.router import Router
+from iut.reference import ReferenceImplementation
+
+
+def _implementation(name: str, **attrs: Any) -> ReferenceImplementation:
+    broker = type(f"{name}Broker", (Broker,), attrs)
+    return ReferenceImplementation(broker_class=broker, name=f"wrong variant: {name}")
+
+
+def _router(name: str, **methods: Any) -> ReferenceImplementation:
+    return _implementation(name, router_class=type(f"{name}Router", (Router,), methods))
+
+
+def _steps_2_and_3_swapped(
+    routes: list[Route], service: str, broker: str | None, pending: set[tuple[str, str]], has: bool, chooser: Chooser
+) -> r.Match:
+    if not broker:
+        named = [x for x in routes if x.service_name == service and x.broker_instance is not None]
+        if named:
+            return r.Match("RTM-3", named)
+    return r.match(routes, service, broker, pending, has, chooser)
+
+
+def _network_before_mirror(routes: list[Route], has: bool, chooser: Chooser) -> r.Choice | None:
+    plain = [x for x in routes if r.is_network(x.address) and not x.mirror_address]
+    if plain:
+        return r.Choice("RTC-3", plain[0], [x.name for x in plain])
+    return r.choose(routes, has, chooser)
+
+
+def _local_without_service(routes: list[Route], has: bool, chooser: Chooser) -> r.Choice | None:
+    return r.choose(routes, True, chooser)
+
+
+def _every_route_lives(routes: Iterable[Route], now_ms: int) -> list[Route]:
+    return sorted(routes, key=lambda x: x.name)
+
+
+def _msdb_for_everything(self: Router, at: Instance, inside: bool, home: str | None) -> tuple[str, dict[str, Route]]:
+    return "msdb.sys.routes", at.msdb_routes
+
+
+def _ignores_broker(
+    instance: Instance, service: str, broker: str | None, home: str | None, chooser: Chooser
+) -> Database | None:
+    return r.locate(instance, service, None, home, chooser)
+
+
+def _no_acknowledgement_pinning(self: Broker, conv: Conversation, db: Database) -> None:
+    conv.acknowledged = True
+
+
+def steps_2_and_3_swapped() -> ReferenceImplementation:
+    return _router("steps_2_and_3_swapped", match=staticmethod(_steps_2_and_3_swapped))
+
+
+def expired_routes_used() -> ReferenceImplementation:
+    return _router("expired_routes_used", live=staticmethod(_every_route_lives))
+
+
+def network_before_mirror() -> ReferenceImplementation:
+    return _router("network_before_mirror", choose=staticmethod(_network_before_mirror))
+
+
+def local_without_service() -> ReferenceImplementation:
+    return _router("local_without_service", choose=staticmethod(_local_without_service))
+
+
+def forwarding_off_ignored() -> ReferenceImplementation:
+    return _router("forwarding_off_ignored", may_leave=lambda self, at, inside: True)
+
+
+def hop_limit_ignored() -> ReferenceImplementation:
+    return _router("hop_limit_ignored", hop_limit_reached=lambda self, env: env.hops > 50)
+
+
+def partner_without_claim() -> ReferenceImplementation:
+    """Treats any partner that answers at all as the principal."""
+
+    def claims(self: Router, address: str, route: Route, env: Envelope) -> str:
+        target = self.by_address(address)
+        return "principal" if target is not None and target.reachable else "unreachable"
+
+    return _router("partner_without_claim", claims_principal=claims)
+
+
+def pinning_ignored() -> ReferenceImplementation:
+    return _implementation("pinning_ignored", acknowledge=_no_acknowledgement_pinning)
+
+
+def msdb_for_local_conversations() -> ReferenceImplementation:
+    return _router("msdb_for_local_conversations", table_for=_msdb_for_everything)
+
+
+def locate_ignores_broker_instance() -> ReferenceImplementation:
+    return _router("locate_ignores_broker_instance", locate=staticmethod(_ignores_broker))
+
+
+def never_retries_delayed() -> ReferenceImplementation:
+    def delay(self: Router, env: Envelope, at: Instance, inside: bool, home: str | None, why: str) -> None:
+        self._emit("conversation_delayed", at, env, step=why)
+        self._wait(env, at, inside, home, "delayed")
+
+    return _router("never_retries_delayed", _delay=delay)
+
+
+class _LastChoiceBroker(Broker):
+    def __init__(
+        self,
+        topology: dict[str, Any],
+        start_ms: int,
+        params: EngineParams | None = None,
+        chooser: Chooser | None = None,
+    ) -> None:
+        super().__init__(topology, start_ms, params, LastChooser())
+
+
+def last_choices() -> ReferenceImplementation:
+    """Not wrong: takes the other allowed choice wherever the documents leave one."""
+    return ReferenceImplementation(broker_class=_LastChoiceBroker, name="reference engine, last choices")
+
+
+VARIANTS = [
+    "steps_2_and_3_swapped",
+    "expired_routes_used",
+    "network_before_mirror",
+    "local_without_service",
+    "forwarding_off_ignored",
+    "hop_limit_ignored",
+    "partner_without_claim",
+    "pinning_ignored",
+    "msdb_for_local_conversations",
+    "locate_ignores_broker_instance",
+    "never_retries_delayed",
+]
