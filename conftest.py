@@ -6,4 +6,5 @@ pytest_plugins = [
     "steps.session_steps",
     "steps.observe_steps",
     "steps.routing_steps",
+    "steps.periodic_steps",
 ]

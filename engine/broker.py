@@ -7,13 +7,16 @@ from typing import Any
 from engine.activation import ALTER, ARRIVAL, TIMER, QueueMonitors
 from engine.choosing import Chooser, FirstChooser
 from engine.clockwork import Clockwork
+from engine.dispatcher import Dispatcher
 from engine.events import Event, EventLog
 from engine.model import Conversation, Database, Endpoint, Envelope, Instance, Message, Queue, QueueKey, ReaderBehaviour
 from engine.params import EngineParams
+from engine.periodic import SCHEDULE, Maintenance, tasks_of
 from engine.receiving import GET_CONVERSATION_GROUP, RECEIVE, Receiving, ReceivingError, Session
 from engine.route_admin import RouteAdmin, RouteAdminError
 from engine.router import Router
 from engine.topology import TopologyError, build
+from engine.transport import Transport
 
 FIRST_USER_SPID = 51
 
@@ -34,6 +37,9 @@ class Broker:
     monitors_class: type[QueueMonitors] = QueueMonitors
     receiving_class: type[Receiving] = Receiving
     router_class: type[Router] = Router
+    maintenance_class: type[Maintenance] = Maintenance
+    transport_class: type[Transport] = Transport
+    schedule: dict[str, int] = SCHEDULE
 
     def __init__(
         self,
@@ -50,6 +56,7 @@ class Broker:
             raise BrokerError(str(exc)) from exc
         self.clock = Clockwork(start_ms)
         self.log = EventLog()
+        self.log.emit(start_ms, "broker_started")
         self.queues: dict[QueueKey, Queue] = {
             q.key: q for i in self.instances.values() for d in i.databases.values() for q in d.queues.values()
         }
@@ -63,11 +70,36 @@ class Broker:
         )
         self.receiving = self.receiving_class(self.queues, self.clock, self.log, self.monitors)
         self.monitors.receiving = self.receiving
+        self.transport = self.transport_class(self.instances, self.clock, self.log, self.params)
+        self.dispatchers = {
+            name: Dispatcher(inst, self.clock, self.log, self.params, self._deliver, self._expected)
+            for name, inst in self.instances.items()
+        }
         self.router = self.router_class(
-            self.instances, self.clock, self.log, self.params, chooser or FirstChooser(), self._deliver
+            self.instances,
+            self.clock,
+            self.log,
+            self.params,
+            chooser or FirstChooser(),
+            self._deliver,
+            self.transport,
+            lambda env, at, db: self.dispatchers[at.name].receive(env, db),
+        )
+        self.maintenance = self.maintenance_class(
+            self.instances,
+            self.clock,
+            self.log,
+            self.params,
+            {i["name"]: int(i.get("cpus", 1)) for i in topology.get("instances", [])},
+            {
+                (i["name"], d["name"]): bool(d.get("master_key", True))
+                for i in topology.get("instances", [])
+                for d in i.get("databases", [])
+            },
+            self._has_dialogs,
         )
         self.routes = RouteAdmin(self.instances, self.router, self.clock, self.log)
-        self.log.emit(start_ms, "broker_started")
+        self._sync_database_brokers()
         for queue in self.queues.values():
             self.monitors.sync(queue)
         self._schedule_timer()
@@ -86,12 +118,60 @@ class Broker:
 
     def _timer_notification(self) -> None:
         self._notification += 1
-        self.log.emit(self.clock.now_ms, "timer_notification", number=self._notification)
-        for key in list(self.monitors.monitors):
-            self.monitors.evaluate(self.queues[key], TIMER)
-        if self._notification % 2 == 0:
-            self.router.retry_unreachable()
+        tasks = tasks_of(self._notification, self.schedule)
+        for name in self.instances:
+            self.log.emit(
+                self.clock.now_ms, "timer_notification", instance=name, number=self._notification, tasks=tasks
+            )
+        for task in tasks:
+            self._periodic_task(task)
+        self._sync_database_brokers()
         self._schedule_timer()
+
+    def _periodic_task(self, task: str) -> None:
+        names = list(self.instances)
+        if task == "queue monitors":
+            for key in list(self.monitors.monitors):
+                self.monitors.evaluate(self.queues[key], TIMER)
+        elif task == "task handlers":
+            for name in names:
+                self.maintenance.restart_handlers(name)
+        elif task == "message dispatcher":
+            for name in names:
+                self.dispatchers[name].sweep()
+        elif task == "transport connections":
+            self.router.connect_and_send()
+        elif task == "transmitter":
+            for name in names:
+                self.router.reclassify(name)
+        elif task == "idle connections":
+            self.transport.close_idle()
+        elif task == "forwarder":
+            self.router.forget_stale_forwarded()
+        elif task == "broker start":
+            for name in names:
+                self.maintenance.restart_brokers(name)
+        elif task == "broker configuration notification":
+            for name in names:
+                self.maintenance.notify_configuration(name)
+        elif task == "acknowledged message clean-up":
+            for name in names:
+                self.maintenance.resume_ack_cleanup(name)
+
+    def _sync_database_brokers(self) -> None:
+        for name, instance in self.instances.items():
+            for db_name, db in instance.databases.items():
+                db.broker_started = self.maintenance.running(name, db_name)
+
+    def _expected(self, dialog: str, from_target: bool) -> int:
+        return self.conversations[dialog].received[int(from_target)]
+
+    def _has_dialogs(self, instance: str, database: str) -> bool:
+        return any(
+            (c.initiator.instance, c.initiator.database) == (instance, database)
+            or (c.target is not None and (c.target.instance, c.target.database) == (instance, database))
+            for c in self.conversations.values()
+        )
 
     # ------------------------------------------------------------- lookups
     def queue(self, key: QueueKey) -> Queue:
@@ -207,6 +287,7 @@ class Broker:
         if not env.from_target and conv.target is None:
             conv.target = Endpoint(at.name, db.name, service.name, db.broker_instance)
         queue = self.queues[service.queue]
+        conv.received[int(env.from_target)] = env.sequence + 1
         self._queuing_order += 1
         message = Message(
             self._queuing_order, env.dialog, env.dialog, env.sequence, env.message_type, env.body, self.clock.now_ms
@@ -350,12 +431,15 @@ class Broker:
 
     def create_route(self, at_ms: int, instance: str, database: str | None, spec: dict[str, Any]) -> None:
         self._admin(at_ms, lambda: self.routes.create(instance, database, spec))
+        self.router.route_changed(instance)
 
     def alter_route(self, at_ms: int, instance: str, database: str | None, spec: dict[str, Any]) -> None:
         self._admin(at_ms, lambda: self.routes.alter(instance, database, spec))
+        self.router.route_changed(instance)
 
     def drop_route(self, at_ms: int, instance: str, database: str | None, name: str) -> None:
         self._admin(at_ms, lambda: self.routes.drop(instance, database, name))
+        self.router.route_changed(instance)
 
     def answer_routing_request(self, at_ms: int, instance: str, database: str | None, spec: dict[str, Any]) -> None:
         self._admin(at_ms, lambda: self.routes.answer_routing_request(instance, database, spec))
@@ -365,6 +449,60 @@ class Broker:
 
     def set_reachable(self, at_ms: int, instance: str, reachable: bool) -> None:
         self._admin(at_ms, lambda: self.routes.set_reachable(instance, reachable))
+        if not reachable:
+            self.transport.drop_links_to(self.instances[instance].address)
+
+    # ------------------------------------------------- periodic-task faults
+    def _instance(self, name: str) -> Instance:
+        if name not in self.instances:
+            raise BrokerError(f"no instance {name!r}")
+        return self.instances[name]
+
+    def _fault(self, at_ms: int, run: Any) -> None:
+        self.advance(at_ms)
+        try:
+            run()
+        except ValueError as exc:
+            raise BrokerError(str(exc)) from exc
+        self._sync_database_brokers()
+        self.clock.run_pending()
+
+    def fail_task_handlers(self, at_ms: int, instance: str, count: int) -> None:
+        self._instance(instance)
+        self._fault(at_ms, lambda: self.maintenance.fail_handlers(instance, count))
+
+    def set_dispatcher_saving(self, at_ms: int, instance: str, mode: str, delay_s: float = 0) -> None:
+        self._instance(instance)
+        if mode not in ("running", "stopped") or delay_s < 0:
+            raise BrokerError(
+                f"dispatcher saving is 'running' (with a delay of 0 or more seconds) or 'stopped', not {mode!r}"
+            )
+        self._fault(at_ms, lambda: self.dispatchers[instance].set_saving(mode, int(delay_s * 1000)))
+
+    def lose_in_transit(self, at_ms: int, dialog: str, sequence: int, from_target: bool = False) -> None:
+        self._conversation(dialog)
+        self._fault(at_ms, lambda: self.router.lost.add((dialog, from_target, sequence)))
+
+    def drop_connection(self, at_ms: int, instance: str, address: str) -> None:
+        self._instance(instance)
+        link = (instance, address.upper())
+        if link not in self.transport.connections:
+            raise BrokerError(f"{instance} has no connection to {address}")
+        self._fault(at_ms, lambda: self.transport.disconnect(link, "disconnected"))
+
+    def fail_transmission(self, at_ms: int, dialog: str, reason: str) -> None:
+        self._conversation(dialog)
+        if reason not in ("resource", "security"):
+            raise BrokerError(f"a transmission fails for a 'resource' or a 'security' reason, not {reason!r}")
+        self._fault(at_ms, lambda: self.router.fail_dialog(dialog, reason))
+
+    def create_master_key(self, at_ms: int, instance: str, database: str) -> None:
+        self._database(instance, database)
+        self._fault(at_ms, lambda: self.maintenance.create_master_key(instance, database))
+
+    def stop_ack_cleanup(self, at_ms: int, instance: str, database: str) -> None:
+        self._database(instance, database)
+        self._fault(at_ms, lambda: self.maintenance.stop_ack_cleanup(instance, database))
 
     def failover(self, at_ms: int, instance: str, database: str) -> None:
         self._admin(at_ms, lambda: self.routes.make_principal(instance, database))

@@ -124,10 +124,11 @@ class Database:
     routes: dict[str, Route] = field(default_factory=dict)
     # None, or this copy's role in a database mirroring pair: "principal" or "mirror"
     mirroring_role: str | None = None
+    broker_started: bool = True
 
     @property
     def online(self) -> bool:
-        return self.mirroring_role != "mirror"
+        return self.mirroring_role != "mirror" and self.broker_started
 
 
 @dataclass
@@ -168,6 +169,8 @@ class Conversation:
     next_sequence: int = 0
     reply_sequence: int = 0
     acknowledged: bool = False
+    # how many messages each side has received, in order: (to the target, to the initiator)
+    received: list[int] = field(default_factory=lambda: [0, 0])
 
 
 @dataclass

@@ -18,6 +18,12 @@ class EngineParams:
     external_activation_timeout_s: int = 60
     delayed_retry_s: int = 10
     forward_hop_limit: int = 4
+    dispatcher_stale_s: int = 10
+    suppress_after_disconnect_s: int = 15
+    suppress_after_failed_connect_s: int = 60
+    connection_idle_close_s: int = 90
+    forward_stale_s: int = 60
+    task_handlers_per_cpu: int = 2
 
     @classmethod
     def reference(cls) -> EngineParams:

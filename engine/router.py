@@ -2,10 +2,12 @@
 
 A message is routed where it is: inside its origin instance with the
 initiating database's sys.routes, on arrival from the network with
-msdb.sys.routes (RTE-01). What cannot go yet waits in the instance's
-transmission queue: a delayed conversation is matched again after
-``delayed_retry_s`` (RTM-8); a message for an unreachable destination is
-tried again on every 2nd timer notification (PER-2A).
+msdb.sys.routes (RTE-01). What cannot go yet waits, in order per
+conversation: in the transmission queue of its origin, or - a message being
+forwarded - in the forwarder's memory only (PER-5B). A delayed conversation
+is matched again after ``delayed_retry_s`` (RTM-8); a message waiting for a
+connection goes when the transport opens one (PER-2A); the transmitter
+reclassifies dialogs on every 2nd timer notification (PER-2B).
 """
 
 from __future__ import annotations
@@ -19,19 +21,28 @@ from engine.clockwork import Clockwork
 from engine.events import EventLog
 from engine.model import LOCAL, TRANSPORT, Database, Envelope, Instance, Route
 from engine.params import EngineParams
+from engine.transport import Transport
 
 Deliver = Callable[[Envelope, Instance, Database], None]
+DELAYED = "delayed"
+CONNECTING = "waiting for a connection"
+NO_PRINCIPAL = "no partner claims to be principal"
+BEHIND = "behind an earlier message of the conversation"
+FAILED = "failed"
 
 
 @dataclass
 class Waiting:
-    """A message in an instance's transmission queue."""
+    """A message that cannot go yet."""
 
     envelope: Envelope
     instance: str
     inside: bool
     home: str | None
     status: str
+    received_ms: int
+    address: str | None = None
+    order: int = 0
 
 
 class Router:
@@ -43,6 +54,8 @@ class Router:
         params: EngineParams,
         chooser: Chooser,
         deliver: Deliver,
+        transport: Transport,
+        dispatch: Deliver,
     ) -> None:
         self.instances = instances
         self.clock = clock
@@ -50,6 +63,14 @@ class Router:
         self.params = params
         self.chooser = chooser
         self.deliver = deliver
+        self.dispatch = dispatch
+        self.transport = transport
+        self.lost: set[tuple[str, bool, int]] = set()
+        self.failed: dict[str, str] = {}
+        # instance -> the order number of its last route change; a dialog waiting since before it is touched
+        self.metadata_changed: dict[str, int] = {}
+        self._order = 0
+        self.last_reclassified_ms: dict[str, int] = {}
         # per conversation and direction, in sending order: only the head is ever routed
         self.lines: dict[tuple[str, bool], list[Waiting]] = {}
         self._retrying: Envelope | None = None
@@ -92,14 +113,17 @@ class Router:
             return
         self.route(env, origin, inside=True, home=home)
 
-    def _wait(self, env: Envelope, at: Instance, inside: bool, home: str | None, status: str) -> Waiting:
-        waiting = Waiting(env, at.name, inside, home, status)
+    def _wait(
+        self, env: Envelope, at: Instance, inside: bool, home: str | None, status: str, address: str | None = None
+    ) -> Waiting:
+        self._order += 1
+        waiting = Waiting(env, at.name, inside, home, status, self.clock.now_ms, address, self._order)
         line = self.lines.setdefault((env.dialog, env.from_target), [])
         if self._retrying is env:
             line.insert(0, waiting)
         else:
             line.append(waiting)
-        self._emit("transmission_pending", at, env, status=status)
+        self._emit("transmission_pending", at, env, status=status if address is None else f"{status} to {address}")
         return waiting
 
     def _retry(self, waiting: Waiting) -> None:
@@ -111,7 +135,7 @@ class Router:
             self._emit("routing_retried", at, env)
             self._retrying = env
             try:
-                self.route(env, at, inside=waiting.inside, home=waiting.home)
+                self.route(env, at, inside=waiting.inside, home=waiting.home, via_transport=not waiting.inside)
             finally:
                 self._retrying = None
             if not line or line[0].envelope is env:
@@ -120,17 +144,64 @@ class Router:
         if not line:
             self.lines.pop(key, None)
 
-    def retry_unreachable(self) -> None:
-        """PER-2A: destinations with pending messages are tried again."""
-        for line in list(self.lines.values()):
-            if line and line[0].status != "delayed":
-                self._retry(line[0])
+    def heads(self, *statuses: str) -> list[Waiting]:
+        return [line[0] for line in self.lines.values() if line and line[0].status in statuses]
+
+    def connect_and_send(self) -> None:
+        """PER-2A: connect to destinations with pending messages that are not suppressed, then send."""
+        waiting = self.heads(CONNECTING)
+        opened = set(self.transport.connect_pending([(w.instance, str(w.address).upper()) for w in waiting]))
+        for head in waiting:
+            if (head.instance, str(head.address).upper()) in opened:
+                self._retry(head)
+        for head in self.heads(NO_PRINCIPAL):
+            self._retry(head)  # RTR-5: both addresses are tried again
+
+    def reclassify(self, instance: str) -> None:
+        """PER-2B: dialogs touched by metadata changes, route expirations or failures register again."""
+        since = self.last_reclassified_ms.get(instance, -1)
+        self.last_reclassified_ms[instance] = self.clock.now_ms
+        at = self.instances[instance]
+        tables = [at.msdb_routes, *(d.routes for d in at.databases.values())]
+        expired = any(since < (r.expires_ms or -2) <= self.clock.now_ms for t in tables for r in t.values())
+        changed = self.metadata_changed.pop(instance, 0)
+        heads = [h for h in self.heads(DELAYED, CONNECTING, NO_PRINCIPAL, FAILED) if h.instance == instance]
+        chosen = [h for h in heads if h.status == FAILED or expired or h.order < changed]
+        self.log.emit(
+            self.clock.now_ms,
+            "transmitter_reclassified",
+            instance=instance,
+            dialogs=[h.envelope.dialog for h in chosen],
+        )
+        for head in chosen:
+            self.failed.pop(head.envelope.dialog, None)
+            self._retry(head)
+
+    def route_changed(self, instance: str) -> None:
+        self._order += 1
+        self.metadata_changed[instance] = self._order
+
+    def fail_dialog(self, dialog: str, reason: str) -> None:
+        """A fault: the transmitter cannot send the dialog's messages (memory, security) until reclassified."""
+        self.failed[dialog] = reason
+
+    def forget_stale_forwarded(self) -> None:
+        """PER-5B: a message not forwarded within 60 seconds of receipt is deleted."""
+        limit = int(self.params.forward_stale_s * 1000)
+        for key, line in list(self.lines.items()):
+            for waiting in [w for w in line if not w.inside and self.clock.now_ms - w.received_ms >= limit]:
+                line.remove(waiting)
+                self._emit("forwarded_message_deleted", self.instances[waiting.instance], waiting.envelope)
+            if not line:
+                del self.lines[key]
 
     # -------------------------------------------------------------- routing
-    def route(self, env: Envelope, at: Instance, *, inside: bool, home: str | None) -> None:
+    def route(
+        self, env: Envelope, at: Instance, *, inside: bool, home: str | None, via_transport: bool = False
+    ) -> None:
         if not inside and env.from_target and env.to_broker_instance and at.by_broker_instance(env.to_broker_instance):
             self._emit("reply_recognised", at, env, broker_instance=env.to_broker_instance)  # RTE-05
-            self._local(env, at, env.to_broker_instance, None)
+            self._local(env, at, env.to_broker_instance, None, via_transport)
             return
         table, routes = self.table_for(at, inside, home)
         key = f"{at.name}/{table}"
@@ -165,7 +236,7 @@ class Router:
         route = choice.route
         self._emit("route_chosen", at, env, step=choice.step, route=route.name, candidates=choice.candidates)
         if route.address.upper() == LOCAL:
-            self._local(env, at, env.to_broker_instance or route.broker_instance, home)
+            self._local(env, at, env.to_broker_instance or route.broker_instance, home, via_transport)
             return
         if not self.may_leave(at, inside):
             self._emit("message_dropped", at, env, rule="RTC-5", reason="message forwarding is not active")
@@ -180,31 +251,39 @@ class Router:
         else:
             self._transmit(env, at, route.address, inside, home)
 
-    def _local(self, env: Envelope, at: Instance, broker: str | None, home: str | None) -> None:
+    def _local(self, env: Envelope, at: Instance, broker: str | None, home: str | None, via_transport: bool) -> None:
         db = self.locate(at, env.to_service, broker, home, self.chooser)
         if db is None:
             where = f"the database of broker instance {broker}" if broker else f"instance {at.name}"
             rule = "RTL-2" if broker else "RTL-3"
             self._emit("message_dropped", at, env, rule=rule, reason=f"no service {env.to_service} in {where}")
             return
-        self.deliver(env, at, db)
+        (self.dispatch if via_transport else self.deliver)(env, at, db)
 
     def _delay(self, env: Envelope, at: Instance, inside: bool, home: str | None, why: str) -> None:
         self._emit("conversation_delayed", at, env, step=why)
-        waiting = self._wait(env, at, inside, home, "delayed")
+        waiting = self._wait(env, at, inside, home, DELAYED)
         self.clock.at(self.clock.now_ms + int(self.params.delayed_retry_s * 1000), lambda: self._retry(waiting))
 
     # ------------------------------------------------------------ transport
     def _transmit(self, env: Envelope, at: Instance, address: str | None, inside: bool, home: str | None) -> bool:
-        target = self.by_address(address) if address else None
-        if target is None or not target.reachable:
-            self._wait(env, at, inside, home, f"cannot reach {address}")
+        if inside and env.dialog in self.failed:
+            self._wait(env, at, inside, home, FAILED, address)
             return False
+        target = self.by_address(address) if address else None
+        if target is None or address is None or not self.transport.ready(at.name, address):
+            self._wait(env, at, inside, home, CONNECTING, address)
+            return False
+        self.transport.used(at.name, address)
         if not inside:
             env.hops += 1
             self._emit("message_forwarded", at, env, address=target.address, hops=env.hops)
         self._emit("message_transmitted", at, env, address=target.address, to_instance=target.name)
-        self.route(env, target, inside=False, home=None)
+        if (env.dialog, env.from_target, env.sequence) in self.lost:
+            self.lost.discard((env.dialog, env.from_target, env.sequence))
+            self._emit("message_lost_in_transit", at, env, address=target.address)
+            return True
+        self.route(env, target, inside=False, home=None, via_transport=True)
         return True
 
     def claims_principal(self, address: str, route: Route, env: Envelope) -> str:
@@ -247,19 +326,22 @@ class Router:
             self.principals[key] = claiming[0]
             self._transmit(env, at, claiming[0], inside, home)
             return
-        self._wait(env, at, inside, home, "no partner claims to be principal")
+        self._wait(env, at, inside, home, NO_PRINCIPAL)
 
     # --------------------------------------------------------------- views
-    def transmission_rows(self) -> list[dict[str, object]]:
+    def transmission_rows(self, forwarded: bool = False) -> list[dict[str, object]]:
+        """sys.transmission_queue; with ``forwarded``, the forwarder's memory instead, which no queue holds."""
         return [
             {
                 "instance": w.instance,
                 **w.envelope.fields(),
                 "to_service_name": w.envelope.to_service,
                 "transmission_status": w.status,
+                "received_ms": w.received_ms,
             }
             for line in self.lines.values()
             for w in line
+            if w.inside != forwarded
         ]
 
 

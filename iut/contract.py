@@ -21,6 +21,11 @@ VIEWS = (
     "sys.routes",  # of QueryView.database on QueryView.instance; database None means msdb
     "sys.transmission_queue",
     "sys.conversation_endpoints",
+    "sys.dm_broker_connections",
+    # the kit's own windows on state SQL Server shows no view of
+    "sbtck.dispatcher_buffers",
+    "sbtck.forwarder",
+    "sbtck.periodic_state",
 )
 
 
@@ -216,6 +221,69 @@ class Failover(Command):
     """The copy of ``database`` on ``instance`` becomes the mirroring principal; its partner the mirror."""
 
     kind: ClassVar[str] = "failover"
+    instance: str
+    database: str
+
+
+@dataclass(frozen=True)
+class FailTaskHandlers(Command):
+    """A fault: ``count`` task handlers of the instance fail (PER-1B restarts them)."""
+
+    kind: ClassVar[str] = "fail_task_handlers"
+    instance: str
+    count: int
+
+
+@dataclass(frozen=True)
+class SetDispatcherSaving(Command):
+    """The dispatcher's async saving tasks: "running" (after ``delay_s``) or "stopped"."""
+
+    kind: ClassVar[str] = "set_dispatcher_saving"
+    instance: str
+    mode: str
+    delay_s: float = 0
+
+
+@dataclass(frozen=True)
+class LoseInTransit(Command):
+    """A fault: the network loses the next transmission of this message."""
+
+    kind: ClassVar[str] = "lose_in_transit"
+    dialog: str
+    sequence: int
+    from_target: bool = False
+
+
+@dataclass(frozen=True)
+class DropConnection(Command):
+    """A fault: the instance's connection to ``address`` drops."""
+
+    kind: ClassVar[str] = "drop_connection"
+    instance: str
+    address: str
+
+
+@dataclass(frozen=True)
+class FailTransmission(Command):
+    """A fault: the transmitter cannot send the dialog for a "resource" or "security" reason."""
+
+    kind: ClassVar[str] = "fail_transmission"
+    dialog: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class CreateMasterKey(Command):
+    kind: ClassVar[str] = "create_master_key"
+    instance: str
+    database: str
+
+
+@dataclass(frozen=True)
+class StopAckCleanup(Command):
+    """A fault: the background task that cleans acknowledged messages out of the transmission queue stops."""
+
+    kind: ClassVar[str] = "stop_ack_cleanup"
     instance: str
     database: str
 

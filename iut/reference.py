@@ -51,6 +51,13 @@ DISPATCH: dict[type[c.Command], Callable[[Broker, Any], dict[str, Any] | None]] 
     c.SetMessageForwarding: lambda b, cmd: b.set_message_forwarding(cmd.at_ms, cmd.instance, cmd.active),
     c.SetReachable: lambda b, cmd: b.set_reachable(cmd.at_ms, cmd.instance, cmd.reachable),
     c.Failover: lambda b, cmd: b.failover(cmd.at_ms, cmd.instance, cmd.database),
+    c.FailTaskHandlers: lambda b, cmd: b.fail_task_handlers(cmd.at_ms, cmd.instance, cmd.count),
+    c.SetDispatcherSaving: lambda b, cmd: b.set_dispatcher_saving(cmd.at_ms, cmd.instance, cmd.mode, cmd.delay_s),
+    c.LoseInTransit: lambda b, cmd: b.lose_in_transit(cmd.at_ms, cmd.dialog, cmd.sequence, cmd.from_target),
+    c.DropConnection: lambda b, cmd: b.drop_connection(cmd.at_ms, cmd.instance, cmd.address),
+    c.FailTransmission: lambda b, cmd: b.fail_transmission(cmd.at_ms, cmd.dialog, cmd.reason),
+    c.CreateMasterKey: lambda b, cmd: b.create_master_key(cmd.at_ms, cmd.instance, cmd.database),
+    c.StopAckCleanup: lambda b, cmd: b.stop_ack_cleanup(cmd.at_ms, cmd.instance, cmd.database),
     c.QueryView: lambda b, cmd: _view(b, cmd),
 }
 
@@ -73,6 +80,20 @@ def _view(broker: Broker, cmd: c.QueryView) -> dict[str, Any]:
         return {"rows": [r for r in broker.router.transmission_rows() if cmd.instance in (None, r["instance"])]}
     if cmd.view == "sys.conversation_endpoints":
         return {"rows": broker.conversation_endpoints()}
+    if cmd.view == "sys.dm_broker_connections":
+        return {"rows": [r for r in broker.transport.rows() if cmd.instance in (None, r["instance"])]}
+    if cmd.view == "sbtck.dispatcher_buffers":
+        return {
+            "rows": [r for d in broker.dispatchers.values() for r in d.rows() if cmd.instance in (None, r["instance"])]
+        }
+    if cmd.view == "sbtck.forwarder":
+        return {
+            "rows": [
+                r for r in broker.router.transmission_rows(forwarded=True) if cmd.instance in (None, r["instance"])
+            ]
+        }
+    if cmd.view == "sbtck.periodic_state":
+        return {"rows": [r for r in broker.maintenance.rows() if cmd.instance in (None, r["instance"])]}
     raise BrokerError(f"unknown view {cmd.view!r}; known: {', '.join(c.VIEWS)}")
 
 

@@ -141,7 +141,7 @@ FORWARDING = r'message forwarding is (?P<state>enabled|disabled) on "(?P<instanc
 @given(parsers.re(FORWARDING))
 @when(parsers.re(FORWARDING))
 def forwarding(world: World, state: str, instance: str) -> None:
-    world.run(c.SetMessageForwarding(world.at(), instance, state == "enabled"))
+    world.run(c.SetMessageForwarding(world.at(), world.instance(instance), state == "enabled"))
 
 
 REACH = r'instance "(?P<instance>[^"]+)" (?P<state>cannot be reached|can be reached again)'
@@ -150,7 +150,7 @@ REACH = r'instance "(?P<instance>[^"]+)" (?P<state>cannot be reached|can be reac
 @given(parsers.re(REACH))
 @when(parsers.re(REACH))
 def reachable(world: World, instance: str, state: str) -> None:
-    world.run(c.SetReachable(world.at(), instance, state == "can be reached again"))
+    world.run(c.SetReachable(world.at(), world.instance(instance), state == "can be reached again"))
 
 
 FAILOVER = r'the copy of database "(?P<database>[^"]+)" on "(?P<instance>[^"]+)" becomes the principal'
@@ -159,7 +159,7 @@ FAILOVER = r'the copy of database "(?P<database>[^"]+)" on "(?P<instance>[^"]+)"
 @given(parsers.re(FAILOVER))
 @when(parsers.re(FAILOVER))
 def failover(world: World, database: str, instance: str) -> None:
-    world.run(c.Failover(world.at(), instance, database))
+    world.run(c.Failover(world.at(), world.instance(instance), database))
 
 
 BEGIN = (

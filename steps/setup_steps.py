@@ -8,7 +8,7 @@ from pytest_bdd import given, parsers, when
 
 from fixtures import topology as topologies
 from iut import contract as c
-from steps.world import Refused, World
+from steps.world import Refused, ScenarioError, World
 
 NAME = r'"(?P<{}>[^"]+)"'
 
@@ -63,7 +63,10 @@ TIME = r"time passes to second (?P<second>.+)"
 @when(parsers.re(TIME))
 def time_passes(world: World, second: str) -> None:
     world.at()
-    world.clock.move_to_second(world.seconds(second))
+    try:
+        world.clock.move_to_second(world.seconds(second))
+    except ValueError as exc:
+        raise ScenarioError(f"time passes to second {second}: {exc}") from None
     world.run(c.AdvanceTime(world.clock.now_ms()))
 
 

@@ -45,6 +45,8 @@ def evaluate(text: str, param: Callable[[str], float]) -> float:
         pos += 1
         if isinstance(token, float):
             return token
+        if token == "-":
+            return -atom()
         if token.startswith("{"):
             return float(param(token[1:-1]))
         raise TimeExpressionError(f"{text!r}: expected a number or {{param}}, found {token!r}")

@@ -18,6 +18,10 @@ class Refused(AssertionError):
     """The implementation refused a command the scenario expected it to take."""
 
 
+class ScenarioError(ValueError):
+    """The scenario itself is wrong (an unknown name, a time that cannot be): reported as an error."""
+
+
 @dataclass
 class World:
     implementation: Implementation
@@ -57,6 +61,14 @@ class World:
         if self.topology is None:
             raise Refused('no topology yet: start the scenario with Given the topology "NAME"')
         return self.clock.now_ms()
+
+    def instance(self, name: str) -> str:
+        self.at()
+        assert self.topology is not None
+        known = [i["name"] for i in self.topology.plain["instances"]]
+        if name not in known:
+            raise ScenarioError(f"no instance {name!r} in topology {self.topology.source}; known: {', '.join(known)}")
+        return name
 
     def queue(self, name: str) -> c.QueueRef:
         self.at()

@@ -149,10 +149,33 @@ Feature: bad input
   Scenario: [2] The next scenario still runs
     Given the topology "activation"
     Then queue "StallQueue" has a queue monitor
+
+  Scenario: [3] Time cannot go back
+    Given the topology "activation"
+    When time passes to second -5
+    Then queue "StallQueue" has a queue monitor
+
+  Scenario: [4] Time is a number of seconds
+    Given the topology "activation"
+    When time passes to second soon
+    Then queue "StallQueue" has a queue monitor
+
+  Scenario: [5] A fault names an instance of the topology
+    Given the topology "periodic"
+    When 2 task handlers of "sql9" fail
+    Then "sql1" has 4 running task handlers
+
+  Scenario: [6] A CPU count is at least one
+    Given the topology:
+      """
+      instances:
+        sql1: {cpus: 0}
+      """
+    Then "sql1" has 0 running task handlers
 '''
 
 
-def test_a_bad_inline_topology_fails_its_scenario_with_the_place_and_the_run_continues(tmp_path: Path) -> None:
+def test_bad_input_in_a_scenario_is_an_error_naming_the_place_and_the_run_continues(tmp_path: Path) -> None:
     (tmp_path / "bad.feature").write_text(BAD_FEATURE)
     (tmp_path / "test_bad.py").write_text("from pytest_bdd import scenarios\nscenarios('bad.feature')\n")
     (tmp_path / "conftest.py").write_text((ROOT / "conftest.py").read_text())
@@ -177,11 +200,19 @@ def test_a_bad_inline_topology_fails_its_scenario_with_the_place_and_the_run_con
         check=False,
     )
     data = json.loads((tmp_path / "out" / "results.json").read_text())
-    first, second = sorted(data["scenarios"], key=lambda s: s["line"])
-    assert first["status"] == "error", proc.stdout[-2000:]
-    assert (
-        "queues.Q.activation.max_readers: unknown key 'max_readers'; did you mean 'max_queue_readers'?"
-        in (first["failure"]["message"])
-    )
-    assert first["failure"]["message"].startswith(f"{tmp_path / 'bad.feature'}:11: ")
-    assert second["status"] == "passed"
+    by_name = {s["name"][:3]: s for s in data["scenarios"]}
+    assert len(by_name) == 6, proc.stdout[-2000:]
+    assert by_name["[2]"]["status"] == "passed"
+    expected = {
+        "[1]": "queues.Q.activation.max_readers: unknown key 'max_readers'; did you mean 'max_queue_readers'?",
+        "[3]": "time passes to second -5: time cannot go back: the scenario is at second 0, asked for second -5",
+        "[4]": "cannot read 'soon' as a time",
+        "[5]": "no instance 'sql9' in topology",
+        "[6]": "instances.sql1.cpus: expected a whole number >= 1, got 0",
+    }
+    for number, text in expected.items():
+        record = by_name[number]
+        assert record["status"] == "error", (number, record["failure"])
+        assert text in record["failure"]["message"], (number, record["failure"]["message"])
+    assert by_name["[1]"]["failure"]["message"].startswith(f"{tmp_path / 'bad.feature'}:11: ")
+    assert by_name["[6]"]["failure"]["message"].startswith(f"{tmp_path / 'bad.feature'}:38: ")

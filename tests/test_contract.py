@@ -30,7 +30,14 @@ EXAMPLES: list[c.Command] = [
     c.SetMessageForwarding(18, "sql1", True),
     c.SetReachable(19, "sql2", False),
     c.Failover(20, "sql4", "ledger"),
-    c.QueryView(21, "sys.routes", "sql1", None),
+    c.FailTaskHandlers(21, "sql1", 2),
+    c.SetDispatcherSaving(22, "sql2", "running", 6.0),
+    c.LoseInTransit(23, "D1", 0),
+    c.DropConnection(24, "sql1", "TCP://sql2:4022"),
+    c.FailTransmission(25, "D1", "resource"),
+    c.CreateMasterKey(26, "sql2", "vault"),
+    c.StopAckCleanup(27, "sql1", "shop"),
+    c.QueryView(28, "sys.routes", "sql1", None),
 ]
 
 

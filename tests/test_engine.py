@@ -100,3 +100,12 @@ def test_the_same_calls_give_the_same_log() -> None:
         return [(e.at_ms, e.kind) for e in b.drain_events()]
 
     assert run() == run()
+
+
+def test_a_refused_fault_changes_nothing() -> None:
+    b = broker()
+    with pytest.raises(BrokerError, match="has 2 running task handlers, so 3 cannot fail"):
+        b.fail_task_handlers(0, "sql1", 3)
+    assert b.maintenance.rows()[0]["running_task_handlers"] == 2
+    with pytest.raises(BrokerError, match="no instance 'sql9'"):
+        b.fail_task_handlers(0, "sql9", 1)

@@ -6,12 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from tests import routing_variants, variants
+from tests import periodic_variants, routing_variants, variants
 from tests.helpers import sbtck
 
-ALL = [f"tests.variants:{v}" for v in variants.VARIANTS] + [
-    f"tests.routing_variants:{v}" for v in routing_variants.VARIANTS
-]
+ALL = (
+    [f"tests.variants:{v}" for v in variants.VARIANTS]
+    + [f"tests.routing_variants:{v}" for v in routing_variants.VARIANTS]
+    + [f"tests.periodic_variants:{v}" for v in periodic_variants.VARIANTS]
+)
 
 
 @pytest.mark.parametrize("variant", ALL)

@@ -1,0 +1,116 @@
+"""The message dispatcher: per-dialog buffers between the transport and user queues (PER-1C).
+
+Messages that arrive over the network wait here until the dispatcher's
+async tasks save them to their queue. On every timer notification the
+buffers lose their out-of-order messages and the stale ones: those not
+picked up within 10 seconds of arrival.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engine.clockwork import Clockwork
+from engine.events import EventLog
+from engine.model import Database, Envelope, Instance
+from engine.params import EngineParams
+
+Save = Callable[[Envelope, Instance, Database], None]
+# the next sequence number the receiving endpoint expects: the database's state, which a mirror shares
+Expected = Callable[[str, bool], int]
+RUNNING, STOPPED = "running", "stopped"
+
+
+@dataclass
+class Buffered:
+    envelope: Envelope
+    database: str
+    arrived_ms: int
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        instance: Instance,
+        clock: Clockwork,
+        log: EventLog,
+        params: EngineParams,
+        save: Save,
+        expected: Expected,
+    ) -> None:
+        self.instance = instance
+        self.clock = clock
+        self.log = log
+        self.params = params
+        self.save = save
+        self.buffers: dict[tuple[str, bool], list[Buffered]] = {}
+        self.expected = expected
+        self.mode = RUNNING
+        self.delay_ms = 0
+
+    def _emit(self, kind: str, item: Buffered, **fields: object) -> None:
+        self.log.emit(
+            self.clock.now_ms,
+            kind,
+            instance=self.instance.name,
+            database=item.database,
+            **item.envelope.fields(),
+            **fields,
+        )
+
+    def receive(self, env: Envelope, db: Database) -> None:
+        item = Buffered(env, db.name, self.clock.now_ms)
+        key = (env.dialog, env.from_target)
+        self.buffers.setdefault(key, []).append(item)
+        self.buffers[key].sort(key=lambda b: b.envelope.sequence)
+        self._emit("dispatcher_buffered", item)
+        if self.mode == RUNNING and self.delay_ms:
+            self.clock.at(self.clock.now_ms + self.delay_ms, lambda: self._save_in_order(key))
+        else:
+            self._save_in_order(key)
+
+    def _in_order(self, key: tuple[str, bool], item: Buffered) -> bool:
+        return item.envelope.sequence == self.expected(*key)
+
+    def _save_in_order(self, key: tuple[str, bool]) -> None:
+        if self.mode != RUNNING:
+            return
+        line = self.buffers.get(key, [])
+        while line and self._in_order(key, line[0]) and self.clock.now_ms - line[0].arrived_ms >= self.delay_ms:
+            item = line.pop(0)
+            self.save(item.envelope, self.instance, self.instance.databases[item.database])
+
+    def set_saving(self, mode: str, delay_ms: int) -> None:
+        self.mode, self.delay_ms = mode, delay_ms
+        self.log.emit(
+            self.clock.now_ms, "dispatcher_saving", instance=self.instance.name, mode=mode, delay_s=delay_ms / 1000
+        )
+        for key in list(self.buffers):
+            self._save_in_order(key)
+
+    def sweep(self) -> None:
+        """Every notification: drop out-of-order messages and those waiting 10 seconds or more."""
+        stale = int(self.params.dispatcher_stale_s * 1000)
+        for key, line in self.buffers.items():
+            keep = []
+            for item in line:
+                if not self._in_order(key, item) and not self._follows(key, item, line):
+                    self._emit("dispatcher_deleted", item, reason="out of order")
+                elif self.clock.now_ms - item.arrived_ms >= stale:
+                    self._emit("dispatcher_deleted", item, reason="stale")
+                else:
+                    keep.append(item)
+            line[:] = keep
+
+    def _follows(self, key: tuple[str, bool], item: Buffered, line: list[Buffered]) -> bool:
+        """In order once the messages buffered before it are saved: no gap in between."""
+        sequences = {b.envelope.sequence for b in line}
+        return all(s in sequences for s in range(self.expected(*key), item.envelope.sequence))
+
+    def rows(self) -> list[dict[str, object]]:
+        return [
+            {"instance": self.instance.name, "database": b.database, **b.envelope.fields(), "arrived_ms": b.arrived_ms}
+            for line in self.buffers.values()
+            for b in line
+        ]

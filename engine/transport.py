@@ -1,0 +1,106 @@
+"""The transport: connections to remote destinations, and when they may be tried.
+
+A destination is suppressed for 15 seconds after a disconnection and for
+60 seconds after each failed connection attempt; idle connections close on
+every 5th timer notification once idle for 90 seconds (PER-2A, PER-5A).
+The reference engine also tries to connect at once when a message is sent
+to an unsuppressed destination: the documents are silent on that point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.clockwork import Clockwork
+from engine.events import EventLog
+from engine.model import Instance
+from engine.params import EngineParams
+
+Link = tuple[str, str]  # (instance, destination address, upper case)
+
+
+@dataclass
+class Connection:
+    opened_ms: int
+    last_activity_ms: int
+
+
+class Transport:
+    connect_on_send = True
+
+    def __init__(self, instances: dict[str, Instance], clock: Clockwork, log: EventLog, params: EngineParams) -> None:
+        self.instances = instances
+        self.clock = clock
+        self.log = log
+        self.params = params
+        self.connections: dict[Link, Connection] = {}
+        self.suppressed_until: dict[Link, int] = {}
+
+    def _emit(self, kind: str, link: Link, **fields: object) -> None:
+        self.log.emit(self.clock.now_ms, kind, instance=link[0], address=link[1], **fields)
+
+    def _target(self, address: str) -> Instance | None:
+        return next((i for i in self.instances.values() if i.address.upper() == address.upper()), None)
+
+    def suppressed(self, link: Link) -> bool:
+        return self.clock.now_ms < self.suppressed_until.get(link, 0)
+
+    def attempt(self, link: Link) -> bool:
+        """One connection attempt; a refusal suppresses the destination for 60 seconds."""
+        target = self._target(link[1])
+        if target is not None and target.reachable:
+            self.connections[link] = Connection(self.clock.now_ms, self.clock.now_ms)
+            self._emit("connection_attempt", link, result="connected")
+            return True
+        self.suppressed_until[link] = self.clock.now_ms + int(self.params.suppress_after_failed_connect_s * 1000)
+        self._emit("connection_attempt", link, result="refused")
+        return False
+
+    def ready(self, instance: str, address: str) -> bool:
+        """Is there a connection to send on now, opening one if the engine may?"""
+        link = (instance, address.upper())
+        if link in self.connections:
+            return True
+        if self.connect_on_send and not self.suppressed(link):
+            return self.attempt(link)
+        return False
+
+    def used(self, instance: str, address: str) -> None:
+        self.connections[(instance, address.upper())].last_activity_ms = self.clock.now_ms
+
+    def disconnect(self, link: Link, reason: str) -> None:
+        if self.connections.pop(link, None) is not None:
+            self.suppressed_until[link] = self.clock.now_ms + int(self.params.suppress_after_disconnect_s * 1000)
+            self._emit("connection_closed", link, reason=reason)
+
+    def drop_links_to(self, address: str) -> None:
+        for link in [link for link in self.connections if link[1] == address.upper()]:
+            self.disconnect(link, "disconnected")
+
+    def connect_pending(self, wanted: list[Link]) -> list[Link]:
+        """PER-2A: try each destination with pending messages that is not suppressed; return the open ones."""
+        opened = []
+        for link in dict.fromkeys(wanted):
+            if link in self.connections or (not self.suppressed(link) and self.attempt(link)):
+                opened.append(link)
+        return opened
+
+    def close_idle(self) -> None:
+        """PER-5A: connections idle for the past 90 seconds close."""
+        limit = int(self.params.connection_idle_close_s * 1000)
+        for link, conn in list(self.connections.items()):
+            if self.clock.now_ms - conn.last_activity_ms >= limit:
+                del self.connections[link]
+                self._emit("connection_closed", link, reason="idle")
+
+    def rows(self) -> list[dict[str, object]]:
+        return [
+            {
+                "instance": link[0],
+                "address": link[1],
+                "state": "CONNECTED",
+                "opened_ms": conn.opened_ms,
+                "last_activity_ms": conn.last_activity_ms,
+            }
+            for link, conn in sorted(self.connections.items())
+        ]

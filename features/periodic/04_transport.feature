@@ -1,0 +1,92 @@
+Feature: Periodic 04 - Transport connections
+
+  On every 2nd notification the transport tries to connect to the remote
+  destinations that have pending messages and are not suppressed. A
+  destination is suppressed for 15 seconds after a disconnection and for 60
+  seconds after each unsuccessful connection attempt. On every 5th
+  notification it closes the connections that have been idle for the past
+  90 seconds. sql1 sends dialog D1's messages to sql2 by the route ToOrders.
+
+  Background:
+    Given the topology "periodic"
+    And dialog "D1" is begun from service "Initiator" to service "Target"
+    And a message is sent on dialog "D1"
+    And time passes to second 11
+
+  @PER-2A
+  Scenario: [1] After a disconnection the destination is left alone for 15 seconds, then tried on the next 2nd notification
+    Given time passes to second 12
+    And the connection from "sql1" to "TCP://sql2.example:4022" drops
+    And time passes to second 13
+    And a message is sent on dialog "D1"
+    When time passes to second 35
+    Then the log at "sql1" shows exactly from second 12:
+      | second | event               | result    | reason       |
+      | 12     | connection closed   | NULL      | disconnected |
+      | 30     | connection attempt  | connected | NULL         |
+    And the log for dialog "D1" at "sql2" shows exactly from second 12:
+      | second | event           | message_sequence_number |
+      | 30     | message arrived | 1                       |
+
+  @PER-2A
+  Scenario: [2] A destination whose attempt fails at second 30 is not tried at 40, 50, 60, 70 or 80 and is tried at 90
+    Given time passes to second 12
+    And instance "sql2" cannot be reached
+    And time passes to second 13
+    And a message is sent on dialog "D1"
+    When time passes to second 95
+    Then the log at "sql1" shows exactly from second 12:
+      | second | event              | result  | reason       |
+      | 12     | connection closed  | NULL    | disconnected |
+      | 30     | connection attempt | refused | NULL         |
+      | 90     | connection attempt | refused | NULL         |
+
+  @PER-2A
+  Scenario: [3] Once the destination answers again, the pending messages go at the first attempt after suppression
+    Given time passes to second 12
+    And instance "sql2" cannot be reached
+    And time passes to second 13
+    And 2 messages are sent on dialog "D1"
+    And time passes to second 40
+    And instance "sql2" can be reached again
+    When time passes to second 95
+    Then the log for dialog "D1" at "sql2" shows exactly from second 12:
+      | second | event           | message_sequence_number |
+      | 90     | message arrived | 1                       |
+      | 90     | message arrived | 2                       |
+    And the transmission queue of "sql1" holds no message
+
+  @PER-2A
+  Scenario: [4] Destinations with no pending message are not tried
+    Given time passes to second 12
+    And instance "sql2" cannot be reached
+    When time passes to second 200
+    Then the log at "sql1" has no "connection attempt" event from second 12
+
+  @PER-5A
+  Scenario: [5] A connection idle since the start is still open at second 75
+    When time passes to second 76
+    Then "sql1" has a connection to "TCP://sql2.example:4022"
+
+  @PER-5A
+  Scenario: [6] The notification at second 100 closes a connection idle since the start
+    When time passes to second 100
+    Then "sql1" has no connection to "TCP://sql2.example:4022"
+    And the log at "sql1" shows exactly:
+      | second | event             | reason |
+      | 100    | connection closed | idle   |
+
+  @PER-5A
+  Scenario: [7] A connection in use is not closed; it closes 90 seconds after its last message, at a 5th notification
+    Given time passes to second 50
+    And a message is sent on dialog "D1"
+    When time passes to second 160
+    Then the log at "sql1" shows exactly:
+      | second | event             | reason |
+      | 150    | connection closed | idle   |
+
+  @informative
+  Scenario: [8] The reference engine connects at once when a message is sent to an unsuppressed destination
+    Then the log at "sql1" shows exactly:
+      | second | event              | result    |
+      | 0      | connection attempt | connected |

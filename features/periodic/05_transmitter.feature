@@ -1,0 +1,70 @@
+@PER-2B
+Feature: Periodic 05 - The transmitter
+
+  The transmitter associates dialogs with transport connections. On every
+  2nd notification it trims its caches and reclassifies the dialogs touched
+  by metadata changes, resource limits or route expirations: each is
+  unregistered and registers again, so the change is taken into account.
+  This can briefly pause their transmission, and it resumes dialogs whose
+  transmission failed earlier for resource or security reasons.
+
+  Background:
+    Given the topology "periodic"
+    And dialog "D1" is begun from service "Initiator" to service "Target"
+
+  Scenario: [1] A dialog that failed for lack of memory resumes at the next 2nd notification
+    Given time passes to second 1
+    And the transmission of dialog "D1" fails for lack of memory
+    And a message is sent on dialog "D1"
+    When time passes to second 12
+    Then the log for dialog "D1" shows exactly:
+      | second | event               | instance |
+      | 10     | message transmitted | sql1     |
+      | 10     | message arrived     | sql2     |
+    And the log at "sql1" shows exactly from second 10 until second 10:
+      | event                    | dialogs |
+      | transmitter reclassified | D1      |
+
+  Scenario: [2] A dialog that failed security validation resumes at the next 2nd notification
+    Given time passes to second 12
+    And the transmission of dialog "D1" fails security validation
+    And a message is sent on dialog "D1"
+    When time passes to second 22
+    Then the log for dialog "D1" shows exactly:
+      | second | event               |
+      | 20     | message transmitted |
+
+  Scenario: [3] A route change is taken up by waiting dialogs at the next 2nd notification
+    Given instance "sql2" cannot be reached
+    And time passes to second 1
+    And a message is sent on dialog "D1"
+    And time passes to second 12
+    And in database "shop" of "sql1": ALTER ROUTE ToOrders WITH ADDRESS = 'LOCAL'
+    When time passes to second 25
+    Then the log for dialog "D1" shows exactly:
+      | second | event           | instance | database |
+      | 20     | message arrived | sql1     | stock    |
+
+  Scenario: [4] A route expiration is taken up by waiting dialogs at the next 2nd notification
+    Given instance "sql2" cannot be reached
+    And the routes in database "shop" of "sql1" are:
+      | name             | service_name | address                 | lifetime_s |
+      | ToOrders         | Target       | TCP://sql2.example:4022 | 15         |
+      | AutoCreatedLocal |              | LOCAL                   |            |
+    And time passes to second 1
+    And a message is sent on dialog "D1"
+    When time passes to second 25
+    Then the log for dialog "D1" shows exactly:
+      | second | event           | instance | database |
+      | 20     | message arrived | sql1     | stock    |
+
+  Scenario: [5] Dialogs nothing touched are not reclassified
+    Given instance "sql2" cannot be reached
+    And time passes to second 1
+    And a message is sent on dialog "D1"
+    When time passes to second 30
+    Then the log at "sql1" shows exactly:
+      | second | event                    | dialogs |
+      | 10     | transmitter reclassified | (none)  |
+      | 20     | transmitter reclassified | (none)  |
+      | 30     | transmitter reclassified | (none)  |

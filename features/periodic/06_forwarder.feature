@@ -1,0 +1,51 @@
+@PER-5B @requires-forwarding
+Feature: Periodic 06 - The message forwarder
+
+  Forwarded messages are held in memory and never persisted in a queue. On
+  every 5th notification the forwarder deletes the messages it could not
+  forward within 60 seconds of receiving them. Here sql1 sends Target's
+  messages to the forwarder sql5, which sends them on to sql2.
+
+  Background:
+    Given the topology "periodic"
+    And dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name | service_name | address                 |
+      | Via5 | Target       | TCP://sql5.example:4022 |
+    And the routes in msdb of "sql5" are:
+      | name | service_name | address                 |
+      | To2  | Target       | TCP://sql2.example:4022 |
+    And instance "sql2" cannot be reached
+
+  Scenario: [1] A message that cannot be forwarded yet is held in memory, in no queue
+    Given time passes to second 3
+    When a message is sent on dialog "D1"
+    Then the forwarder of "sql5" holds 1 message
+    And the transmission queue of "sql5" holds no message
+    And the transmission queue of "sql1" holds no message
+
+  Scenario: [2] It is still held at the 5th notification at second 50
+    Given time passes to second 3
+    And a message is sent on dialog "D1"
+    When time passes to second 74
+    Then the forwarder of "sql5" holds 1 message
+
+  Scenario: [3] It is deleted by the 5th notification at second 75, 72 seconds after it arrived
+    Given time passes to second 3
+    And a message is sent on dialog "D1"
+    When time passes to second 75
+    Then the forwarder of "sql5" holds no message
+    And the log for dialog "D1" shows exactly:
+      | second | event                     | instance |
+      | 75     | forwarded message deleted | sql5     |
+
+  Scenario: [4] A message forwarded before its 60 seconds are up is not deleted
+    Given time passes to second 3
+    And a message is sent on dialog "D1"
+    And time passes to second 40
+    And instance "sql2" can be reached again
+    When time passes to second 100
+    Then the log for dialog "D1" shows exactly:
+      | second | event           | instance |
+      | 70     | message arrived | sql2     |
+    And the log for dialog "D1" has no "forwarded message deleted" event

@@ -1,0 +1,57 @@
+Feature: Periodic 07 - Broker restart, configuration notices and the acknowledgement clean-up
+
+  On every 5th notification the broker scans the databases whose broker
+  failed to start for any reason (for example a missing master key) and
+  tries to start it again; it fires the Broker Configuration Notification
+  for BCN clients; and it resumes, if it is not already running, the
+  background task that cleans acknowledged messages out of the transmission
+  queues of the databases that have any dialogs. sql2's database "vault" has
+  no master key.
+
+  Background:
+    Given the topology "periodic"
+
+  @PER-5C
+  Scenario: [1] A database whose broker failed to start is tried again on every 5th notification
+    When time passes to second 52
+    Then the log shows exactly:
+      | second | event                        | database | reason            |
+      | 0      | database broker start failed | vault    | missing master key |
+      | 25     | database broker start failed | vault    | missing master key |
+      | 50     | database broker start failed | vault    | missing master key |
+
+  @PER-5C
+  Scenario: [2] Once the cause is fixed the broker starts at the next 5th notification
+    Given time passes to second 30
+    And CREATE MASTER KEY in database "vault" of "sql2"
+    When time passes to second 80
+    Then the log shows exactly from second 26:
+      | second | event                        | database |
+      | 50     | database broker started      | vault    |
+
+  @PER-5D
+  Scenario: [3] The Broker Configuration Notification fires on every 5th notification only
+    When time passes to second 80
+    Then the log at "sql1" shows exactly:
+      | second | event                             |
+      | 25     | broker configuration notification |
+      | 50     | broker configuration notification |
+      | 75     | broker configuration notification |
+
+  @PER-5E
+  Scenario: [4] The clean-up task of a database with dialogs is resumed at the next 5th notification
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And time passes to second 3
+    And the acknowledged-message clean-up of database "shop" on "sql1" stops
+    When time passes to second 30
+    Then the log shows exactly:
+      | second | event               | database |
+      | 3      | ack cleanup stopped | shop     |
+      | 25     | ack cleanup resumed | shop     |
+
+  @PER-5E
+  Scenario: [5] The clean-up task of a database without dialogs is not resumed
+    Given time passes to second 3
+    And the acknowledged-message clean-up of database "stock" on "sql1" stops
+    When time passes to second 60
+    Then the log has no "ack cleanup resumed" event

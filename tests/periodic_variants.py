@@ -1,0 +1,107 @@
+"""Deliberately wrong schedules of the periodic tasks (see test_wrong_variants.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from engine import Broker, EngineParams
+from engine.choosing import Chooser
+from engine.periodic import SCHEDULE, Maintenance
+from engine.router import Router
+from engine.transport import Transport
+from iut.reference import ReferenceImplementation
+
+
+def _implementation(name: str, **attrs: Any) -> ReferenceImplementation:
+    broker = type(f"{name}Broker", (Broker,), attrs)
+    return ReferenceImplementation(broker_class=broker, name=f"wrong variant: {name}")
+
+
+def _with_params(name: str, **changes: int) -> ReferenceImplementation:
+    def init(
+        self: Broker,
+        topology: dict[str, Any],
+        start_ms: int,
+        params: EngineParams | None = None,
+        chooser: Chooser | None = None,
+    ) -> None:
+        Broker.__init__(
+            self, topology, start_ms, dataclasses.replace(params or EngineParams.reference(), **changes), chooser
+        )
+
+    return _implementation(name, __init__=init)
+
+
+def _every(**every: int) -> dict[str, int]:
+    return {**SCHEDULE, **{task.replace("_", " "): n for task, n in every.items()}}
+
+
+def idle_close_every_notification() -> ReferenceImplementation:
+    return _implementation("idle_close_every_notification", schedule=_every(idle_connections=1))
+
+
+def bcn_every_notification() -> ReferenceImplementation:
+    return _implementation("bcn_every_notification", schedule=_every(broker_configuration_notification=1))
+
+
+def transport_every_notification() -> ReferenceImplementation:
+    return _implementation("transport_every_notification", schedule=_every(transport_connections=1))
+
+
+def suppress_15_after_failed_attempt() -> ReferenceImplementation:
+    return _with_params("suppress_15_after_failed_attempt", suppress_after_failed_connect_s=15)
+
+
+def stale_after_5_seconds() -> ReferenceImplementation:
+    return _with_params("stale_after_5_seconds", dispatcher_stale_s=5)
+
+
+def forwarder_persists() -> ReferenceImplementation:
+    """Keeps messages being forwarded in the transmission queue, and never deletes them."""
+
+    class PersistingRouter(Router):
+        def transmission_rows(self, forwarded: bool = False) -> list[dict[str, object]]:
+            return [] if forwarded else super().transmission_rows() + super().transmission_rows(forwarded=True)
+
+        def forget_stale_forwarded(self) -> None:
+            pass
+
+    return _implementation("forwarder_persists", router_class=PersistingRouter)
+
+
+def no_handler_restart() -> ReferenceImplementation:
+    class Lazy(Maintenance):
+        def restart_handlers(self, instance: str) -> None:
+            pass
+
+    return _implementation("no_handler_restart", maintenance_class=Lazy)
+
+
+def no_broker_restart() -> ReferenceImplementation:
+    class Lazy(Maintenance):
+        def restart_brokers(self, instance: str) -> None:
+            pass
+
+    return _implementation("no_broker_restart", maintenance_class=Lazy)
+
+
+def tries_suppressed_destinations() -> ReferenceImplementation:
+    class Eager(Transport):
+        def suppressed(self, link: tuple[str, str]) -> bool:
+            return False
+
+    return _implementation("tries_suppressed_destinations", transport_class=Eager)
+
+
+VARIANTS = [
+    "idle_close_every_notification",
+    "bcn_every_notification",
+    "transport_every_notification",
+    "suppress_15_after_failed_attempt",
+    "stale_after_5_seconds",
+    "forwarder_persists",
+    "no_handler_restart",
+    "no_broker_restart",
+    "tries_suppressed_destinations",
+]
