@@ -2,30 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from engine.activation import ALTER, ARRIVAL, TIMER, QueueMonitors
+from engine.activation import ARRIVAL, QueueMonitors
 from engine.choosing import Chooser, FirstChooser
 from engine.clockwork import Clockwork
 from engine.dispatcher import Dispatcher
+from engine.errors import BrokerError
 from engine.events import Event, EventLog
 from engine.model import Conversation, Database, Endpoint, Envelope, Instance, Message, Queue, QueueKey, ReaderBehaviour
 from engine.params import EngineParams
-from engine.periodic import SCHEDULE, Maintenance, tasks_of
-from engine.receiving import GET_CONVERSATION_GROUP, RECEIVE, Receiving, ReceivingError, Session
-from engine.route_admin import RouteAdmin, RouteAdminError
+from engine.periodic import SCHEDULE, Maintenance, run_task, tasks_of
+from engine.receiving import Receiving, Session
+from engine.route_admin import RouteAdmin
 from engine.router import Router
+from engine.statements import QueueStatements
 from engine.topology import TopologyError, build
 from engine.transport import Transport
 
 FIRST_USER_SPID = 51
+T = TypeVar("T")
 
 
-class BrokerError(ValueError):
-    """A command the broker refuses; the message says why."""
-
-
-class Broker:
+class Broker(QueueStatements):
     """Every public call takes the time it happens at, in epoch milliseconds.
 
     Before applying a call the broker runs all work that fell due since the
@@ -124,39 +124,9 @@ class Broker:
                 self.clock.now_ms, "timer_notification", instance=name, number=self._notification, tasks=tasks
             )
         for task in tasks:
-            self._periodic_task(task)
+            run_task(self, task)
         self._sync_database_brokers()
         self._schedule_timer()
-
-    def _periodic_task(self, task: str) -> None:
-        names = list(self.instances)
-        if task == "queue monitors":
-            for key in list(self.monitors.monitors):
-                self.monitors.evaluate(self.queues[key], TIMER)
-        elif task == "task handlers":
-            for name in names:
-                self.maintenance.restart_handlers(name)
-        elif task == "message dispatcher":
-            for name in names:
-                self.dispatchers[name].sweep()
-        elif task == "transport connections":
-            self.router.connect_and_send()
-        elif task == "transmitter":
-            for name in names:
-                self.router.reclassify(name)
-        elif task == "idle connections":
-            self.transport.close_idle()
-        elif task == "forwarder":
-            self.router.forget_stale_forwarded()
-        elif task == "broker start":
-            for name in names:
-                self.maintenance.restart_brokers(name)
-        elif task == "broker configuration notification":
-            for name in names:
-                self.maintenance.notify_configuration(name)
-        elif task == "acknowledged message clean-up":
-            for name in names:
-                self.maintenance.resume_ack_cleanup(name)
 
     def _sync_database_brokers(self) -> None:
         for name, instance in self.instances.items():
@@ -319,263 +289,28 @@ class Broker:
             broker_instance=db.broker_instance,
         )
 
-    def begin_transaction(self, at_ms: int, session: str) -> None:
-        self._statement(at_ms, lambda: self.receiving.begin(self.session(session)))
-
-    def commit(self, at_ms: int, session: str) -> None:
-        self._statement(at_ms, lambda: self.receiving.commit(self.session(session)))
-
-    def rollback(self, at_ms: int, session: str) -> None:
-        self._statement(at_ms, lambda: self.receiving.rollback(self.session(session)))
-
-    def receive(
-        self,
-        at_ms: int,
-        session: str,
-        key: QueueKey,
-        *,
-        top: int | None = None,
-        where_dialog: str | None = None,
-        where_group: str | None = None,
-        waitfor_ms: int | None = None,
-        get_conversation_group: bool = False,
-    ) -> dict[str, Any]:
-        self.advance(at_ms)
-        self.queue(key)
-        if where_dialog is not None:
-            self._conversation(where_dialog)
-        outcome: dict[str, Any] = {"status": "waiting"}
-
-        def answered(rows: list[Message], group: str | None) -> None:
-            outcome.update(
-                status="empty" if group is None else "rows", rows=[m.row() for m in rows], conversation_group=group
-            )
-
-        statement = GET_CONVERSATION_GROUP if get_conversation_group else RECEIVE
-        self._statement(
-            at_ms,
-            lambda: self.receiving.receive(
-                self.session(session),
-                key,
-                statement=statement,
-                top=top,
-                where_dialog=where_dialog,
-                where_group=where_group,
-                waitfor_ms=waitfor_ms,
-                on_result=answered,
-            ),
-        )
-        return outcome
-
-    def alter_queue(
-        self,
-        at_ms: int,
-        key: QueueKey,
-        *,
-        status: bool | None = None,
-        procedure_name: str | None = None,
-        max_queue_readers: int | None = None,
-    ) -> None:
-        self.advance(at_ms)
-        queue = self.queue(key)
-        activation = queue.activation
-        if procedure_name is not None:
-            self._procedure(key, procedure_name)
-        if max_queue_readers is not None and max_queue_readers < 0:
-            raise BrokerError(f"MAX_QUEUE_READERS must be 0 or more, not {max_queue_readers}")
-        if (status if status is not None else activation.status) and not (procedure_name or activation.procedure_name):
-            raise BrokerError(f"ALTER QUEUE {key.queue}: activation STATUS = ON needs a PROCEDURE_NAME")
-        if status is not None:
-            activation.status = status
-        if procedure_name is not None:
-            activation.procedure_name = procedure_name
-        if max_queue_readers is not None:
-            activation.max_queue_readers = max_queue_readers
-        self.log.emit(at_ms, "queue_altered", **key.fields())
-        self.monitors.sync(queue)
-        self.monitors.evaluate(queue, ALTER)
-        self.clock.run_pending()
-
-    def create_event_notification(self, at_ms: int, name: str, key: QueueKey) -> None:
-        self.advance(at_ms)
-        queue = self.queue(key)
-        if name in queue.notifications:
-            raise BrokerError(f"event notification {name!r} already exists on queue {key.queue!r}")
-        queue.notifications.append(name)
-        self.monitors.sync(queue)
-
-    def drop_event_notification(self, at_ms: int, name: str, key: QueueKey) -> None:
-        self.advance(at_ms)
-        queue = self.queue(key)
-        if name not in queue.notifications:
-            raise BrokerError(f"no event notification {name!r} on queue {key.queue!r}")
-        queue.notifications.remove(name)
-        self.monitors.sync(queue)
-
-    def exit_procedure(self, at_ms: int, key: QueueKey, task: int) -> None:
-        self.advance(at_ms)
-        found = self.monitors.find_task(self.queue(key).key, task)
-        if found is None:
-            raise BrokerError(f"activated task {task} of queue {key.queue!r} is not running")
-        self.monitors.exit_procedure(found, "exited")
-        self.clock.run_pending()
-
-    # -------------------------------------------------------- routes, faults
-    def _admin(self, at_ms: int, run: Any) -> None:
+    # ----------------------------------------------------------- applying
+    def apply(self, at_ms: int, action: Callable[[], T]) -> T:
+        """Run ``action`` at ``at_ms``: what fell due first, what it sets off after; refusals as BrokerError."""
         self.advance(at_ms)
         try:
-            run()
-        except RouteAdminError as exc:
-            raise BrokerError(str(exc)) from exc
+            result = action()
+        except BrokerError:
+            raise
+        except (ValueError, KeyError) as exc:
+            raise BrokerError(str(exc).strip("'\"")) from exc
+        self._sync_database_brokers()
         self.clock.run_pending()
+        return result
 
-    def create_route(self, at_ms: int, instance: str, database: str | None, spec: dict[str, Any]) -> None:
-        self._admin(at_ms, lambda: self.routes.create(instance, database, spec))
-        self.router.route_changed(instance)
-
-    def alter_route(self, at_ms: int, instance: str, database: str | None, spec: dict[str, Any]) -> None:
-        self._admin(at_ms, lambda: self.routes.alter(instance, database, spec))
-        self.router.route_changed(instance)
-
-    def drop_route(self, at_ms: int, instance: str, database: str | None, name: str) -> None:
-        self._admin(at_ms, lambda: self.routes.drop(instance, database, name))
-        self.router.route_changed(instance)
-
-    def answer_routing_request(self, at_ms: int, instance: str, database: str | None, spec: dict[str, Any]) -> None:
-        self._admin(at_ms, lambda: self.routes.answer_routing_request(instance, database, spec))
-
-    def set_message_forwarding(self, at_ms: int, instance: str, active: bool) -> None:
-        self._admin(at_ms, lambda: self.routes.set_forwarding(instance, active))
-
-    def set_reachable(self, at_ms: int, instance: str, reachable: bool) -> None:
-        self._admin(at_ms, lambda: self.routes.set_reachable(instance, reachable))
-        if not reachable:
-            self.transport.drop_links_to(self.instances[instance].address)
-
-    # ------------------------------------------------- periodic-task faults
-    def _instance(self, name: str) -> Instance:
+    def instance(self, name: str) -> Instance:
         if name not in self.instances:
             raise BrokerError(f"no instance {name!r}")
         return self.instances[name]
 
-    def _fault(self, at_ms: int, run: Any) -> None:
-        self.advance(at_ms)
-        try:
-            run()
-        except ValueError as exc:
-            raise BrokerError(str(exc)) from exc
-        self._sync_database_brokers()
-        self.clock.run_pending()
-
-    def fail_task_handlers(self, at_ms: int, instance: str, count: int) -> None:
-        self._instance(instance)
-        self._fault(at_ms, lambda: self.maintenance.fail_handlers(instance, count))
-
-    def set_dispatcher_saving(self, at_ms: int, instance: str, mode: str, delay_s: float = 0) -> None:
-        self._instance(instance)
-        if mode not in ("running", "stopped") or delay_s < 0:
-            raise BrokerError(
-                f"dispatcher saving is 'running' (with a delay of 0 or more seconds) or 'stopped', not {mode!r}"
-            )
-        self._fault(at_ms, lambda: self.dispatchers[instance].set_saving(mode, int(delay_s * 1000)))
-
-    def lose_in_transit(self, at_ms: int, dialog: str, sequence: int, from_target: bool = False) -> None:
-        self._conversation(dialog)
-        self._fault(at_ms, lambda: self.router.lost.add((dialog, from_target, sequence)))
-
-    def drop_connection(self, at_ms: int, instance: str, address: str) -> None:
-        self._instance(instance)
-        link = (instance, address.upper())
-        if link not in self.transport.connections:
-            raise BrokerError(f"{instance} has no connection to {address}")
-        self._fault(at_ms, lambda: self.transport.disconnect(link, "disconnected"))
-
-    def fail_transmission(self, at_ms: int, dialog: str, reason: str) -> None:
-        self._conversation(dialog)
-        if reason not in ("resource", "security"):
-            raise BrokerError(f"a transmission fails for a 'resource' or a 'security' reason, not {reason!r}")
-        self._fault(at_ms, lambda: self.router.fail_dialog(dialog, reason))
-
-    def create_master_key(self, at_ms: int, instance: str, database: str) -> None:
-        self._database(instance, database)
-        self._fault(at_ms, lambda: self.maintenance.create_master_key(instance, database))
-
-    def stop_ack_cleanup(self, at_ms: int, instance: str, database: str) -> None:
-        self._database(instance, database)
-        self._fault(at_ms, lambda: self.maintenance.stop_ack_cleanup(instance, database))
-
-    def failover(self, at_ms: int, instance: str, database: str) -> None:
-        self._admin(at_ms, lambda: self.routes.make_principal(instance, database))
-
-    def _statement(self, at_ms: int, run: Any) -> None:
-        self.advance(at_ms)
-        try:
-            run()
-        except ReceivingError as exc:
-            raise BrokerError(str(exc)) from exc
-        self.clock.run_pending()
+    def _statement(self, at_ms: int, run: Callable[[], None]) -> None:
+        self.apply(at_ms, run)
 
     # ---------------------------------------------------------- observations
     def drain_events(self) -> list[Event]:
         return self.log.drain()
-
-    def dm_broker_queue_monitors(self) -> list[dict[str, Any]]:
-        rows = []
-        for key, monitor in self.monitors.monitors.items():
-            queue = self.queues[key]
-            waiting = self.receiving.tasks_waiting(key)
-            running = len(self.monitors.tasks[key])
-            state = (
-                "NOTIFIED"
-                if monitor.notified_until_ms is not None
-                else ("RECEIVES_OCCURRING" if running or waiting else "INACTIVE")
-            )
-            rows.append(
-                {
-                    "database_id": queue.database_id,
-                    "queue_id": queue.queue_id,
-                    **key.fields(),
-                    "state": state,
-                    "last_empty_rowset_time": monitor.last_empty_ms,
-                    "last_activated_time": monitor.last_activated_ms,
-                    "tasks_waiting": waiting,
-                }
-            )
-        return rows
-
-    def sys_routes(self, instance: str, database: str | None) -> list[dict[str, Any]]:
-        try:
-            table = self.routes.table(instance, database)
-        except RouteAdminError as exc:
-            raise BrokerError(str(exc)) from exc
-        return [
-            {"instance": instance, "database": database or "msdb", **r.row()}
-            for r in sorted(table.values(), key=lambda r: r.name)
-        ]
-
-    def conversation_endpoints(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "dialog": c.dialog,
-                "instance": c.initiator.instance,
-                "database": c.initiator.database,
-                "far_service": c.target_service,
-                "far_broker_instance": c.target_broker_instance,
-                "acknowledged": c.acknowledged,
-            }
-            for c in self.conversations.values()
-        ]
-
-    def dm_broker_activated_tasks(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "spid": task.session.spid,
-                "database_id": self.queues[key].database_id,
-                "queue_id": self.queues[key].queue_id,
-                **key.fields(),
-                "task": task.ordinal,
-                "procedure_name": self.queues[key].activation.procedure_name,
-            }
-            for key, tasks in self.monitors.tasks.items()
-            for task in tasks
-        ]

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from engine.activation import TIMER
 from engine.clockwork import Clockwork
 from engine.events import EventLog
 from engine.model import Instance
 from engine.params import EngineParams
+
+if TYPE_CHECKING:
+    from engine.broker import Broker
 
 # Each task and the notifications it runs on: every, every 2nd, every 5th. In this order they run.
 SCHEDULE: dict[str, int] = {
@@ -149,3 +154,35 @@ class Maintenance:
             for name, t in self.state.items()
             for db, b in t.databases.items()
         ]
+
+
+def run_task(broker: Broker, task: str) -> None:
+    """One task of SCHEDULE, for every instance."""
+    names = list(broker.instances)
+    if task == "queue monitors":
+        for key in list(broker.monitors.monitors):
+            broker.monitors.evaluate(broker.queues[key], TIMER)
+    elif task == "task handlers":
+        for name in names:
+            broker.maintenance.restart_handlers(name)
+    elif task == "message dispatcher":
+        for name in names:
+            broker.dispatchers[name].sweep()
+    elif task == "transport connections":
+        broker.router.connect_and_send()
+    elif task == "transmitter":
+        for name in names:
+            broker.router.reclassify(name)
+    elif task == "idle connections":
+        broker.transport.close_idle()
+    elif task == "forwarder":
+        broker.router.forget_stale_forwarded()
+    elif task == "broker start":
+        for name in names:
+            broker.maintenance.restart_brokers(name)
+    elif task == "broker configuration notification":
+        for name in names:
+            broker.maintenance.notify_configuration(name)
+    elif task == "acknowledged message clean-up":
+        for name in names:
+            broker.maintenance.resume_ack_cleanup(name)

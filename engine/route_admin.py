@@ -50,6 +50,7 @@ class RouteAdmin:
             raise RouteAdminError(f"route {route.name!r} already exists in {database or 'msdb'} of {instance}")
         self._check_addresses(route)
         table[route.name] = route
+        self.router.route_changed(instance)
         self.log.emit(
             self.clock.now_ms, "route_created", instance=instance, database=database or "msdb", route=route.name
         )
@@ -73,6 +74,7 @@ class RouteAdmin:
             route.expires_ms = table[spec["name"]].expires_ms
         self._check_addresses(route)
         table[route.name] = route
+        self.router.route_changed(instance)
         self.log.emit(
             self.clock.now_ms, "route_altered", instance=instance, database=database or "msdb", route=route.name
         )
@@ -82,6 +84,7 @@ class RouteAdmin:
         if name not in table:
             raise RouteAdminError(f"no route {name!r} in {database or 'msdb'} of {instance}")
         del table[name]
+        self.router.route_changed(instance)
         self.log.emit(self.clock.now_ms, "route_dropped", instance=instance, database=database or "msdb", route=name)
 
     def answer_routing_request(self, instance: str, database: str | None, spec: dict[str, Any]) -> None:

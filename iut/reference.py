@@ -8,12 +8,24 @@ from typing import Any
 
 import yaml
 
-from engine import Broker, BrokerError, EngineParams
+from engine import Broker, BrokerError, EngineParams, faults, views
 from engine.model import QueueKey
 from engine.params import PROFILE_PATH
 from iut import contract as c
 
-DISPATCH: dict[type[c.Command], Callable[[Broker, Any], dict[str, Any] | None]] = {
+Handler = Callable[[Broker, Any], Any]
+
+
+def _key(ref: c.QueueRef) -> QueueKey:
+    return QueueKey(ref.instance, ref.database, ref.queue)
+
+
+def _at(action: Callable[[Broker, Any], Any]) -> Handler:
+    """A command applied at its time, through Broker.apply."""
+    return lambda b, cmd: b.apply(cmd.at_ms, lambda: action(b, cmd))
+
+
+DISPATCH: dict[type[c.Command], Handler] = {
     c.AdvanceTime: lambda b, cmd: b.advance(cmd.at_ms),
     c.BeginDialog: lambda b, cmd: b.begin_dialog(
         cmd.at_ms, cmd.dialog, cmd.instance, cmd.database, cmd.from_service, cmd.to_service, cmd.to_broker_instance
@@ -44,57 +56,22 @@ DISPATCH: dict[type[c.Command], Callable[[Broker, Any], dict[str, Any] | None]] 
     c.CreateEventNotification: lambda b, cmd: b.create_event_notification(cmd.at_ms, cmd.name, _key(cmd.queue)),
     c.DropEventNotification: lambda b, cmd: b.drop_event_notification(cmd.at_ms, cmd.name, _key(cmd.queue)),
     c.ExitProcedure: lambda b, cmd: b.exit_procedure(cmd.at_ms, _key(cmd.queue), cmd.task),
-    c.CreateRoute: lambda b, cmd: b.create_route(cmd.at_ms, cmd.instance, cmd.database, cmd.route),
-    c.AlterRoute: lambda b, cmd: b.alter_route(cmd.at_ms, cmd.instance, cmd.database, cmd.route),
-    c.DropRoute: lambda b, cmd: b.drop_route(cmd.at_ms, cmd.instance, cmd.database, cmd.name),
-    c.AnswerRoutingRequest: lambda b, cmd: b.answer_routing_request(cmd.at_ms, cmd.instance, cmd.database, cmd.route),
-    c.SetMessageForwarding: lambda b, cmd: b.set_message_forwarding(cmd.at_ms, cmd.instance, cmd.active),
-    c.SetReachable: lambda b, cmd: b.set_reachable(cmd.at_ms, cmd.instance, cmd.reachable),
-    c.Failover: lambda b, cmd: b.failover(cmd.at_ms, cmd.instance, cmd.database),
-    c.FailTaskHandlers: lambda b, cmd: b.fail_task_handlers(cmd.at_ms, cmd.instance, cmd.count),
-    c.SetDispatcherSaving: lambda b, cmd: b.set_dispatcher_saving(cmd.at_ms, cmd.instance, cmd.mode, cmd.delay_s),
-    c.LoseInTransit: lambda b, cmd: b.lose_in_transit(cmd.at_ms, cmd.dialog, cmd.sequence, cmd.from_target),
-    c.DropConnection: lambda b, cmd: b.drop_connection(cmd.at_ms, cmd.instance, cmd.address),
-    c.FailTransmission: lambda b, cmd: b.fail_transmission(cmd.at_ms, cmd.dialog, cmd.reason),
-    c.CreateMasterKey: lambda b, cmd: b.create_master_key(cmd.at_ms, cmd.instance, cmd.database),
-    c.StopAckCleanup: lambda b, cmd: b.stop_ack_cleanup(cmd.at_ms, cmd.instance, cmd.database),
-    c.QueryView: lambda b, cmd: _view(b, cmd),
+    c.CreateRoute: _at(lambda b, cmd: b.routes.create(cmd.instance, cmd.database, cmd.route)),
+    c.AlterRoute: _at(lambda b, cmd: b.routes.alter(cmd.instance, cmd.database, cmd.route)),
+    c.DropRoute: _at(lambda b, cmd: b.routes.drop(cmd.instance, cmd.database, cmd.name)),
+    c.AnswerRoutingRequest: _at(lambda b, cmd: b.routes.answer_routing_request(cmd.instance, cmd.database, cmd.route)),
+    c.SetMessageForwarding: _at(lambda b, cmd: b.routes.set_forwarding(cmd.instance, cmd.active)),
+    c.SetReachable: _at(lambda b, cmd: faults.set_reachable(b, cmd.instance, cmd.reachable)),
+    c.Failover: _at(lambda b, cmd: b.routes.make_principal(cmd.instance, cmd.database)),
+    c.FailTaskHandlers: _at(lambda b, cmd: faults.fail_task_handlers(b, cmd.instance, cmd.count)),
+    c.SetDispatcherSaving: _at(lambda b, cmd: faults.set_dispatcher_saving(b, cmd.instance, cmd.mode, cmd.delay_s)),
+    c.LoseInTransit: _at(lambda b, cmd: faults.lose_in_transit(b, cmd.dialog, cmd.sequence, cmd.from_target)),
+    c.DropConnection: _at(lambda b, cmd: faults.drop_connection(b, cmd.instance, cmd.address)),
+    c.FailTransmission: _at(lambda b, cmd: faults.fail_transmission(b, cmd.dialog, cmd.reason)),
+    c.CreateMasterKey: _at(lambda b, cmd: faults.create_master_key(b, cmd.instance, cmd.database)),
+    c.StopAckCleanup: _at(lambda b, cmd: faults.stop_ack_cleanup(b, cmd.instance, cmd.database)),
+    c.QueryView: _at(lambda b, cmd: {"rows": views.rows(b, cmd.view, cmd.instance, cmd.database)}),
 }
-
-
-def _key(ref: c.QueueRef) -> QueueKey:
-    return QueueKey(ref.instance, ref.database, ref.queue)
-
-
-def _view(broker: Broker, cmd: c.QueryView) -> dict[str, Any]:
-    broker.advance(cmd.at_ms)
-    if cmd.view == "sys.dm_broker_queue_monitors":
-        return {"rows": broker.dm_broker_queue_monitors()}
-    if cmd.view == "sys.dm_broker_activated_tasks":
-        return {"rows": broker.dm_broker_activated_tasks()}
-    if cmd.view == "sys.routes":
-        if cmd.instance is None:
-            raise BrokerError("sys.routes needs an instance (and a database; none means msdb)")
-        return {"rows": broker.sys_routes(cmd.instance, cmd.database)}
-    if cmd.view == "sys.transmission_queue":
-        return {"rows": [r for r in broker.router.transmission_rows() if cmd.instance in (None, r["instance"])]}
-    if cmd.view == "sys.conversation_endpoints":
-        return {"rows": broker.conversation_endpoints()}
-    if cmd.view == "sys.dm_broker_connections":
-        return {"rows": [r for r in broker.transport.rows() if cmd.instance in (None, r["instance"])]}
-    if cmd.view == "sbtck.dispatcher_buffers":
-        return {
-            "rows": [r for d in broker.dispatchers.values() for r in d.rows() if cmd.instance in (None, r["instance"])]
-        }
-    if cmd.view == "sbtck.forwarder":
-        return {
-            "rows": [
-                r for r in broker.router.transmission_rows(forwarded=True) if cmd.instance in (None, r["instance"])
-            ]
-        }
-    if cmd.view == "sbtck.periodic_state":
-        return {"rows": [r for r in broker.maintenance.rows() if cmd.instance in (None, r["instance"])]}
-    raise BrokerError(f"unknown view {cmd.view!r}; known: {', '.join(c.VIEWS)}")
 
 
 class ReferenceImplementation:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine import BrokerError
+from engine import BrokerError, faults
 from engine.clockwork import Clockwork
 from tests.engine_world import broker, key
 
@@ -105,7 +105,7 @@ def test_the_same_calls_give_the_same_log() -> None:
 def test_a_refused_fault_changes_nothing() -> None:
     b = broker()
     with pytest.raises(BrokerError, match="has 2 running task handlers, so 3 cannot fail"):
-        b.fail_task_handlers(0, "sql1", 3)
+        b.apply(0, lambda: faults.fail_task_handlers(b, "sql1", 3))
     assert b.maintenance.rows()[0]["running_task_handlers"] == 2
     with pytest.raises(BrokerError, match="no instance 'sql9'"):
-        b.fail_task_handlers(0, "sql9", 1)
+        b.apply(0, lambda: faults.fail_task_handlers(b, "sql9", 1))

@@ -21,7 +21,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from engine import Broker
+from engine import Broker, views
 from engine.events import Event
 from engine.model import Message
 from engine.receiving import Receiving, Session, Wait
@@ -111,7 +111,7 @@ class BrokerMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def a_procedure_exits(self, data: st.DataObject) -> None:
-        tasks = self.b.dm_broker_activated_tasks()
+        tasks = views.dm_broker_activated_tasks(self.b)
         if tasks:
             task = data.draw(st.sampled_from(tasks))
             self.b.exit_procedure(self.now, key(task["queue"]), task["task"])
@@ -174,7 +174,7 @@ class BrokerMachine(RuleBasedStateMachine):
 
     @invariant()
     def running_procedures_match_the_view(self) -> None:
-        seen = Counter(t["queue"] for t in self.b.dm_broker_activated_tasks())
+        seen = Counter(t["queue"] for t in views.dm_broker_activated_tasks(self.b))
         assert {q: seen.get(q, 0) for q in QUEUES} == self.running
 
 
