@@ -2,30 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
-
-from pytest_bdd import given, parsers, then, when
+from pytest_bdd import parsers, then
 
 from iut import contract as c
+from steps.vocabulary import both
 from steps.world import World
 
 INSTANCE = r'"(?P<instance>[^"]+)"'
 DB_OF = r'database "(?P<database>[^"]+)" (?:on|of) "(?P<instance>[^"]+)"'
-
-
-F = TypeVar("F", bound=Callable[..., None])
-
-
-def both(pattern: str) -> Callable[[F], F]:
-    """A fault or action reads the same as set-up (Given) and as the event under test (When)."""
-
-    def register(func: F) -> F:
-        # stacklevel 2: pytest-bdd registers the step in the module that applies @both, not in this helper
-        given(parsers.re(pattern), stacklevel=2)(when(parsers.re(pattern), stacklevel=2)(func))
-        return func
-
-    return register
 
 
 @both(r"(?P<count>\d+) task handlers? of " + INSTANCE + " fails?")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pytest_bdd import given, parsers, when
+from pytest_bdd import given, parsers
 
 from iut import contract as c
+from steps.vocabulary import both
 from steps.world import Refused, World
 
 TABLE = r'(?:database "(?P<database>[^"]+)"|msdb) of "(?P<instance>[^"]+)"'
@@ -99,8 +100,7 @@ def _options(world: World, name: str, options: str) -> dict[str, Any]:
     return _route(world, name, values)
 
 
-@given(parsers.re(ROUTE_DDL))
-@when(parsers.re(ROUTE_DDL))
+@both(ROUTE_DDL)
 def route_ddl(world: World, database: str | None, instance: str, verb: str, name: str, options: str) -> None:
     route = _options(world, name, options)
     at = world.at()
@@ -114,8 +114,7 @@ def route_ddl(world: World, database: str | None, instance: str, verb: str, name
 DROP = r"in " + TABLE + r": DROP ROUTE (?P<name>\w+)"
 
 
-@given(parsers.re(DROP))
-@when(parsers.re(DROP))
+@both(DROP)
 def drop_route(world: World, database: str | None, instance: str, name: str) -> None:
     world.run(c.DropRoute(world.at(), instance, database, name))
 
@@ -127,8 +126,7 @@ ANSWER = (
 )
 
 
-@given(parsers.re(ANSWER))
-@when(parsers.re(ANSWER))
+@both(ANSWER)
 def answer_request(world: World, service: str, database: str | None, instance: str, address: str) -> None:
     route = _route(world, f"Dynamic_{service}", {"service_name": service, "address": address})
     _check(world, route)
@@ -138,8 +136,7 @@ def answer_request(world: World, service: str, database: str | None, instance: s
 FORWARDING = r'message forwarding is (?P<state>enabled|disabled) on "(?P<instance>[^"]+)"'
 
 
-@given(parsers.re(FORWARDING))
-@when(parsers.re(FORWARDING))
+@both(FORWARDING)
 def forwarding(world: World, state: str, instance: str) -> None:
     world.run(c.SetMessageForwarding(world.at(), world.instance(instance), state == "enabled"))
 
@@ -147,8 +144,7 @@ def forwarding(world: World, state: str, instance: str) -> None:
 REACH = r'instance "(?P<instance>[^"]+)" (?P<state>cannot be reached|can be reached again)'
 
 
-@given(parsers.re(REACH))
-@when(parsers.re(REACH))
+@both(REACH)
 def reachable(world: World, instance: str, state: str) -> None:
     world.run(c.SetReachable(world.at(), world.instance(instance), state == "can be reached again"))
 
@@ -156,8 +152,7 @@ def reachable(world: World, instance: str, state: str) -> None:
 FAILOVER = r'the copy of database "(?P<database>[^"]+)" on "(?P<instance>[^"]+)" becomes the principal'
 
 
-@given(parsers.re(FAILOVER))
-@when(parsers.re(FAILOVER))
+@both(FAILOVER)
 def failover(world: World, database: str, instance: str) -> None:
     world.run(c.Failover(world.at(), world.instance(instance), database))
 
@@ -168,8 +163,7 @@ BEGIN = (
 )
 
 
-@given(parsers.re(BEGIN))
-@when(parsers.re(BEGIN))
+@both(BEGIN)
 def begin_to_broker(world: World, dialog: str, initiator: str, target: str, broker: str) -> None:
     at = world.at()
     assert world.topology is not None
@@ -180,8 +174,7 @@ def begin_to_broker(world: World, dialog: str, initiator: str, target: str, brok
 REPLY = r'(?:a reply is|(?P<count>\d+) replies are) sent on dialog "(?P<dialog>[^"]+)"'
 
 
-@given(parsers.re(REPLY))
-@when(parsers.re(REPLY))
+@both(REPLY)
 def reply(world: World, dialog: str, count: str | None) -> None:
     for _ in range(int(count or 1)):
         world.run(c.Send(world.at(), dialog, from_target=True))

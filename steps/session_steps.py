@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_bdd import given, parsers, when
-
 from iut import contract as c
+from steps.vocabulary import both
 from steps.world import World
 
 SESSION = r'session "(?P<session>[^"]+)" '
@@ -21,26 +20,22 @@ def _wait_ms(wait: str | None) -> int | None:
     return None if wait is None else int(float(wait) * 1000)
 
 
-@given(parsers.re(SESSION + r"begins a transaction"))
-@when(parsers.re(SESSION + r"begins a transaction"))
+@both(SESSION + r"begins a transaction")
 def begin(world: World, session: str) -> None:
     world.run(c.BeginTransaction(world.at(), session))
 
 
-@given(parsers.re(SESSION + r"commits"))
-@when(parsers.re(SESSION + r"commits"))
+@both(SESSION + r"commits")
 def commit(world: World, session: str) -> None:
     world.run(c.Commit(world.at(), session))
 
 
-@given(parsers.re(SESSION + r"rolls back"))
-@when(parsers.re(SESSION + r"rolls back"))
+@both(SESSION + r"rolls back")
 def rollback(world: World, session: str) -> None:
     world.run(c.Rollback(world.at(), session))
 
 
-@given(parsers.re(RECEIVE))
-@when(parsers.re(RECEIVE))
+@both(RECEIVE)
 def receive(
     world: World, session: str, top: str | None, queue: str, dialog: str | None, group: str | None, wait: str | None
 ) -> None:
@@ -57,7 +52,6 @@ def receive(
     )
 
 
-@given(parsers.re(GROUP))
-@when(parsers.re(GROUP))
+@both(GROUP)
 def get_conversation_group(world: World, session: str, queue: str, wait: str | None) -> None:
     world.run(c.GetConversationGroup(world.at(), session, world.queue(queue), waitfor_ms=_wait_ms(wait)))

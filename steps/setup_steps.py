@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 
-from pytest_bdd import given, parsers, when
+from pytest_bdd import given, parsers
 
 from fixtures import topology as topologies
 from iut import contract as c
+from steps.vocabulary import both
 from steps.world import Refused, ScenarioError, World
 
 NAME = r'"(?P<{}>[^"]+)"'
@@ -25,18 +26,9 @@ def inline_topology(world: World, docstring: str) -> None:
     world.start(topologies.parse(docstring, path, line_offset=line + 1))
 
 
-@given(
-    parsers.re(
-        r"dialog {} is begun from service {} to service {}".format(
-            NAME.format("dialog"), NAME.format("initiator"), NAME.format("target")
-        )
-    )
-)
-@when(
-    parsers.re(
-        r"dialog {} is begun from service {} to service {}".format(
-            NAME.format("dialog"), NAME.format("initiator"), NAME.format("target")
-        )
+@both(
+    r"dialog {} is begun from service {} to service {}".format(
+        NAME.format("dialog"), NAME.format("initiator"), NAME.format("target")
     )
 )
 def begin_dialog(world: World, dialog: str, initiator: str, target: str) -> None:
@@ -49,8 +41,7 @@ def begin_dialog(world: World, dialog: str, initiator: str, target: str) -> None
 SEND = r"(?:a message is|(?P<count>\d+) messages are) sent on dialog " + NAME.format("dialog")
 
 
-@given(parsers.re(SEND))
-@when(parsers.re(SEND))
+@both(SEND)
 def send(world: World, dialog: str, count: str | None) -> None:
     for _ in range(int(count or 1)):
         world.run(c.Send(world.at(), dialog))
@@ -59,8 +50,7 @@ def send(world: World, dialog: str, count: str | None) -> None:
 TIME = r"time passes to second (?P<second>.+)"
 
 
-@given(parsers.re(TIME))
-@when(parsers.re(TIME))
+@both(TIME)
 def time_passes(world: World, second: str) -> None:
     world.at()
     try:
@@ -74,8 +64,7 @@ ALTER = r"ALTER QUEUE {} WITH ACTIVATION \((?P<options>[^)]*)\)".format(NAME.for
 OPTION = re.compile(r"^\s*(STATUS|PROCEDURE_NAME|MAX_QUEUE_READERS)\s*=\s*(\S+)\s*$")
 
 
-@given(parsers.re(ALTER))
-@when(parsers.re(ALTER))
+@both(ALTER)
 def alter_queue(world: World, queue: str, options: str) -> None:
     values: dict[str, str] = {}
     for option in options.split(","):
@@ -109,14 +98,12 @@ CREATE = r"CREATE EVENT NOTIFICATION {} ON QUEUE {} FOR QUEUE_ACTIVATION".format
 DROP = r"DROP EVENT NOTIFICATION {} ON QUEUE {}".format(NAME.format("name"), NAME.format("queue"))
 
 
-@given(parsers.re(CREATE))
-@when(parsers.re(CREATE))
+@both(CREATE)
 def create_notification(world: World, name: str, queue: str) -> None:
     world.run(c.CreateEventNotification(world.at(), name, world.queue(queue)))
 
 
-@given(parsers.re(DROP))
-@when(parsers.re(DROP))
+@both(DROP)
 def drop_notification(world: World, name: str, queue: str) -> None:
     world.run(c.DropEventNotification(world.at(), name, world.queue(queue)))
 
@@ -124,7 +111,6 @@ def drop_notification(world: World, name: str, queue: str) -> None:
 EXIT = r"activated task (?P<task>\d+) of queue {} exits".format(NAME.format("queue"))
 
 
-@given(parsers.re(EXIT))
-@when(parsers.re(EXIT))
+@both(EXIT)
 def procedure_exits(world: World, task: str, queue: str) -> None:
     world.run(c.ExitProcedure(world.at(), world.queue(queue), int(task)))
