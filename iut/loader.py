@@ -3,34 +3,73 @@
 from __future__ import annotations
 
 import importlib
+import shlex
 from collections.abc import Callable
+from importlib.metadata import entry_points
+from pathlib import Path
 
 from iut.implementation import Implementation
 
-SPEC_HELP = "'reference' or 'python:MODULE:FACTORY'"
+GROUP = "sbtck.implementations"
+SPEC_HELP = (
+    "'reference', 'python:MODULE:FACTORY', 'cmd:PROGRAM ARGS...', 'tcp:127.0.0.1:PORT', 'image:NAME[:TAG]', "
+    f"or the name of an entry point of the group {GROUP}"
+)
 
 
 class IUTSpecError(ValueError):
     pass
 
 
-def factory_for(spec: str) -> Callable[[], Implementation]:
-    """Resolve the spec at once, so a typo fails before any scenario runs."""
-    if spec == "reference":
-        from iut.reference import reference
+def _python(spec: str) -> Callable[[], Implementation]:
+    parts = spec.split(":")
+    if len(parts) != 3 or not all(parts[1:]):
+        raise IUTSpecError(f"--iut {spec!r}: write python:MODULE:FACTORY, e.g. python:mybroker.kit:make")
+    _, module_name, attr = parts
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise IUTSpecError(f"--iut {spec!r}: cannot import module {module_name!r}: {exc}") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise IUTSpecError(f"--iut {spec!r}: module {module_name!r} has no callable {attr!r}")
+    return factory  # type: ignore[no-any-return]
 
-        return reference
+
+def _tcp(spec: str) -> Callable[[], Implementation]:
+    from iut.remote import RemoteImplementation, SocketChannel
+
+    host, _, port = spec[len("tcp:") :].rpartition(":")
+    if host not in ("127.0.0.1", "localhost") or not port.isdigit():
+        raise IUTSpecError(f"--iut {spec!r}: write tcp:127.0.0.1:PORT; the kit talks to 127.0.0.1 only")
+    return lambda: RemoteImplementation(lambda: SocketChannel(host, int(port), 10))
+
+
+def factory_for(spec: str, out: Path | None = None) -> Callable[[], Implementation]:
+    """Resolve the spec at once, so a typo fails before any scenario runs."""
     if spec.startswith("python:"):
-        parts = spec.split(":")
-        if len(parts) != 3 or not all(parts[1:]):
-            raise IUTSpecError(f"--iut {spec!r}: write python:MODULE:FACTORY, e.g. python:mybroker.kit:make")
-        _, module_name, attr = parts
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise IUTSpecError(f"--iut {spec!r}: cannot import module {module_name!r}: {exc}") from None
-        factory = getattr(module, attr, None)
+        return _python(spec)
+    if spec.startswith("cmd:"):
+        from iut.remote import ProcessChannel, RemoteImplementation
+
+        argv = shlex.split(spec[len("cmd:") :])
+        if not argv:
+            raise IUTSpecError(f"--iut {spec!r}: name a program, e.g. cmd:'node broker.js'")
+        return lambda: RemoteImplementation(lambda: ProcessChannel(argv))
+    if spec.startswith("tcp:"):
+        return _tcp(spec)
+    if spec.startswith("image:"):
+        from iut.container import ContainerImplementation
+
+        image = spec[len("image:") :]
+        if not image:
+            raise IUTSpecError(f"--iut {spec!r}: write image:NAME[:TAG]")
+        return lambda: ContainerImplementation(image, logs_dir=out)
+    found = {ep.name: ep for ep in entry_points(group=GROUP)}
+    if spec in found:
+        factory = found[spec].load()
         if not callable(factory):
-            raise IUTSpecError(f"--iut {spec!r}: module {module_name!r} has no callable {attr!r}")
+            raise IUTSpecError(f"--iut {spec!r}: entry point {found[spec].value} is not callable")
         return factory  # type: ignore[no-any-return]
-    raise IUTSpecError(f"--iut {spec!r}: unknown kind of implementation; use {SPEC_HELP}")
+    known = ", ".join(sorted(found)) or "none installed"
+    raise IUTSpecError(f"--iut {spec!r}: unknown kind of implementation; use {SPEC_HELP} (entry points: {known})")

@@ -98,3 +98,17 @@ def from_handshake(handshake: Handshake) -> Profile:
         "capabilities": list(handshake.capabilities),
     }
     return check(data, f"the handshake of {handshake.name}")
+
+
+def load_expectations(path: Path) -> frozenset[str]:
+    """A list of scenario ids (feature path::scenario name), or a mapping with expected_failures: [...]."""
+    if not path.is_file():
+        raise ProfileError(f"expectations {path}: no such file")
+    doc = load(path.read_text(), str(path))
+    data = doc.data.get("expected_failures") if isinstance(doc.data, dict) else doc.data
+    if not isinstance(data, list) or not all(isinstance(item, str) and "::" in item for item in data):
+        raise ProfileError(
+            f"expectations {path}: expected a list of scenario ids such as "
+            "'features/activation/05_internal_activation.feature::[2] At MAX_QUEUE_READERS ...'"
+        )
+    return frozenset(data)

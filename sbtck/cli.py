@@ -1,10 +1,12 @@
-"""The ``sbtck`` command."""
+"""The ``sbtck`` command: run the suite, or serve an implementation over the protocol."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+
+from sbtck import config
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "steps" / "test_features.py"
@@ -16,7 +18,13 @@ EXIT_USAGE = 4
 def _run(args: argparse.Namespace, extra: list[str]) -> int:
     import pytest
 
-    out = Path(args.out).resolve()
+    try:
+        settings, source = config.load(Path.cwd())
+    except config.ConfigError as exc:
+        print(f"sbtck: {exc}", file=sys.stderr)
+        return 2
+    chosen: dict[str, str | None] = {key: getattr(args, key) or settings.get(key) for key in config.KEYS}
+    out = Path(chosen["out"] or "out/report").resolve()
     pytest_args = [
         str(SUITE),
         "-c",
@@ -24,26 +32,46 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         "--rootdir",
         str(ROOT),
         "--iut",
-        args.iut,
+        chosen["iut"] or "reference",
         "--sbtck-out",
         str(out),
         "--junitxml",
         str(out / "junit.xml"),
     ]
-    if args.profile:
-        pytest_args += ["--profile", str(Path(args.profile).resolve())]
-    if args.tags:
-        pytest_args += ["-m", args.tags]
+    for key in ("profile", "expectations"):
+        value = chosen[key]
+        if value:
+            pytest_args += [f"--{key}", str(Path(value).resolve())]
+    if chosen["tags"]:
+        pytest_args += ["-m", chosen["tags"]]
+    if source is not None:
+        print(f"sbtck: settings from {source}")
     code = int(pytest.main(pytest_args + extra))
     if code == EXIT_NO_SCENARIO:
-        print(
-            f"sbtck: no scenario matches --tags {args.tags!r}" if args.tags else "sbtck: no scenario ran",
-            file=sys.stderr,
-        )
+        tags = chosen["tags"]
+        print(f"sbtck: no scenario matches --tags {tags!r}" if tags else "sbtck: no scenario ran", file=sys.stderr)
         return 2
     if code == EXIT_USAGE:
         return 2
     return code
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from iut import serve
+    from iut.loader import IUTSpecError, factory_for
+
+    try:
+        factory = factory_for(args.iut)
+        if args.stdio:
+            serve.serve_stdio(factory)
+        else:
+            serve.serve_tcp(factory, args.tcp)
+    except (IUTSpecError, ValueError) as exc:
+        print(f"sbtck serve: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,17 +87,23 @@ def main(argv: list[str] | None = None) -> int:
         help="run the Gherkin suite against an implementation",
         description="Runs every scenario of features/ against the implementation under test and writes "
         "results.json, index.html and junit.xml under --out. Exit status 0 only when no scenario failed "
-        "unexpectedly. Arguments after -- go to pytest unchanged.",
+        "unexpectedly. Settings may come from sbtck.toml or [tool.sbtck] in pyproject.toml in the current "
+        "folder; the command line overrides them. Arguments after -- go to pytest unchanged.",
     )
-    run.add_argument("--iut", default="reference", help="'reference' (default) or 'python:MODULE:FACTORY'")
+    run.add_argument("--iut", help="the implementation under test (default: reference); see docs/protocol.md")
     run.add_argument("--profile", help="conformance profile file (default: the implementation's own values)")
+    run.add_argument("--expectations", help="a YAML file listing the scenario ids expected to fail")
     run.add_argument("--tags", help="which scenarios, as a tag expression: 'ACT-06 or ACT-07', 'not informative'")
-    run.add_argument("--out", default="out/report", help="output folder (default: out/report)")
+    run.add_argument("--out", help="output folder (default: out/report)")
+    serve = commands.add_parser("serve", help="serve an in-process implementation over the JSON-lines protocol")
+    serve.add_argument("--iut", default="reference", help="'reference' (default), 'python:MODULE:FACTORY', ...")
+    how = serve.add_mutually_exclusive_group(required=True)
+    how.add_argument("--stdio", action="store_true", help="one session on standard input and output")
+    how.add_argument("--tcp", metavar="127.0.0.1:PORT", help="sessions on a loopback TCP port")
     args = parser.parse_args(argv)
     if args.command == "run":
         return _run(args, extra)
-    parser.error(f"unknown command {args.command}")
-    return 2
+    return _serve(args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,61 @@
+"""`image:NAME[:TAG]`: the implementation in a container, started with testcontainers.
+
+The container runs with host networking and must serve the protocol on
+127.0.0.1 at the port it is given in SBTCK_PORT, printing a line with
+"listening" once ready (`sbtck serve --tcp 127.0.0.1:$SBTCK_PORT` does).
+No image is pulled: it must exist in the local Docker engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from iut.remote import DEFAULT_TIMEOUT_S, ImplementationFault, RemoteImplementation, SocketChannel
+
+READY_LINE = "listening"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ContainerImplementation(RemoteImplementation):
+    def __init__(self, image: str, logs_dir: Path | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+        self.image = image
+        self.logs_dir = logs_dir
+        self.port = free_port()
+        self.container = self._start()
+        super().__init__(lambda: SocketChannel("127.0.0.1", self.port, timeout_s), timeout_s)
+
+    def _start(self) -> Any:
+        try:
+            from testcontainers.core.container import DockerContainer
+            from testcontainers.core.waiting_utils import wait_for_logs
+        except ImportError as exc:
+            raise ImplementationFault(f"image:{self.image} needs the testcontainers package: {exc}") from None
+        container = DockerContainer(self.image).with_kwargs(network_mode="host").with_env("SBTCK_PORT", str(self.port))
+        try:
+            container.start()
+            wait_for_logs(container, READY_LINE, timeout=60)
+        except Exception as exc:  # docker's and testcontainers' errors have no common base
+            with contextlib.suppress(Exception):
+                container.stop()
+            raise ImplementationFault(f"cannot start image {self.image}: {exc}") from None
+        return container
+
+    def close(self) -> None:
+        super().close()
+        if self.logs_dir is not None:
+            with contextlib.suppress(Exception):
+                out, err = self.container.get_logs()
+                self.logs_dir.mkdir(parents=True, exist_ok=True)
+                (self.logs_dir / "container.log").write_bytes(out + err)
+        with contextlib.suppress(Exception):
+            self.container.stop()

@@ -1,0 +1,206 @@
+"""Implementations in another process: a program on stdin/stdout, or a server on 127.0.0.1.
+
+Every request waits for its answer for at most ``timeout_s`` of real time
+(the frozen clock of the scenario does not apply). A crash, a hang, a line
+that is not JSON, an answer to another request or another protocol version
+raises ``ImplementationFault`` with the cause and the end of the program's
+stderr; the program is then restarted for the next scenario.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any, NoReturn
+
+from iut import protocol
+from iut.contract import Command, Handshake, Response, Start
+
+DEFAULT_TIMEOUT_S = float(os.environ.get("SBTCK_REQUEST_TIMEOUT", "10"))
+EOF_MARK = b""
+
+
+class ImplementationFault(Exception):
+    """The implementation broke the protocol or died; the scenario is an error, not a failure."""
+
+
+class Channel:
+    """Lines to and from an implementation, read by a thread so that waiting can time out."""
+
+    description = "the implementation"
+
+    def __init__(self, rfile: IO[bytes], wfile: IO[bytes]) -> None:
+        self.wfile = wfile
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        self.reader = threading.Thread(target=self._read, args=(rfile,), daemon=True)
+        self.reader.start()
+
+    def _read(self, rfile: IO[bytes]) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            for line in rfile:
+                self.lines.put(line)
+        self.lines.put(EOF_MARK)
+
+    def send(self, line: bytes) -> None:
+        self.wfile.write(line)
+        self.wfile.flush()
+
+    def receive(self, timeout_s: float) -> bytes | None:
+        """A line, EOF_MARK at the end of output, or None when nothing came in time."""
+        try:
+            return self.lines.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+
+    def ended(self) -> str:
+        return "closed its output"
+
+    def stderr_tail(self) -> str:
+        return ""
+
+    def close(self) -> None:
+        pass
+
+
+class ProcessChannel(Channel):
+    def __init__(self, argv: list[str], cwd: Path | None = None) -> None:
+        program = shutil.which(argv[0])
+        if program is None:
+            raise ImplementationFault(f"cannot start {argv[0]!r}: no such program on PATH")
+        self.description = " ".join(argv)
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process
+        self.process = subprocess.Popen(
+            [program, *argv[1:]],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            cwd=cwd,
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        super().__init__(self.process.stdout, self.process.stdin)
+
+    def send(self, line: bytes) -> None:
+        with contextlib.suppress(OSError):  # a dead process: the missing answer will say so
+            super().send(line)
+
+    def ended(self) -> str:
+        try:
+            code = self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return "closed its output"
+        return f"exited with status {code}"
+
+    def stderr_tail(self, lines: int = 15) -> str:
+        self.stderr.seek(0)
+        return "\n".join(self.stderr.read().decode(errors="replace").splitlines()[-lines:])
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=5)
+        for stream in (self.process.stdin, self.process.stdout):
+            with contextlib.suppress(OSError):
+                if stream is not None:
+                    stream.close()
+
+
+class SocketChannel(Channel):
+    def __init__(self, host: str, port: int, timeout_s: float) -> None:
+        if host not in ("127.0.0.1", "localhost"):
+            raise ImplementationFault(f"tcp:{host}:{port}: the kit talks to 127.0.0.1 only")
+        self.description = f"tcp:{host}:{port}"
+        try:
+            self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        except OSError as exc:
+            raise ImplementationFault(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
+        self.sock.settimeout(None)
+        super().__init__(self.sock.makefile("rb"), self.sock.makefile("wb"))
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+
+class RemoteImplementation:
+    """The contract over a Channel, reopened after a fault when the next scenario starts."""
+
+    def __init__(self, open_channel: Callable[[], Channel], timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.open_channel = open_channel
+        self.timeout_s = timeout_s
+        self.channel: Channel | None = None
+        self.broken: str | None = None
+        self._handshake: Handshake | None = None
+        self._next_id = 0
+
+    def _request(self, message: dict[str, Any], what: str) -> dict[str, Any]:
+        channel = self._open()
+        self._next_id += 1
+        request_id = self._next_id
+        channel.send(protocol.encode({"id": request_id, **message}))
+        line = channel.receive(self.timeout_s)
+        if line is None:
+            self._fail(f"{channel.description} gave no answer to {what} within {self.timeout_s:g} seconds")
+        if line == EOF_MARK:
+            self._fail(f"{channel.description} {channel.ended()} while answering {what}")
+        assert line is not None
+        try:
+            answer = protocol.decode(line)
+        except protocol.ProtocolError as exc:
+            self._fail(f"{channel.description} wrote a line that is not an answer to {what}: {exc}")
+        if answer.get("id") != request_id:
+            self._fail(
+                f"{channel.description} answered request {answer.get('id')!r}, but was asked request "
+                f"{request_id} ({what})"
+            )
+        return answer
+
+    def _fail(self, cause: str) -> NoReturn:
+        tail = self.channel.stderr_tail() if self.channel else ""
+        self.broken = cause
+        self._close_channel()
+        raise ImplementationFault(cause + (f"\nthe end of its stderr:\n{tail}" if tail else ""))
+
+    def _open(self) -> Channel:
+        if self.channel is None:
+            self.channel = self.open_channel()
+        return self.channel
+
+    def _close_channel(self) -> None:
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+
+    def handshake(self) -> Handshake:
+        if self._handshake is None or self.channel is None:
+            answer = self._request({"op": "hello", "protocol": protocol.PROTOCOL_VERSION}, "hello")
+            try:
+                self._handshake = protocol.handshake_from(dict(answer.get("result") or {}))
+            except protocol.ProtocolError as exc:
+                self._fail(str(exc))
+        assert self._handshake is not None
+        return self._handshake
+
+    def execute(self, command: Command) -> Response:
+        if isinstance(command, Start) and self.broken is not None:
+            self.broken = None  # a new scenario: start afresh
+        if self.broken is not None:
+            raise ImplementationFault(f"not restarted within a scenario after: {self.broken}")
+        self.handshake()
+        return protocol.response_from(self._request({"op": "execute", "command": command.to_json()}, command.kind))
+
+    def close(self) -> None:
+        if self.channel is not None and self.broken is None:
+            with contextlib.suppress(ImplementationFault):
+                self.channel.send(protocol.encode({"id": 0, "op": "bye"}))
+                self.channel.receive(1)
+        self._close_channel()

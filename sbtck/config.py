@@ -1,0 +1,51 @@
+"""Run settings from sbtck.toml, or [tool.sbtck] of pyproject.toml, in the current folder.
+
+The command line overrides the file. Keys: iut, profile, expectations, tags, out.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from pathlib import Path
+from typing import Any
+
+KEYS = ("iut", "profile", "expectations", "tags", "out")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def load(folder: Path) -> tuple[dict[str, str], Path | None]:
+    """The settings and the file they came from (None when there is none)."""
+    own, project = folder / "sbtck.toml", folder / "pyproject.toml"
+    data: dict[str, Any]
+    if own.is_file():
+        source = own
+        data = _read(own)
+    elif project.is_file() and "sbtck" in _read(project).get("tool", {}):
+        source = project
+        data = _read(project)["tool"]["sbtck"]
+    else:
+        return {}, None
+    settings: dict[str, str] = {}
+    for key, value in data.items():
+        if key not in KEYS:
+            hint = difflib.get_close_matches(key, KEYS, n=1)
+            raise ConfigError(
+                f"{source}: unknown setting {key!r}"
+                + (f"; did you mean {hint[0]!r}?" if hint else f"; known: {', '.join(KEYS)}")
+            )
+        if not isinstance(value, str):
+            raise ConfigError(f"{source}: {key} is a string, got {value!r}")
+        # paths in the file are relative to the file
+        settings[key] = str((source.parent / value).resolve()) if key in ("profile", "expectations", "out") else value
+    return settings, source
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None

@@ -1,0 +1,104 @@
+"""Implementations in other processes: faults are errors with their cause, and the run goes on."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT, sbtck
+
+FAKE = ROOT / "tests" / "fakes" / "misbehaving.py"
+# some of these scenarios send messages, the others do not
+TAGS = "ACT-02 or ACT-09"
+
+
+def _fake(mode: str) -> str:
+    return f"cmd:{sys.executable} {FAKE} {mode}"
+
+
+@pytest.mark.parametrize(
+    ("mode", "cause"),
+    [
+        ("crash", "exited with status 3 while answering send"),
+        ("garbage", "wrote a line that is not an answer to send: not JSON"),
+        ("wrong_id", "answered request"),
+        ("hang", "gave no answer to send within 1 seconds"),
+    ],
+)
+def test_a_fault_is_an_error_with_its_cause_and_stderr_and_the_next_scenario_runs(
+    mode: str, cause: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SBTCK_REQUEST_TIMEOUT", "1")
+    run = sbtck("--iut", _fake(mode), "--tags", TAGS, out=tmp_path, timeout=120)
+    assert run.code == 1, run.output[-2000:]
+    scenarios = run.results()["scenarios"]
+    sending = [s for s in scenarios if any("sent on dialog" in step["text"] for step in s["steps"])]
+    errors = [s for s in scenarios if s["status"] == "error"]
+    assert sending and errors == sending, [(s["name"], s["status"]) for s in scenarios]
+    assert all(s["status"] == "passed" for s in scenarios if s not in sending)
+    for record in errors:
+        assert cause in record["failure"]["message"]
+        assert f"fake broker: about to {mode} on send" in record["failure"]["message"]
+
+
+def test_another_protocol_version_is_refused_before_any_scenario(tmp_path: Path) -> None:
+    run = sbtck("--iut", _fake("protocol_2"), "--tags", TAGS, out=tmp_path)
+    assert run.code == 2
+    assert "speaks protocol 2.0, the kit 1.0" in run.output
+
+
+def test_a_program_missing_from_path(tmp_path: Path) -> None:
+    run = sbtck("--iut", "cmd:no-such-broker --fast", "--tags", TAGS, out=tmp_path / "a")
+    assert run.code == 2
+    assert "cannot start 'no-such-broker': no such program on PATH" in run.output
+    # with a profile the kit needs no handshake up front: each scenario reports it
+    run = sbtck(
+        "--iut",
+        "cmd:no-such-broker",
+        "--profile",
+        str(ROOT / "engine" / "profile.yaml"),
+        "--tags",
+        "ACT-09",
+        out=tmp_path / "b",
+    )
+    assert run.code == 1
+    statuses = {s["status"] for s in run.results()["scenarios"]}
+    assert statuses == {"error"}
+
+
+def test_serve_refuses_any_address_but_loopback() -> None:
+    from iut.serve import serve_tcp
+
+    with pytest.raises(ValueError, match=r"127\.0\.0\.1 only"):
+        serve_tcp(lambda: None, "0.0.0.0:4000")  # type: ignore[arg-type,return-value]
+
+
+def test_identical_results_in_process_over_a_pipe_and_over_tcp(tmp_path: Path) -> None:
+    import subprocess
+
+    def outcome(run_dir: Path) -> dict[str, object]:
+        import json
+
+        data = json.loads((run_dir / "results.json").read_text())
+        return {s["id"]: (s["status"], s["events"]) for s in data["scenarios"]}
+
+    in_process = sbtck(out=tmp_path / "in")
+    piped = sbtck("--iut", f"cmd:{sys.executable} -m sbtck.cli serve --stdio", out=tmp_path / "cmd")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "sbtck.cli", "serve", "--tcp", "127.0.0.1:0"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert server.stdout is not None
+        port = server.stdout.readline().strip().rsplit(":", 1)[1]
+        over_tcp = sbtck("--iut", f"tcp:127.0.0.1:{port}", out=tmp_path / "tcp")
+    finally:
+        server.kill()
+    assert in_process.code == piped.code == over_tcp.code == 0
+    assert outcome(tmp_path / "in") == outcome(tmp_path / "cmd") == outcome(tmp_path / "tcp")
