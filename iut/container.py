@@ -27,7 +27,9 @@ def free_port() -> int:
 
 class ContainerImplementation(RemoteImplementation):
     def __init__(self, image: str, logs_dir: Path | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        # Ryuk's image cannot be pulled here; the kit stops its container itself
         os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+        os.environ.setdefault("DOCKER_HOST", "unix:///var/run/docker.sock")
         self.image = image
         self.logs_dir = logs_dir
         self.port = free_port()
@@ -43,7 +45,7 @@ class ContainerImplementation(RemoteImplementation):
         container = DockerContainer(self.image).with_kwargs(network_mode="host").with_env("SBTCK_PORT", str(self.port))
         try:
             container.start()
-            wait_for_logs(container, READY_LINE, timeout=60)
+            wait_for_logs(container, READY_LINE, timeout=60, raise_on_exit=True)
         except Exception as exc:  # docker's and testcontainers' errors have no common base
             with contextlib.suppress(Exception):
                 container.stop()

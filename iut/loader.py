@@ -47,6 +47,10 @@ def _tcp(spec: str) -> Callable[[], Implementation]:
 
 def factory_for(spec: str, out: Path | None = None) -> Callable[[], Implementation]:
     """Resolve the spec at once, so a typo fails before any scenario runs."""
+    if spec == "reference":  # built in, so that it also works where the kit is not pip-installed
+        from iut.reference import reference
+
+        return reference
     if spec.startswith("python:"):
         return _python(spec)
     if spec.startswith("cmd:"):

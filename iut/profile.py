@@ -16,7 +16,16 @@ from fixtures.yamlfile import DeclarationError, load
 from iut.contract import Handshake
 from sbtck import catalogue
 
-CAPABILITIES = ("internal_activation", "external_activation", "mirroring", "dynamic_routing", "forwarding")
+# A feature or scenario tagged @requires-NAME (NAME with dashes) is not applicable without NAME.
+CAPABILITIES = (
+    "activation",  # queue monitors and internal activation
+    "external_activation",
+    "routing",  # several instances, routes, the transport between them
+    "mirroring",
+    "dynamic_routing",
+    "forwarding",
+    "periodic_tasks",
+)
 
 
 class ProfileError(DeclarationError):

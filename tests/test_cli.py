@@ -63,7 +63,15 @@ def _profile(tmp_path: Path, **extra: object) -> Path:
             "delayed_retry_s": 10,
             "forward_hop_limit": 4,
         },
-        "capabilities": ["internal_activation", "external_activation"],
+        "capabilities": [
+            "activation",
+            "external_activation",
+            "routing",
+            "mirroring",
+            "dynamic_routing",
+            "forwarding",
+            "periodic_tasks",
+        ],
         **extra,
     }
     path = tmp_path / "profile.yaml"
@@ -88,7 +96,7 @@ def test_scenarios_read_expected_times_from_the_profile(tmp_path: Path) -> None:
 
 
 def test_a_missing_capability_is_not_applicable_not_a_pass(tmp_path: Path) -> None:
-    profile = _profile(tmp_path, capabilities=["internal_activation"])
+    profile = _profile(tmp_path, capabilities=["activation", "routing", "periodic_tasks"])
     run = sbtck("--profile", str(profile), out=tmp_path / "out")
     assert run.code == 0
     statuses = run.statuses()

@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 from gherkin.parser import Parser
 
+from iut.profile import CAPABILITIES
 from sbtck import catalogue
 from sbtck.catalogue import RULE_ID
 
 FEATURES = Path(__file__).resolve().parents[1] / "features"
 FILE_NAME = re.compile(r"^\d{2}_[a-z0-9_]+\.feature$")
 NUMBERED = re.compile(r"^\[(\d+)\] \S")
-KNOWN_TAGS = re.compile(r"^(informative|requires-[a-z-]+)$")
+KNOWN_TAGS = {"informative"} | {f"requires-{cap.replace('_', '-')}" for cap in CAPABILITIES}
 
 
 @dataclass
@@ -56,7 +57,7 @@ def lint(path: Path, text: str) -> list[Problem]:
         for tag in tags:
             if RULE_ID.match(tag) and tag not in rules:
                 problems.append(Problem(where, f"@{tag} names no rule of spec/rules.yaml"))
-            elif not RULE_ID.match(tag) and not KNOWN_TAGS.match(tag):
+            elif not RULE_ID.match(tag) and tag not in KNOWN_TAGS:
                 problems.append(Problem(where, f"unknown tag @{tag}"))
         if not any(RULE_ID.match(t) for t in tags) and "informative" not in tags:
             problems.append(Problem(where, "a scenario names the rules it checks (@ACT-06) or is @informative"))

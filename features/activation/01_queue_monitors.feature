@@ -1,4 +1,4 @@
-@ACT-02
+@ACT-02 @requires-activation
 Feature: Activation 01 - Queue monitors
 
   Service Broker creates a queue monitor for each queue with activation

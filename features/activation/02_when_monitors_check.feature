@@ -1,4 +1,4 @@
-@ACT-05
+@ACT-05 @requires-activation
 Feature: Activation 02 - When a queue monitor checks
 
   A queue monitor checks whether activation is necessary every few seconds

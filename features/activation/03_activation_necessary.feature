@@ -1,3 +1,4 @@
+@requires-activation
 Feature: Activation 03 - Whether activation is necessary
 
   Activation is necessary when a new message arrives on a queue that holds

@@ -1,4 +1,4 @@
-@ACT-09
+@ACT-09 @requires-activation
 Feature: Activation 04 - Conversation group locking
 
   Only one queue reader at a time can process the messages of a

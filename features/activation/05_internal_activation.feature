@@ -1,3 +1,4 @@
+@requires-activation
 Feature: Activation 05 - Internal activation
 
   For internal activation the queue monitor starts a new instance of the

@@ -1,4 +1,4 @@
-@requires-external-activation
+@requires-external-activation @requires-activation
 Feature: Activation 06 - External activation
 
   For an external application Service Broker cannot know how many readers

@@ -1,4 +1,4 @@
-@PER-0
+@PER-0 @requires-periodic-tasks
 Feature: Periodic 01 - The 5-second timer and its schedule
 
   The broker receives a notification every 5 seconds from the SQL engine's

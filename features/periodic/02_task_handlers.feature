@@ -1,4 +1,4 @@
-@PER-1B
+@PER-1B @requires-periodic-tasks
 Feature: Periodic 02 - Task handlers
 
   The broker's task infrastructure creates up to 2 x the number of CPUs

@@ -1,4 +1,4 @@
-@PER-1C
+@PER-1C @requires-periodic-tasks @requires-routing
 Feature: Periodic 03 - The message dispatcher
 
   The message dispatcher receives messages from the transport, validates

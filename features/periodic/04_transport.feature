@@ -1,3 +1,4 @@
+@requires-periodic-tasks @requires-routing
 Feature: Periodic 04 - Transport connections
 
   On every 2nd notification the transport tries to connect to the remote

@@ -1,4 +1,4 @@
-@PER-2B
+@PER-2B @requires-periodic-tasks @requires-routing
 Feature: Periodic 05 - The transmitter
 
   The transmitter associates dialogs with transport connections. On every

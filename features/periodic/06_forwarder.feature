@@ -1,4 +1,4 @@
-@PER-5B @requires-forwarding
+@PER-5B @requires-forwarding @requires-periodic-tasks @requires-routing
 Feature: Periodic 06 - The message forwarder
 
   Forwarded messages are held in memory and never persisted in a queue. On

@@ -1,3 +1,4 @@
+@requires-periodic-tasks
 Feature: Periodic 07 - Broker restart, configuration notices and the acknowledgement clean-up
 
   On every 5th notification the broker scans the databases whose broker

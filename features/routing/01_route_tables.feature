@@ -1,3 +1,4 @@
+@requires-routing
 Feature: Routing 01 - Which route table, and expired routes
 
   Each database holds sys.routes for the conversations begun in it; for a

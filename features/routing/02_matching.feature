@@ -1,4 +1,4 @@
-@RTM-0
+@RTM-0 @requires-routing
 Feature: Routing 02 - Finding matching routes
 
   Matching tries seven steps in order and stops at the first step at which

@@ -1,3 +1,4 @@
+@requires-routing
 Feature: Routing 03 - Choosing a route
 
   Among the matching routes, routes with the same broker instance, service

@@ -1,3 +1,4 @@
+@requires-routing
 Feature: Routing 04 - Locating the service, acknowledgements and replies
 
   When the chosen route is LOCAL, Service Broker finds the service in this

@@ -1,4 +1,4 @@
-@requires-forwarding
+@requires-forwarding @requires-routing
 Feature: Routing 05 - Routing loops
 
   Message forwarding counts how many times a message has been forwarded,

@@ -1,4 +1,4 @@
-@requires-mirroring
+@requires-mirroring @requires-routing
 Feature: Routing 06 - Mirror addresses
 
   A route with a mirror address takes precedence only when a route is

@@ -1,0 +1,90 @@
+"""Renders the command reference of docs/protocol.md from the contract itself.
+
+    python -m iut.protocol_doc > /tmp/commands.md
+
+tests/test_protocol_doc.py fails when the document and the contract differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from iut import contract as c
+
+Q = c.QueueRef("sql1", "shop", "TargetQueue")
+ROUTE = {
+    "name": "ToOrders",
+    "service_name": "Target",
+    "broker_instance": None,
+    "address": "TCP://sql2:4022",
+    "mirror_address": None,
+    "lifetime_s": None,
+}
+T = 1767225600000
+EXAMPLES: list[c.Command] = [
+    c.Start(
+        T,
+        {
+            "instances": [
+                {
+                    "name": "sql1",
+                    "address": "TCP://sql1:4022",
+                    "cpus": 1,
+                    "message_forwarding": False,
+                    "msdb_routes": [],
+                    "databases": [],
+                }
+            ]
+        },
+    ),
+    c.AdvanceTime(T + 12000),
+    c.BeginDialog(T, "D1", "sql1", "shop", "Initiator", "Target", None),
+    c.Send(T, "D1", "DEFAULT", "hello", False),
+    c.BeginTransaction(T, "S1"),
+    c.Commit(T, "S1"),
+    c.Rollback(T, "S1"),
+    c.Receive(T, "S1", Q, top=1, where_dialog=None, where_group=None, waitfor_ms=5000),
+    c.GetConversationGroup(T, "S1", Q, waitfor_ms=None),
+    c.AlterQueue(T, Q, status="ON", procedure_name="drain", max_queue_readers=2),
+    c.CreateEventNotification(T, "Activator", Q),
+    c.DropEventNotification(T, "Activator", Q),
+    c.ExitProcedure(T, Q, 1),
+    c.CreateRoute(T, "sql1", "shop", ROUTE),
+    c.AlterRoute(T, "sql1", "shop", {**ROUTE, "address": "LOCAL"}),
+    c.DropRoute(T, "sql1", None, "AutoCreatedLocal"),
+    c.AnswerRoutingRequest(T, "sql1", "shop", ROUTE),
+    c.SetMessageForwarding(T, "sql5", True),
+    c.SetReachable(T, "sql2", False),
+    c.Failover(T, "sql4", "ledger"),
+    c.FailTaskHandlers(T, "sql1", 2),
+    c.SetDispatcherSaving(T, "sql2", "stopped", 0),
+    c.LoseInTransit(T, "D1", 0, False),
+    c.DropConnection(T, "sql1", "TCP://sql2:4022"),
+    c.FailTransmission(T, "D1", "resource"),
+    c.CreateMasterKey(T, "sql2", "vault"),
+    c.StopAckCleanup(T, "sql1", "shop"),
+    c.QueryView(T, "sys.dm_broker_queue_monitors", None, None),
+]
+
+
+def render_commands() -> str:
+    parts = []
+    for command in EXAMPLES:
+        cls = type(command)
+        doc = (
+            " ".join((cls.__doc__ or "").split())
+            if cls.__doc__ and not cls.__doc__.startswith(cls.__name__ + "(")
+            else ""
+        )
+        fields = ", ".join(f"`{f.name}`" for f in dataclasses.fields(cls))
+        example = json.dumps({"id": 7, "op": "execute", "command": command.to_json()})
+        parts.append(
+            f"### `{cls.kind}`\n\n" + (f"{doc}\n\n" if doc else "") + f"Fields: {fields}.\n\n```json\n{example}\n```\n"
+        )
+    views = "\n".join(f"- `{view}`" for view in c.VIEWS)
+    return "\n".join(parts) + f"\n### Views of `query_view`\n\n{views}\n"
+
+
+if __name__ == "__main__":
+    print(render_commands(), end="")

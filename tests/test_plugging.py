@@ -1,0 +1,97 @@
+"""Plugging an implementation in: another language, entry points, settings files, expectations."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iut.loader import IUTSpecError, factory_for
+from tests.helpers import ROOT
+
+NODE_EXAMPLE = ROOT / "examples" / "node-periodic" / "broker.js"
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sbtck.cli", "run", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed (apt-get install nodejs)")
+def test_the_node_example_passes_what_it_supports_and_the_rest_is_not_applicable(tmp_path: Path) -> None:
+    import json
+
+    proc = _run(["--iut", f"cmd:node {NODE_EXAMPLE}", "--out", str(tmp_path)], ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    scenarios = json.loads((tmp_path / "results.json").read_text())["scenarios"]
+    by_status: dict[str, list[str]] = {}
+    for s in scenarios:
+        by_status.setdefault(s["status"], []).append(s["feature_path"])
+    assert set(by_status) == {"passed", "not applicable"}
+    assert {Path(p).name for p in by_status["passed"]} == {
+        "01_timer.feature",
+        "02_task_handlers.feature",
+        "07_broker_start_and_notices.feature",
+    }
+    assert len(by_status["not applicable"]) > 100
+
+
+def test_the_reference_engine_is_also_an_entry_point() -> None:
+    from importlib.metadata import entry_points
+
+    assert "reference" in {ep.name for ep in entry_points(group="sbtck.implementations")}
+    with pytest.raises(IUTSpecError, match="entry points: reference"):
+        factory_for("no-such-broker")
+
+
+def test_settings_come_from_sbtck_toml_and_the_command_line_wins(tmp_path: Path) -> None:
+    (tmp_path / "sbtck.toml").write_text('tags = "ACT-09"\nout = "report"\n')
+    proc = _run([], tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert f"settings from {tmp_path / 'sbtck.toml'}" in proc.stdout
+    assert "4 passed" in proc.stdout and (tmp_path / "report" / "index.html").exists()
+    proc = _run(["--tags", "ACT-10", "--out", str(tmp_path / "other")], tmp_path)
+    assert "7 passed" in proc.stdout, proc.stdout[-1500:]
+
+
+def test_settings_in_pyproject_and_a_bad_key(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.sbtck]\ntags = "ACT-09"\nouts = "x"\n')
+    proc = _run([], tmp_path)
+    assert proc.returncode == 2
+    assert "unknown setting 'outs'; did you mean 'out'?" in proc.stderr
+
+
+def test_an_expectations_file_marks_known_failures(tmp_path: Path) -> None:
+    import json
+
+    known = "features/activation/05_internal_activation.feature::[2] At MAX_QUEUE_READERS no further procedure starts"
+    (tmp_path / "expected.yaml").write_text(f'expected_failures:\n  - "{known}"\n')
+    proc = _run(
+        [
+            "--iut",
+            "python:tests.variants:ignores_max_queue_readers",
+            "--expectations",
+            str(tmp_path / "expected.yaml"),
+            "--tags",
+            "ACT-10",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        ROOT,
+    )
+    statuses = {s["id"]: s["status"] for s in json.loads((tmp_path / "out" / "results.json").read_text())["scenarios"]}
+    assert statuses[known] == "expected failure"
+    (tmp_path / "bad.yaml").write_text("- not a scenario id\n")
+    proc = _run(["--expectations", str(tmp_path / "bad.yaml"), "--out", str(tmp_path / "o2")], ROOT)
+    assert proc.returncode == 2 and "expected a list of scenario ids" in proc.stdout + proc.stderr

@@ -1,0 +1,21 @@
+"""docs/protocol.md states every command of the contract, as the contract has it today."""
+
+from __future__ import annotations
+
+import json
+
+from iut import contract as c
+from iut.protocol_doc import EXAMPLES, render_commands
+from tests.helpers import ROOT
+
+DOC = ROOT / "docs" / "protocol.md"
+
+
+def test_the_document_lists_every_command_as_generated_from_the_contract() -> None:
+    assert {type(e) for e in EXAMPLES} == set(c.COMMANDS.values())
+    assert DOC.read_text().endswith(render_commands()), "regenerate: python -m iut.protocol_doc"
+
+
+def test_every_example_in_the_document_is_a_valid_command() -> None:
+    for example in EXAMPLES:
+        assert c.command_from_json(json.loads(json.dumps(example.to_json()))) == example
