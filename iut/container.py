@@ -39,13 +39,27 @@ class ContainerImplementation(RemoteImplementation):
     def _start(self) -> Any:
         try:
             from testcontainers.core.container import DockerContainer
-            from testcontainers.core.waiting_utils import wait_for_logs
+            from testcontainers.core.wait_strategies import LogMessageWaitStrategy
         except ImportError as exc:
             raise ImplementationFault(f"image:{self.image} needs the testcontainers package: {exc}") from None
-        container = DockerContainer(self.image).with_kwargs(network_mode="host").with_env("SBTCK_PORT", str(self.port))
+        try:
+            import docker
+
+            docker.from_env().images.get(self.image)
+        except Exception as exc:  # no engine, or no such image: either way nothing may be pulled
+            raise ImplementationFault(
+                f"image {self.image} is not in the local Docker engine ({exc.__class__.__name__}); the kit never "
+                "pulls: build it first (scripts/build-image.sh builds the reference engine's)"
+            ) from None
+        ready = LogMessageWaitStrategy(READY_LINE).with_startup_timeout(60)
+        container = (
+            DockerContainer(self.image)
+            .with_kwargs(network_mode="host")
+            .with_env("SBTCK_PORT", str(self.port))
+            .waiting_for(ready)
+        )
         try:
             container.start()
-            wait_for_logs(container, READY_LINE, timeout=60, raise_on_exit=True)
         except Exception as exc:  # docker's and testcontainers' errors have no common base
             with contextlib.suppress(Exception):
                 container.stop()

@@ -44,3 +44,11 @@ def test_the_suite_in_a_container_gives_the_same_results(tmp_path: Path) -> None
     assert in_process.code == 0
     assert _outcome(tmp_path / "image") == _outcome(tmp_path / "in")
     assert "listening on 127.0.0.1" in (tmp_path / "image" / "container.log").read_text()
+
+
+def test_an_image_that_is_not_there_is_not_pulled(tmp_path: Path) -> None:
+    if not _docker_ready():
+        pytest.skip("no Docker engine: run `bash scripts/setup-docker.sh` as root to enable the container tests")
+    run = sbtck("--iut", "image:sbtck-no-such-image:0", out=tmp_path, timeout=120)
+    assert run.code == 2
+    assert "is not in the local Docker engine" in run.output and "the kit never pulls" in run.output
