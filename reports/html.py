@@ -1,18 +1,19 @@
-"""One self-contained HTML page from one or more results.json files.
+"""One self-contained HTML page from one or more results.json files (and a workload summary).
 
 Everything an implementation said (names, messages, event fields) goes
 through ``escape``: a report must not run what an implementation wrote.
+The page loads nothing from anywhere: styles and script are inline.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from html import escape
 from pathlib import Path
 from typing import Any
 
 from fixtures.results import STATUSES, ScenarioRecord, read
+from reports import matrix, timeline, workload
 from sbtck import catalogue
 
 CSS = """
@@ -24,17 +25,37 @@ td,th{border:1px solid #ddd;padding:3px 6px;vertical-align:top;text-align:left}
 .passed{background:#d4f4d4}.failed,.error{background:#f8d0d0}.not-applicable{background:#e4e4e4}
 .expected-failure{background:#fde9c4}.unexpected-pass{background:#cfe0ff}.uncovered{background:#fff3b0}
 .scenario{border:1px solid #ddd;border-radius:4px;margin:.6em 0;padding:.4em .8em}
-.step{margin-left:1em;font-family:ui-monospace,monospace;white-space:pre-wrap}
-pre{background:#f6f6f6;padding:.5em;overflow-x:auto;white-space:pre-wrap}
-.tags{color:#666;font-size:.85em}#filters label{margin-right:1em}
+.scenario:target{outline:3px solid #36c}.scenario{scroll-margin-top:6em}
+.step{margin-left:1em;font-family:ui-monospace,monospace;white-space:pre-wrap;overflow-wrap:anywhere}
+pre{background:#f6f6f6;padding:.5em;overflow-x:auto;white-space:pre}
+.tags{color:#666;font-size:.85em}#filters{position:sticky;top:0;background:#fff;padding:.5em 0;z-index:1}
+#filters label{margin-right:.8em;white-space:nowrap}#filters input[type=search]{width:16em}
+.timeline{max-width:100%;border:1px solid #eee;margin:.4em 0}
+.counts{display:flex;flex-wrap:wrap;gap:.3em 1.2em;margin:.5em 0}code{overflow-wrap:anywhere}
+@media (max-width:600px){td,th{padding:2px 3px}.step{margin-left:.2em}#filters input[type=search]{width:100%}
+.s{white-space:normal;overflow-wrap:anywhere}td:nth-child(2){font-size:.9em}}
 """
 
 SCRIPT = """
 function applyFilter(){
-  const on=new Set([...document.querySelectorAll('#filters input:checked')].map(i=>i.value));
-  document.querySelectorAll('.scenario').forEach(s=>{s.hidden=!on.has(s.dataset.status)});
+  const on=new Set([...document.querySelectorAll('#filters input[type=checkbox]:checked')].map(i=>i.value));
+  const area=document.getElementById('area').value;
+  const rule=document.getElementById('rule').value.trim().toUpperCase();
+  const words=document.getElementById('search').value.trim().toLowerCase();
+  let shown=0;
+  document.querySelectorAll('.scenario').forEach(s=>{
+    const ok=on.has(s.dataset.status)&&(!area||s.dataset.area===area)
+      &&(!rule||(' '+s.dataset.rules+' ').includes(' '+rule+' '))
+      &&(!words||s.textContent.toLowerCase().includes(words));
+    s.hidden=!ok; if(ok) shown++;
+  });
+  document.getElementById('shown').textContent=shown;
 }
-document.querySelectorAll('#filters input').forEach(i=>i.addEventListener('change',applyFilter));
+document.querySelectorAll('#filters input,#filters select').forEach(i=>{
+  i.addEventListener('input',applyFilter); i.addEventListener('change',applyFilter);});
+window.addEventListener('hashchange',()=>{const t=document.getElementById(location.hash.slice(1));
+  if(t&&t.hidden){t.hidden=false;} if(t) t.scrollIntoView();});
+applyFilter();
 """
 
 
@@ -46,8 +67,18 @@ def _badge(status: str, text: str | None = None) -> str:
     return f'<span class="s {_cls(status)}">{escape(text or status)}</span>'
 
 
-def _anchor(record: ScenarioRecord) -> str:
+def anchor(record: ScenarioRecord) -> str:
     return "sc-" + "".join(ch if ch.isalnum() else "-" for ch in record.id)
+
+
+def _area(record: ScenarioRecord) -> str:
+    parts = record.feature_path.split("/")
+    return parts[-2] if len(parts) > 1 else ""
+
+
+def _short(record: ScenarioRecord) -> str:
+    """``activation/03 [4] name``: scenario numbers restart in every feature file."""
+    return f"{_area(record)}/{record.feature_path.split('/')[-1].split('_')[0]} {record.name}"
 
 
 def _summary(run: dict[str, Any], records: list[ScenarioRecord]) -> str:
@@ -58,26 +89,21 @@ def _summary(run: dict[str, Any], records: list[ScenarioRecord]) -> str:
         f"<tr><td>{escape(str(k))}</td><td>{escape(str(v))}</td></tr>"
         for k, v in run.get("profile", {}).get("params", {}).items()
     )
-    status_cells = "".join(f"<td>{_badge(s)} {counts.get(s, 0)}</td>" for s in STATUSES)
+    caps = ", ".join(str(c) for c in run.get("profile", {}).get("capabilities", []))
+    status_cells = "".join(f"<span>{_badge(s)} {counts.get(s, 0)}</span>" for s in STATUSES)
     return (
-        f"<h1>sbtck conformance report: {escape(str(impl.get('name', '?')))} "
-        f"{escape(str(impl.get('version', '')))}</h1>"
-        f"<p><b>Verdict:</b> {escape(verdict)} on the {len(records)} scenarios run. "
+        f"<h2>{escape(str(impl.get('name', '?')))} {escape(str(impl.get('version', '')))}</h2>"
+        f"<p><b>Verdict:</b> {escape(verdict)} on the {len(records)} scenarios run "
+        f"({counts.get('not applicable', 0)} not applicable). "
         f"Kit {escape(str(run.get('kit', {}).get('version', '')))}, "
         f"protocol {escape(str(impl.get('protocol', '')))}, "
         f"IUT spec <code>{escape(str(impl.get('spec', '')))}</code>, "
         f"run started {escape(str(run.get('started', '')))}, "
         f"wall time {escape(str(run.get('wall_time_s', '')))} s.</p>"
-        f"<table><tr>{status_cells}</tr></table>"
-        f"<details><summary>Profile values ({escape(str(run.get('profile', {}).get('source', '')))})</summary>"
-        f"<table>{params}</table></details>"
+        f'<div class="counts">{status_cells}</div>'
+        f"<details><summary>Profile ({escape(str(run.get('profile', {}).get('source', '')))}): "
+        f"capabilities {escape(caps)}</summary><table>{params}</table></details>"
     )
-
-
-def _short(record: ScenarioRecord) -> str:
-    """``activation/03 [4] name``: scenario numbers restart in every feature file."""
-    parts = record.feature_path.split("/")
-    return f"{'/'.join(parts[-2:-1])}/{parts[-1].split('_')[0]} {record.name}"
 
 
 def _rule_table(records: list[ScenarioRecord]) -> str:
@@ -89,14 +115,18 @@ def _rule_table(records: list[ScenarioRecord]) -> str:
     rows = []
     for entry in cat.rules.values():
         checks = by_rule.get(entry.id, [])
-        cell = " ".join(f'<a href="#{_anchor(r)}">{_badge(r.status, _short(r))}</a>' for r in checks) or _badge(
+        cell = " ".join(f'<a href="#{anchor(r)}">{_badge(r.status, _short(r))}</a>' for r in checks) or _badge(
             "uncovered", "no scenario"
         )
         rows.append(
             f'<tr id="rule-{escape(entry.id)}"><td><b>{escape(entry.id)}</b></td><td>{escape(entry.text)}'
             f'<div class="tags">{escape(entry.source)}</div></td><td>{cell}</td></tr>'
         )
-    return "<h2>Rules</h2><table><tr><th>rule</th><th>text</th><th>scenarios</th></tr>" + "".join(rows) + "</table>"
+    return (
+        '<h2 id="rules">Rules</h2><table><tr><th>rule</th><th>text</th><th>scenarios</th></tr>'
+        + "".join(rows)
+        + "</table>"
+    )
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -107,12 +137,10 @@ def _table(rows: list[list[str]]) -> str:
     )
 
 
-def _events(record: ScenarioRecord) -> str:
+def _events(events: list[dict[str, Any]]) -> str:
     lines = []
-    for e in record.events:
-        extra = ", ".join(
-            f"{k}={v}" for k, v in e.items() if k not in ("at_ms", "kind", "second", "instance", "database")
-        )
+    for e in events:
+        extra = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("at_ms", "kind", "second"))
         lines.append(f"second {e.get('second', 0):>6g}  {str(e.get('kind', '')).replace('_', ' '):<24} {extra}")
     return escape("\n".join(lines))
 
@@ -133,52 +161,69 @@ def _scenario(record: ScenarioRecord) -> str:
             f"<pre>{escape(str(record.failure.get('message', '')))}</pre>"
             f"<p>Rerun: <code>{escape(record.rerun)}</code></p>"
         )
+    drawing = timeline.svg(record.events) if _area(record) in ("activation", "periodic") else ""
     log = (
-        f"<details><summary>Event log ({len(record.events)} events)</summary><pre>{_events(record)}</pre></details>"
+        (
+            f"<details><summary>Event log ({len(record.events)} events)</summary><pre>{_events(record.events)}</pre>"
+            "</details>"
+        )
         if record.events
         else ""
     )
+    rules = catalogue.load().rules
     tags = " ".join(
-        f'<a href="#rule-{escape(t)}">@{escape(t)}</a>' if t in catalogue.load().rules else f"@{escape(t)}"
-        for t in record.tags
+        f'<a href="#rule-{escape(t)}">@{escape(t)}</a>' if t in rules else f"@{escape(t)}" for t in record.tags
     )
     return (
-        f'<div class="scenario" id="{_anchor(record)}" data-status="{escape(record.status)}">'
+        f'<div class="scenario" id="{anchor(record)}" data-status="{escape(record.status)}" '
+        f'data-area="{escape(_area(record))}" data-rules="{escape(" ".join(record.rules))}">'
         f'<p>{_badge(record.status)} <b>{escape(record.name)}</b> <span class="tags">{tags}</span></p>'
-        f"{''.join(steps)}{failure}{log}</div>"
+        f"{''.join(steps)}{failure}{drawing}{log}</div>"
     )
 
 
-def render(run: dict[str, Any], records: list[ScenarioRecord]) -> str:
+def _living_specification(records: list[ScenarioRecord]) -> str:
     features: dict[str, list[ScenarioRecord]] = {}
     for record in sorted(records, key=lambda r: (r.feature_path, r.line)):
         features.setdefault(record.feature_path, []).append(record)
-    body = [_summary(run, records), _rule_table(records), "<h2>Living specification</h2>"]
-    body.append(
-        '<div id="filters">'
+    areas = sorted({_area(r) for r in records})
+    filters = (
+        '<div id="filters"><input type="search" id="search" placeholder="search the scenarios" aria-label="search">'
+        ' <select id="area" aria-label="area"><option value="">every area</option>'
+        + "".join(f'<option value="{escape(a)}">{escape(a)}</option>' for a in areas)
+        + '</select> <input type="search" id="rule" placeholder="rule, e.g. ACT-06" aria-label="rule" size="10"><br>'
         + "".join(f'<label><input type="checkbox" value="{escape(s)}" checked> {escape(s)}</label>' for s in STATUSES)
-        + "</div>"
+        + ' <span class="tags"><span id="shown">0</span> shown</span></div>'
     )
+    body = ['<h2 id="specification">Living specification</h2>', filters]
     for path, scenarios in features.items():
         body.append(f'<h3>{escape(scenarios[0].feature_name)} <span class="tags">{escape(path)}</span></h3>')
         body.extend(_scenario(s) for s in scenarios)
-    embedded = escape(json.dumps({"scenarios": len(records)}))
+    return "".join(body)
+
+
+def render(runs: list[tuple[dict[str, Any], list[ScenarioRecord]]], work: dict[str, Any] | None = None) -> str:
+    first_records = runs[0][1]
+    body = ["<h1>sbtck conformance report</h1>"]
+    body.extend(_summary(run, records) for run, records in runs)
+    if len(runs) > 1:
+        body.append(matrix.table(runs))
+    if work is not None:
+        body.append(workload.section(work))
+    body.append(_rule_table(first_records))
+    body.append(_living_specification(first_records))
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f'<title>sbtck report</title><style>{CSS}</style></head><body data-run="{embedded}">'
+        f"<title>sbtck report</title><style>{CSS}</style></head><body>"
         + "".join(body)
         + f"<script>{SCRIPT}</script></body></html>"
     )
 
 
-def build(results: list[Path], out: Path) -> Path:
-    run: dict[str, Any] = {}
-    records: list[ScenarioRecord] = []
-    for path in results:
-        run_i, recs = read(path)
-        run = run or run_i
-        records.extend(recs)
+def build(results: list[Path], out: Path, workload_summary: Path | None = None) -> Path:
+    runs = [read(path) for path in results]
+    work = workload.load(workload_summary) if workload_summary else None
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(run, records))
+    out.write_text(render(runs, work))
     return out

@@ -74,6 +74,26 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from fixtures.results import read
+    from reports import cucumber, html, workload
+
+    out = Path(args.out)
+    try:
+        for path in args.results:
+            if not Path(path).is_file():
+                raise ValueError(f"{path}: no such results file (sbtck run writes one under its --out)")
+        page = html.build(
+            [Path(p) for p in args.results], out / "index.html", Path(args.workload) if args.workload else None
+        )
+        cucumber.write([rec for p in args.results for rec in read(Path(p))[1]], out / "cucumber.json")
+    except (ValueError, KeyError, workload.WorkloadSummaryError) as exc:
+        print(f"sbtck report: {exc}", file=sys.stderr)
+        return 2
+    print(f"sbtck report: {page}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
@@ -100,9 +120,15 @@ def main(argv: list[str] | None = None) -> int:
     how = serve.add_mutually_exclusive_group(required=True)
     how.add_argument("--stdio", action="store_true", help="one session on standard input and output")
     how.add_argument("--tcp", metavar="127.0.0.1:PORT", help="sessions on a loopback TCP port")
+    report = commands.add_parser("report", help="build one report from one or more results.json files")
+    report.add_argument("results", nargs="+", metavar="RESULTS.json", help="results of sbtck run, one per run")
+    report.add_argument("--out", default="out/combined", help="output folder (default: out/combined)")
+    report.add_argument("--workload", help="a workload summary JSON of the Spark stage to include")
     args = parser.parse_args(argv)
     if args.command == "run":
         return _run(args, extra)
+    if args.command == "report":
+        return _report(args)
     return _serve(args)
 
 

@@ -27,6 +27,11 @@ if ! command -v java >/dev/null; then
   apt_install openjdk-17-jre-headless || say "continuing without Java: only the Spark stage needs it"
 fi
 
+if ! command -v chromium >/dev/null; then
+  say "installing Debian's chromium, for the tests that open the report in a browser"
+  apt_install chromium || say "continuing without chromium: the browser tests will be skipped"
+fi
+
 if [ ! -x .venv/bin/python ]; then
   say "creating the virtual environment .venv"
   if ! "$PYTHON" -m venv .venv 2>/dev/null; then

@@ -48,3 +48,59 @@ def test_implementation_strings_are_escaped(tmp_path: Path) -> None:
     assert "<img" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert page.count("<script>") == 1  # the report's own filter script, and no other
+
+
+def test_sbtck_report_combines_runs_into_a_matrix_with_a_workload(tmp_path: Path) -> None:
+    import json
+
+    from sbtck.cli import main
+
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    r.write(good, {"implementation": {"name": "alpha", "version": "1"}}, [_record("passed")])
+    r.write(bad, {"implementation": {"name": "beta", "version": "2"}}, [_record("failed")])
+    summary = tmp_path / "workload.json"
+    summary.write_text(
+        json.dumps(
+            {
+                "kind": "sbtck-workload-summary",
+                "worlds": 100,
+                "conversations": 5000,
+                "failed_worlds": 1,
+                "duration_s": 10,
+                "violations": {"ACT-10": 1},
+                "reproducers": [{"rule": "ACT-10", "seed": 7, "path": "reproducers/seed-7.feature"}],
+            }
+        )
+    )
+    assert main(["report", str(good), str(bad), "--out", str(tmp_path / "out"), "--workload", str(summary)]) == 0
+    page = (tmp_path / "out" / "index.html").read_text()
+    matrix = page[page.index('id="matrix"') : page.index('id="workload"')]
+    assert "alpha 1" in matrix and "beta 2" in matrix
+    assert '<td class="passed">1 passed</td><td class="failed">1 failed</td>' in matrix
+    assert "100 worlds, 5000 conversations, 1 failing worlds" in page
+    assert 'href="reproducers/seed-7.feature"' in page
+    cucumber = json.loads((tmp_path / "out" / "cucumber.json").read_text())
+    assert [e["name"] for f in cucumber for e in f["elements"]] == ["[1] a", "[1] a"]
+
+
+def test_sbtck_report_refuses_missing_or_wrong_files(tmp_path: Path) -> None:
+    from sbtck.cli import main
+
+    assert main(["report", str(tmp_path / "nope.json")]) == 2
+    good = tmp_path / "good.json"
+    r.write(good, {"implementation": {"name": "alpha"}}, [_record("passed")])
+    (tmp_path / "w.json").write_text('{"kind": "something else"}')
+    assert main(["report", str(good), "--workload", str(tmp_path / "w.json"), "--out", str(tmp_path / "o")]) == 2
+
+
+def test_cucumber_json_is_right_under_xdist_too(tmp_path: Path) -> None:
+    import json
+
+    from tests.helpers import sbtck
+
+    run = sbtck("--tags", "ACT-09", "--", "-n", "2", out=tmp_path)
+    assert run.code == 0
+    features = json.loads((tmp_path / "cucumber.json").read_text())
+    names = sorted(e["name"] for f in features for e in f["elements"])
+    assert names == sorted(s["name"] for s in run.results()["scenarios"]) and len(names) == 4
+    assert all(step["result"]["status"] == "passed" for f in features for e in f["elements"] for step in e["steps"])

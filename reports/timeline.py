@@ -1,0 +1,86 @@
+"""A scenario's frozen time drawn as inline SVG: queue depth, running readers, notifications, connections."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+WIDTH, LEFT, ROW = 760, 150, 34
+
+
+def _x(second: float, end: float) -> float:
+    return LEFT + (WIDTH - LEFT - 10) * (second / end if end else 0)
+
+
+def _step_path(points: list[tuple[float, int]], end: float, top: float, peak: int) -> str:
+    """A step line for a count that changes at event times."""
+    scale = (ROW - 8) / max(peak, 1)
+    path, level = [], 0
+    for second, value in points:
+        path.append(f"L{_x(second, end):.1f},{top + ROW - 4 - level * scale:.1f}")
+        level = value
+        path.append(f"L{_x(second, end):.1f},{top + ROW - 4 - level * scale:.1f}")
+    path.append(f"L{_x(end, end):.1f},{top + ROW - 4 - level * scale:.1f}")
+    return f"M{_x(0, end):.1f},{top + ROW - 4:.1f}" + "".join(path)
+
+
+def tracks(events: list[dict[str, Any]]) -> dict[str, list[tuple[float, int]]]:
+    """Counts over time per track name, from the events of one scenario."""
+    depth: dict[str, int] = {}
+    readers: dict[str, int] = {}
+    links: dict[str, int] = {}
+    last_queue: dict[str, str] = {}
+    out: dict[str, list[tuple[float, int]]] = {}
+
+    def note(name: str, second: float, value: int) -> None:
+        out.setdefault(name, []).append((second, value))
+
+    for e in events:
+        second, kind, queue = float(e.get("second", 0)), e.get("kind"), e.get("queue")
+        if kind == "message_arrived" and queue:
+            depth[queue] = depth.get(queue, 0) + 1
+            note(f"queue depth: {queue}", second, depth[queue])
+        elif kind == "rows_returned" and queue:
+            depth[queue] = depth.get(queue, 0) - len(e.get("rows") or [])
+            last_queue[str(e.get("session"))] = queue
+            note(f"queue depth: {queue}", second, depth[queue])
+        elif kind == "transaction_rolled_back" and e.get("returned") and str(e.get("session")) in last_queue:
+            queue = last_queue[str(e.get("session"))]
+            depth[queue] = depth.get(queue, 0) + int(e["returned"])
+            note(f"queue depth: {queue}", second, depth[queue])
+        elif kind in ("procedure_started", "procedure_exited") and queue:
+            readers[queue] = readers.get(queue, 0) + (1 if kind == "procedure_started" else -1)
+            note(f"readers: {queue}", second, readers[queue])
+        elif (kind == "connection_attempt" and e.get("result") == "connected") or kind == "connection_closed":
+            link = f"connection: {e.get('instance')} to {str(e.get('address', '')).lower()}"
+            links[link] = 1 if kind == "connection_attempt" else 0
+            note(link, second, links[link])
+    return out
+
+
+def svg(events: list[dict[str, Any]]) -> str:
+    """The timeline, or "" when the scenario has nothing to draw."""
+    lines = tracks(events)
+    notifications = sorted({float(e.get("second", 0)) for e in events if e.get("kind") == "timer_notification"})
+    if not lines and not notifications:
+        return ""
+    end = max([float(e.get("second", 0)) for e in events] + [5.0])
+    height = ROW * (len(lines) + 1) + 10
+    parts = [
+        f'<svg class="timeline" viewBox="0 0 {WIDTH} {height}" width="100%" role="img" '
+        f'aria-label="timeline over frozen time" xmlns="http://www.w3.org/2000/svg">'
+    ]
+    parts.append('<text x="4" y="22" font-size="11">timer notifications</text>')
+    for second in notifications:
+        x = _x(second, end)
+        parts.append(f'<line x1="{x:.1f}" y1="8" x2="{x:.1f}" y2="{height - 4}" stroke="#ccd" stroke-dasharray="2,3"/>')
+        parts.append(f'<text x="{x:.1f}" y="30" font-size="9" text-anchor="middle">{second:g}</text>')
+    for row, (name, points) in enumerate(sorted(lines.items()), start=1):
+        top = ROW * row
+        peak = max([value for _, value in points] + [1])
+        parts.append(f'<text x="4" y="{top + ROW / 2 + 4:.0f}" font-size="11">{escape(name[:26])}</text>')
+        parts.append(f'<text x="{LEFT - 14}" y="{top + 12}" font-size="9">{peak}</text>')
+        parts.append(f'<path d="{_step_path(points, end, top, peak)}" fill="none" stroke="#2a6" stroke-width="1.6"/>')
+    parts.append(f'<text x="{WIDTH - 10}" y="{height - 2}" font-size="9" text-anchor="end">second {end:g}</text>')
+    parts.append("</svg>")
+    return "".join(parts)

@@ -1,0 +1,63 @@
+"""The summary of a randomized workload run, as the report shows it.
+
+The Spark stage writes this JSON beside its Parquet tables:
+
+    {"kind": "sbtck-workload-summary", "worlds": 1000, "conversations": 120000,
+     "failed_worlds": 2, "duration_s": 61.5,
+     "violations": {"ACT-10": 2},
+     "reproducers": [{"rule": "ACT-10", "seed": 17, "path": "reproducers/seed-17.feature"}]}
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from pathlib import Path
+from typing import Any
+
+KIND = "sbtck-workload-summary"
+
+
+class WorkloadSummaryError(ValueError):
+    pass
+
+
+def load(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise WorkloadSummaryError(f"workload summary {path}: {exc}") from None
+    if not isinstance(data, dict) or data.get("kind") != KIND:
+        raise WorkloadSummaryError(f"workload summary {path}: not a {KIND} (its 'kind' is {data.get('kind')!r})")
+    for key in ("worlds", "conversations", "failed_worlds", "duration_s"):
+        if not isinstance(data.get(key), (int, float)) or data[key] < 0:
+            raise WorkloadSummaryError(f"workload summary {path}: {key} must be a number of 0 or more")
+    return data
+
+
+def section(data: dict[str, Any]) -> str:
+    duration = float(data["duration_s"]) or 1e-9
+    rows = (
+        "".join(
+            f'<tr><td><a href="#rule-{escape(str(rule))}">{escape(str(rule))}</a></td><td>{int(count)}</td></tr>'
+            for rule, count in sorted(dict(data.get("violations", {})).items())
+        )
+        or '<tr><td colspan="2">none</td></tr>'
+    )
+    links = (
+        "".join(
+            f'<li><a href="{escape(str(r.get("path", "")))}">{escape(str(r.get("path", "")))}</a> '
+            f"(seed {escape(str(r.get('seed', '?')))}, {escape(str(r.get('rule', '')))})</li>"
+            for r in data.get("reproducers", [])
+        )
+        or "<li>none</li>"
+    )
+    return (
+        '<h2 id="workload">Randomized workload</h2>'
+        f"<p>{int(data['worlds'])} worlds, {int(data['conversations'])} conversations, "
+        f"{int(data['failed_worlds'])} failing worlds, in {float(data['duration_s']):.1f} s: "
+        f"{int(data['worlds']) / duration:.1f} worlds/s, "
+        f"{int(data['conversations']) / duration:.0f} conversations/s.</p>"
+        f"<table><tr><th>rule violated</th><th>worlds</th></tr>{rows}</table>"
+        f"<p>Reproducers, shrunk to the smallest failing script:</p><ul>{links}</ul>"
+    )

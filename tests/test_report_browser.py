@@ -1,0 +1,142 @@
+"""The report as a person sees it, in headless Chromium (Debian's chromium, driven by Playwright).
+
+Outside CI a machine without chromium skips these tests with the command that
+installs it; in CI its absence is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fixtures import results as r
+from reports import html
+from tests.helpers import sbtck
+
+CHROMIUM = shutil.which("chromium")
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+]
+DESKTOP, PHONE = {"width": 1280, "height": 900}, {"width": 390, "height": 844}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if CHROMIUM is None:
+        message = "no chromium: `apt-get install chromium` (scripts/setup.sh does it as root)"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI opens the report in a browser, but there is {message}")
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def failing_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report")
+    run = sbtck("--iut", "python:tests.routing_variants:pinning_ignored", out=out)
+    assert run.code == 1
+    return out / "index.html"
+
+
+def _open(browser: Any, page_file: Path, viewport: dict[str, int]) -> tuple[Any, list[str], list[str]]:
+    page = browser.new_page(viewport=viewport)
+    problems: list[str] = []
+    requests: list[str] = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+
+    def on_dialog(dialog: Any) -> None:
+        problems.append(f"dialog: {dialog.message}")
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    page.on("request", lambda req: requests.append(req.url))
+    page.goto(page_file.as_uri())
+    return page, problems, requests
+
+
+def test_the_page_loads_alone_and_has_a_row_per_rule(browser: Any, failing_report: Path) -> None:
+    page, problems, requests = _open(browser, failing_report, DESKTOP)
+    assert problems == []
+    assert requests == [failing_report.as_uri()], "the report must need nothing from anywhere"
+    assert page.locator('tr[id^="rule-"]').count() == 54
+    shots = failing_report.parent / "screenshots"
+    shots.mkdir(exist_ok=True)
+    page.screenshot(path=str(shots / "desktop.png"))
+    page.set_viewport_size(PHONE)
+    page.screenshot(path=str(shots / "phone.png"))
+    assert (shots / "desktop.png").stat().st_size > 10_000 and (shots / "phone.png").stat().st_size > 10_000
+    page.close()
+
+
+def test_filters_show_only_what_they_select(browser: Any, failing_report: Path) -> None:
+    page, problems, _ = _open(browser, failing_report, DESKTOP)
+    total = page.locator(".scenario").count()
+    page.uncheck('#filters input[value="passed"]')
+    assert page.locator(".scenario:not([hidden])").count() == 1
+    assert page.locator('.scenario:not([hidden])[data-status="failed"]').count() == 1
+    page.check('#filters input[value="passed"]')
+    page.select_option("#area", "periodic")
+    periodic = page.locator(".scenario:not([hidden])").count()
+    assert 0 < periodic < total
+    page.select_option("#area", "")
+    page.fill("#rule", "ACT-09")
+    assert page.locator(".scenario:not([hidden])").count() == 4
+    page.fill("#rule", "")
+    page.fill("#search", "MIRROR_ADDRESS")
+    assert 0 < page.locator(".scenario:not([hidden])").count() < total
+    assert problems == []
+    page.close()
+
+
+def test_a_link_to_the_failing_scenario_scrolls_to_it(browser: Any, failing_report: Path) -> None:
+    page, problems, _ = _open(browser, failing_report, DESKTOP)
+    link = page.locator('tr[id^="rule-"] a:has(.s.failed)').first
+    target = link.get_attribute("href")
+    assert target and target.startswith("#sc-")
+    link.click()
+    page.wait_for_function(f"document.getElementById('{target[1:]}').getBoundingClientRect().top < innerHeight")
+    top = page.evaluate(f"document.getElementById('{target[1:]}').getBoundingClientRect().top")
+    assert 0 <= top < DESKTOP["height"]
+    assert problems == []
+    page.close()
+
+
+def test_markup_from_an_implementation_does_not_run(browser: Any, tmp_path: Path) -> None:
+    evil = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">'
+    record = r.ScenarioRecord(
+        id="features/activation/01_x.feature::[1] a",
+        feature_path="features/activation/01_x.feature",
+        feature_name=evil,
+        name="[1] " + evil,
+        line=3,
+        tags=["ACT-02"],
+        status="error",
+        steps=[r.StepRecord("Given", evil, 4, "failed")],
+        failure={"step": evil, "line": 4, "kind": "error", "message": "stderr:\n" + evil},
+        events=[{"at_ms": 0, "second": 0, "kind": evil, "queue": evil}],
+    )
+    path = tmp_path / "results.json"
+    r.write(path, {"implementation": {"name": evil, "version": evil, "spec": evil}}, [record])
+    page_file = html.build([path], tmp_path / "index.html")
+    page, problems, requests = _open(browser, page_file, DESKTOP)
+    assert page.evaluate("window.pwned") is None
+    assert requests == [page_file.as_uri()]
+    assert problems == []
+    assert evil in page.inner_text("body")  # shown as text
+    page.close()
