@@ -40,3 +40,23 @@ def sbtck(*args: str, out: Path, timeout: float = 300) -> Run:
         check=False,
     )
     return Run(proc.returncode, proc.stdout + proc.stderr, out)
+
+
+def assert_machine_fails(machine: type[Any], examples: int = 400) -> None:
+    """A state machine run against a deliberately wrong engine must find the fault (no shrinking: speed)."""
+    import pytest
+    from hypothesis import Phase, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    with pytest.raises(AssertionError):
+        run_state_machine_as_test(
+            machine,
+            settings=settings(
+                max_examples=examples,
+                stateful_step_count=40,
+                deadline=None,
+                database=None,
+                phases=[Phase.generate],
+                report_multiple_bugs=False,
+            ),
+        )

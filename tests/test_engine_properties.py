@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -18,7 +18,6 @@ from hypothesis.stateful import (
     invariant,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 
 from engine import Broker, views
@@ -26,6 +25,7 @@ from engine.events import Event
 from engine.model import Message
 from engine.receiving import Receiving, Session, Wait
 from tests.engine_world import SERVICES, broker, key
+from tests.helpers import assert_machine_fails
 
 QUEUES = ("Manual", "Busy", "Quick")
 SESSIONS = ("S1", "S2", "S3")
@@ -218,15 +218,4 @@ def _machine(name: str, **attrs: object) -> type[BrokerMachine]:
     ids=lambda m: m.__name__,
 )
 def test_the_properties_catch_a_wrong_engine(machine: type[BrokerMachine]) -> None:
-    with pytest.raises(AssertionError):
-        run_state_machine_as_test(
-            machine,
-            settings=settings(
-                max_examples=300,
-                stateful_step_count=40,
-                deadline=None,
-                database=None,
-                phases=[Phase.generate],
-                report_multiple_bugs=False,
-            ),
-        )
+    assert_machine_fails(machine)

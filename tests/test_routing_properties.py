@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -19,12 +19,12 @@ from hypothesis.stateful import (
     invariant,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 
 from engine import Broker, faults
 from engine.router import Router
 from fixtures import topology
+from tests.helpers import assert_machine_fails
 
 ADDRESSES = ["TCP://sql1.example:4022", "TCP://sql2.example:4022", "TCP://sql5.example:4022"]
 GONE = ("message_dropped", "dispatcher_deleted", "forwarded_message_deleted", "message_lost_in_transit")
@@ -159,15 +159,4 @@ class _DeliversTwice(Router):
 def test_the_properties_catch_a_wrong_router(router: type[Router]) -> None:
     broker = type("WrongBroker", (Broker,), {"router_class": router})
     machine = type("WrongMachine", (RoutingMachine,), {"broker_class": broker})
-    with pytest.raises(AssertionError):
-        run_state_machine_as_test(
-            machine,
-            settings=settings(
-                max_examples=400,
-                stateful_step_count=40,
-                deadline=None,
-                database=None,
-                phases=[Phase.generate],
-                report_multiple_bugs=False,
-            ),
-        )
+    assert_machine_fails(machine)
