@@ -25,8 +25,10 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         return 2
     chosen: dict[str, str | None] = {key: getattr(args, key) or settings.get(key) for key in config.KEYS}
     out = Path(chosen["out"] or "out/report").resolve()
+    # a node id after -- (the report's rerun command) replaces the whole suite
+    extra = [str(ROOT / arg) if "::" in arg and (ROOT / arg.split("::")[0]).is_file() else arg for arg in extra]
     pytest_args = [
-        str(SUITE),
+        *([] if any("::" in arg for arg in extra) else [str(SUITE)]),
         "-c",
         str(ROOT / "pyproject.toml"),
         "--rootdir",

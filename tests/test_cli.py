@@ -224,3 +224,16 @@ def test_bad_input_in_a_scenario_is_an_error_naming_the_place_and_the_run_contin
         assert text in record["failure"]["message"], (number, record["failure"]["message"])
     assert by_name["[1]"]["failure"]["message"].startswith(f"{tmp_path / 'bad.feature'}:11: ")
     assert by_name["[6]"]["failure"]["message"].startswith(f"{tmp_path / 'bad.feature'}:38: ")
+
+
+def test_the_rerun_command_of_a_failure_runs_that_scenario_alone(tmp_path: Path) -> None:
+    import shlex
+
+    run = sbtck("--iut", "python:tests.routing_variants:pinning_ignored", out=tmp_path / "all")
+    failed = [s for s in run.results()["scenarios"] if s["status"] == "failed"]
+    assert len(failed) == 1
+    words = shlex.split(failed[0]["rerun"])
+    assert words[:2] == ["sbtck", "run"]
+    again = sbtck(*words[2:], out=tmp_path / "one")
+    assert again.code == 1
+    assert [s["id"] for s in again.results()["scenarios"]] == [failed[0]["id"]]
