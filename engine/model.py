@@ -164,8 +164,6 @@ class Conversation:
     target_service: str
     target_broker_instance: str | None = None
     target: Endpoint | None = None
-    queue: QueueKey | None = None
-    group: str = ""
     next_sequence: int = 0
     reply_sequence: int = 0
     acknowledged: bool = False

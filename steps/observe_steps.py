@@ -214,11 +214,12 @@ def session_group(world: World, session: str, dialog: str) -> None:
         (
             e.fields.get("conversation_group")
             for e in world.log
-            if e.kind == "dialog_begun" and e.fields.get("dialog") == dialog
+            if e.kind == "message_arrived" and e.fields.get("dialog") == dialog
         ),
         None,
     )
     got = last.fields.get("conversation_group")
+    assert want is not None, f"no message of dialog {dialog!r} has arrived, so it has no conversation group yet"
     assert last.kind == "rows_returned" and got == want, (
         f"session {session!r}: expected the group {want!r} of dialog {dialog!r}, got {last.to_json()}"
     )

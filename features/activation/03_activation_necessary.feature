@@ -178,3 +178,12 @@ Feature: Activation 03 - Whether activation is necessary
       | 0      | activation necessary | ACT-06 | NULL          |
       | 0      | procedure started    | NULL   | NULL          |
       | 0      | event notification   | NULL   | DualActivator |
+
+  @informative
+  Scenario: [14] GET CONVERSATION GROUP answers with the group of the oldest message ready
+    Given dialog "D1" is begun from service "Initiator" to service "StallService"
+    And dialog "D2" is begun from service "Initiator" to service "StallService"
+    And a message is sent on dialog "D2"
+    And a message is sent on dialog "D1"
+    When session "S1" gets a conversation group from queue "StallQueue"
+    Then session "S1" got the conversation group of dialog "D2"
