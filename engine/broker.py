@@ -39,6 +39,7 @@ class Broker(QueueStatements):
     router_class: type[Router] = Router
     maintenance_class: type[Maintenance] = Maintenance
     transport_class: type[Transport] = Transport
+    chooser_class: type[Chooser] = FirstChooser
     schedule: dict[str, int] = SCHEDULE
 
     def __init__(
@@ -80,7 +81,7 @@ class Broker(QueueStatements):
             self.clock,
             self.log,
             self.params,
-            chooser or FirstChooser(),
+            chooser or self.chooser_class(),
             self._deliver,
             self.transport,
             lambda env, at, db: self.dispatchers[at.name].receive(env, db),

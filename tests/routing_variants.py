@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from engine import Broker, EngineParams
+from engine import Broker
 from engine import routing as r
 from engine.choosing import Chooser, LastChooser
 from engine.model import Conversation, Database, Envelope, Instance, Route
@@ -115,20 +115,10 @@ def never_retries_delayed() -> ReferenceImplementation:
     return _router("never_retries_delayed", _delay=delay)
 
 
-class _LastChoiceBroker(Broker):
-    def __init__(
-        self,
-        topology: dict[str, Any],
-        start_ms: int,
-        params: EngineParams | None = None,
-        chooser: Chooser | None = None,
-    ) -> None:
-        super().__init__(topology, start_ms, params, LastChooser())
-
-
 def last_choices() -> ReferenceImplementation:
     """Not wrong: takes the other allowed choice wherever the documents leave one."""
-    return ReferenceImplementation(broker_class=_LastChoiceBroker, name="reference engine, last choices")
+    broker = type("LastChoiceBroker", (Broker,), {"chooser_class": LastChooser})
+    return ReferenceImplementation(broker_class=broker, name="reference engine, last choices")
 
 
 VARIANTS = [
