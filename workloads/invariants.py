@@ -1,0 +1,129 @@
+"""What must hold in every trace, whatever the world: checked without a second implementation.
+
+Each violation names the rule it breaks: a catalogue id, or INV-* for the
+kit's own invariants (no message lost or duplicated, order per conversation).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from workloads.generate import START_MS, WAITING_VIEWS, World
+from workloads.trace import Trace
+
+GONE = ("message_dropped", "dispatcher_deleted", "forwarded_message_deleted", "message_lost_in_transit")
+Msg = tuple[str, bool, int]
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    at_step: int
+    detail: str
+
+
+def _msg(fields: dict[str, Any]) -> Msg:
+    return (str(fields.get("dialog")), bool(fields.get("from_target")), int(fields.get("message_sequence_number", -1)))
+
+
+def _max_readers(world: World) -> dict[tuple[str, str, str], int]:
+    return {
+        (i["name"], d["name"], q["name"]): int(q["activation"]["max_queue_readers"])
+        for i in world.topology["instances"]
+        for d in i["databases"]
+        for q in d["queues"]
+    }
+
+
+def check(world: World, trace: Trace) -> list[Violation]:
+    found: list[Violation] = []
+    limit = _max_readers(world)
+    running: Counter[tuple[str, str, str]] = Counter()
+    sent: Counter[Msg] = Counter()
+    arrived: list[Msg] = []
+    gone: Counter[Msg] = Counter()
+    in_transaction: set[str] = set()
+    pending: dict[str, list[tuple[Msg, tuple[str, str, str, str]]]] = {}
+    committed: list[Msg] = []
+    holders: dict[tuple[str, str, str, str], str] = {}
+    notifications: dict[str, int] = {}
+    waiting: Counter[Msg] = Counter()
+    for index, (op, step) in enumerate(zip(world.script, trace.steps, strict=True)):
+        if op["kind"] == "alter_queue" and not step["error"] and op.get("max_queue_readers") is not None:
+            q = op["queue"]
+            limit[(q["instance"], q["database"], q["queue"])] = int(op["max_queue_readers"])
+        if op["kind"] == "begin_transaction" and not step["error"]:
+            in_transaction.add(op["session"])
+        if op["kind"] == "query_view" and op["view"] in WAITING_VIEWS:
+            waiting.update(_msg(row) for row in step["result"].get("rows", []))
+        for e in step["events"]:
+            kind = e["kind"]
+            key = (str(e.get("instance")), str(e.get("database")), str(e.get("queue")))
+            session = str(e.get("session", ""))
+            if kind == "procedure_started":
+                if running[key] >= limit.get(key, 0):
+                    found.append(
+                        Violation(
+                            "ACT-10",
+                            index,
+                            f"procedure started on {key} with {running[key]} "
+                            f"running and MAX_QUEUE_READERS {limit.get(key, 0)}",
+                        )
+                    )
+                running[key] += 1
+            elif kind == "procedure_exited":
+                running[key] -= 1
+            elif kind == "message_sent":
+                sent[_msg(e)] += 1
+            elif kind == "message_arrived":
+                arrived.append(_msg(e))
+            elif kind in GONE:
+                gone[_msg(e)] += 1
+            elif kind == "rows_returned" and e.get("statement") == "RECEIVE":
+                for row in e.get("rows", []):
+                    msg = (str(row["dialog"]), False, int(row["message_sequence_number"]))
+                    lock = (*key, str(row["conversation_group"]))
+                    if holders.get(lock, session) != session:
+                        found.append(Violation("ACT-09", index, f"{session} read group {lock} held by {holders[lock]}"))
+                    if "#" in session or session in in_transaction:
+                        holders[lock] = session
+                        pending.setdefault(session, []).append((msg, lock))
+                    else:
+                        committed.append(msg)
+            elif kind in ("transaction_committed", "transaction_rolled_back"):
+                for msg, lock in pending.pop(session, []):
+                    holders.pop(lock, None)
+                    if kind == "transaction_committed":
+                        committed.append(msg)
+                in_transaction.discard(session)
+            elif kind == "timer_notification":
+                instance = str(e.get("instance"))
+                number = notifications.get(instance, 0) + 1
+                notifications[instance] = number
+                if e.get("number") != number or e["at_ms"] != START_MS + 5000 * number:
+                    found.append(
+                        Violation(
+                            "PER-0",
+                            index,
+                            f"notification {e.get('number')} of {instance} at "
+                            f"{e['at_ms'] - START_MS} ms; expected number {number} at {5000 * number}",
+                        )
+                    )
+    duplicates = [m for m, n in Counter(arrived).items() if n > 1]
+    if duplicates:
+        found.append(Violation("INV-messages", len(trace.steps), f"arrived more than once: {duplicates[:5]}"))
+    accounted = Counter(set(arrived)) + gone + waiting
+    if accounted != sent:
+        missing = sorted((sent - accounted).elements())[:5]
+        extra = sorted((accounted - sent).elements())[:5]
+        found.append(Violation("INV-messages", len(trace.steps), f"lost {missing}, unexplained {extra}"))
+    for dialog in {m[0] for m in arrived}:
+        order = [m[2] for m in arrived if m[0] == dialog and not m[1]]
+        if order != sorted(order):
+            found.append(Violation("INV-order", len(trace.steps), f"{dialog} arrived as {order}"))
+    read = [m for m, n in Counter(committed).items() if n > 1]
+    if read:
+        found.append(Violation("INV-messages", len(trace.steps), f"received and committed twice: {read[:5]}"))
+    return found

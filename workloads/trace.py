@@ -1,0 +1,40 @@
+"""Running a world on an implementation: the trace, and its hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from iut.contract import command_from_json
+from iut.implementation import Implementation
+from workloads.generate import World
+
+
+@dataclass
+class Trace:
+    seed: int
+    # per command: its kind, whether it was refused, and the events it produced
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+    def events(self) -> list[dict[str, Any]]:
+        return [event for step in self.steps for event in step["events"]]
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.steps, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def run(world: World, implementation: Implementation) -> Trace:
+    trace = Trace(world.seed)
+    for op in world.script:
+        response = implementation.execute(command_from_json(op))
+        trace.steps.append(
+            {
+                "kind": op["kind"],
+                "error": response.error,
+                "result": response.result,
+                "events": [e.to_json() for e in response.events],
+            }
+        )
+    return trace
