@@ -229,7 +229,6 @@ class Broker(QueueStatements):
                 conv.initiator.service,
                 conv.initiator.broker_instance,
                 True,
-                conv.target.instance,
                 message_type,
                 body,
             )
@@ -242,7 +241,6 @@ class Broker(QueueStatements):
                 conv.target_service,
                 conv.target_broker_instance,
                 False,
-                conv.initiator.instance,
                 message_type,
                 body,
             )

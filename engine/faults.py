@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from engine.dispatcher import RUNNING, STOPPED
+
 if TYPE_CHECKING:
     from engine.broker import Broker
 
@@ -30,7 +32,7 @@ def fail_task_handlers(broker: Broker, instance: str, count: int) -> None:
 
 def set_dispatcher_saving(broker: Broker, instance: str, mode: str, delay_s: float) -> None:
     broker.instance(instance)
-    if mode not in ("running", "stopped") or delay_s < 0:
+    if mode not in (RUNNING, STOPPED) or delay_s < 0:
         raise FaultError(f"dispatcher saving is 'running' (after 0 or more seconds) or 'stopped', not {mode!r}")
     broker.dispatchers[instance].set_saving(mode, int(delay_s * 1000))
 

@@ -180,7 +180,6 @@ class Envelope:
     to_service: str
     to_broker_instance: str | None
     from_target: bool
-    origin_instance: str
     message_type: str = "DEFAULT"
     body: str = ""
     hops: int = 0

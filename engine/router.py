@@ -109,7 +109,7 @@ class Router:
         """A message SENT at its origin: it queues behind any earlier message of its conversation."""
         line = self.lines.get((env.dialog, env.from_target))
         if line:
-            self._wait(env, origin, True, home, "behind an earlier message of the conversation")
+            self._wait(env, origin, True, home, BEHIND)
             return
         self.route(env, origin, inside=True, home=home)
 

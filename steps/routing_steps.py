@@ -7,6 +7,7 @@ from typing import Any
 
 from pytest_bdd import given, parsers
 
+from fixtures.routes import route_problem
 from iut import contract as c
 from steps.vocabulary import both
 from steps.world import Refused, World
@@ -57,8 +58,6 @@ def _route(world: World, name: str, values: dict[str, str]) -> dict[str, Any]:
 
 
 def _check(world: World, route: dict[str, Any]) -> None:
-    from fixtures.routes import route_problem
-
     assert world.topology is not None
     addresses = {i["address"].upper() for i in world.topology.plain["instances"]}
     if route.get("address") is None:

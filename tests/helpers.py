@@ -23,6 +23,10 @@ class Run:
         data: dict[str, Any] = json.loads((self.out / "results.json").read_text())
         return data
 
+    def outcome(self) -> dict[str, object]:
+        """Per scenario, its status and event log: what must be equal across ways of plugging in."""
+        return {s["id"]: (s["status"], s["events"]) for s in self.results()["scenarios"]}
+
     def statuses(self) -> dict[str, str]:
         return {s["id"]: s["status"] for s in self.results()["scenarios"]}
 

@@ -7,7 +7,6 @@ that advice; in CI (CI=true) its absence is a failure.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -26,11 +25,6 @@ def _docker_ready() -> bool:
     return subprocess.run(["docker", "info"], capture_output=True, check=False, timeout=30).returncode == 0
 
 
-def _outcome(folder: Path) -> dict[str, object]:
-    data = json.loads((folder / "results.json").read_text())
-    return {s["id"]: (s["status"], s["events"]) for s in data["scenarios"]}
-
-
 def test_the_suite_in_a_container_gives_the_same_results(tmp_path: Path) -> None:
     if not _docker_ready():
         message = "no Docker engine: run `bash scripts/setup-docker.sh` as root to enable the container tests"
@@ -42,7 +36,7 @@ def test_the_suite_in_a_container_gives_the_same_results(tmp_path: Path) -> None
     assert in_container.code == 0, in_container.output[-3000:]
     in_process = sbtck(out=tmp_path / "in")
     assert in_process.code == 0
-    assert _outcome(tmp_path / "image") == _outcome(tmp_path / "in")
+    assert in_container.outcome() == in_process.outcome()
     assert "listening on 127.0.0.1" in (tmp_path / "image" / "container.log").read_text()
 
 

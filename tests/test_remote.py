@@ -79,12 +79,6 @@ def test_serve_refuses_any_address_but_loopback() -> None:
 def test_identical_results_in_process_over_a_pipe_and_over_tcp(tmp_path: Path) -> None:
     import subprocess
 
-    def outcome(run_dir: Path) -> dict[str, object]:
-        import json
-
-        data = json.loads((run_dir / "results.json").read_text())
-        return {s["id"]: (s["status"], s["events"]) for s in data["scenarios"]}
-
     in_process = sbtck(out=tmp_path / "in")
     piped = sbtck("--iut", f"cmd:{sys.executable} -m sbtck.cli serve --stdio", out=tmp_path / "cmd")
     server = subprocess.Popen(
@@ -101,4 +95,4 @@ def test_identical_results_in_process_over_a_pipe_and_over_tcp(tmp_path: Path) -
     finally:
         server.kill()
     assert in_process.code == piped.code == over_tcp.code == 0
-    assert outcome(tmp_path / "in") == outcome(tmp_path / "cmd") == outcome(tmp_path / "tcp")
+    assert in_process.outcome() == piped.outcome() == over_tcp.outcome()
