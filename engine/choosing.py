@@ -14,6 +14,10 @@ DATABASE_ORDER = "database_order"  # RTL-3: the order of the other databases
 
 
 class Chooser(Protocol):
+    def about(self, instance: str, message: dict[str, object]) -> None:
+        """Which message the next choices are for (its dialog, sequence number and direction)."""
+        ...
+
     def choose(self, kind: str, options: list[str]) -> str: ...
 
     def order(self, kind: str, options: list[str]) -> list[str]: ...
@@ -22,6 +26,9 @@ class Chooser(Protocol):
 class FirstChooser:
     """Takes the first option in name order: the reference engine's default."""
 
+    def about(self, instance: str, message: dict[str, object]) -> None:
+        pass
+
     def choose(self, kind: str, options: list[str]) -> str:
         return sorted(options)[0]
 
@@ -29,7 +36,7 @@ class FirstChooser:
         return sorted(options)
 
 
-class LastChooser:
+class LastChooser(FirstChooser):
     """Takes the last: a second, equally allowed, set of choices."""
 
     def choose(self, kind: str, options: list[str]) -> str:

@@ -203,6 +203,8 @@ class Router:
             self._emit("reply_recognised", at, env, broker_instance=env.to_broker_instance)  # RTE-05
             self._local(env, at, env.to_broker_instance, None, via_transport)
             return
+        # one routing attempt of this message: the choices below are for it (routes_matched reports it)
+        self.chooser.about(at.name, env.fields())
         table, routes = self.table_for(at, inside, home)
         key = f"{at.name}/{table}"
         pending = self.requests.setdefault(key, set())

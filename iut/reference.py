@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from engine import Broker, BrokerError, EngineParams, faults, views
+from engine.choosing import Chooser
 from engine.model import QueueKey
 from engine.params import PROFILE_PATH
 from iut import contract as c
@@ -77,8 +78,18 @@ DISPATCH: dict[type[c.Command], Handler] = {
 class ReferenceImplementation:
     """Runs the engine in this process. ``broker_class`` lets tests swap in a variant."""
 
-    def __init__(self, broker_class: type[Broker] = Broker, name: str = "", profile: Path = PROFILE_PATH) -> None:
+    def __init__(
+        self,
+        broker_class: type[Broker] = Broker,
+        name: str = "",
+        profile: Path = PROFILE_PATH,
+        params: EngineParams | None = None,
+        chooser: Chooser | None = None,
+    ) -> None:
         self.broker_class = broker_class
+        # the workload's differential check runs the reference with another implementation's values and choices
+        self.params = params or EngineParams.reference()
+        self.chooser = chooser
         self.profile = yaml.safe_load(profile.read_text())
         self.name = name or self.profile["implementation"]["name"]
         self.broker: Broker | None = None
@@ -94,7 +105,7 @@ class ReferenceImplementation:
     def execute(self, command: c.Command) -> c.Response:
         try:
             if isinstance(command, c.Start):
-                self.broker = self.broker_class(command.topology, command.at_ms, EngineParams.reference())
+                self.broker = self.broker_class(command.topology, command.at_ms, self.params, self.chooser)
                 result: dict[str, Any] | None = {}
             elif self.broker is None:
                 return c.Response(error=f"{command.kind} before start: declare a topology first")
