@@ -6,17 +6,26 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-GENERATOR_VERSION = 1
+from workloads.landscape import Landscape, landscape, route
+
+GENERATOR_VERSION = 2
 # where a message that has neither arrived nor been dropped must be, at the end of a world
 WAITING_VIEWS = ("sys.transmission_queue", "sbtck.forwarder", "sbtck.dispatcher_buffers")
 START_MS = 1_767_225_600_000
-GUID = "00000000-0000-0000-0000-{:012d}"
-BEHAVIOURS: list[dict[str, Any]] = [
-    {"receives": False},
-    {"receive_top": 1, "waitfor_s": 2},
-    {"receive_top": 1, "waitfor_s": 10, "work_s": 3},
-    {"receive_top": None, "waitfor_s": 5, "work_s": 1},
-]
+# contract commands that only some implementations take, by the capability they need
+NEEDS = {
+    "failover": "mirroring",
+    "answer_routing_request": "dynamic_routing",
+    "set_message_forwarding": "forwarding",
+    "create_event_notification": "external_activation",
+    "drop_event_notification": "external_activation",
+    "fail_task_handlers": "periodic_tasks",
+    "set_dispatcher_saving": "periodic_tasks",
+    "drop_connection": "periodic_tasks",
+    "fail_transmission": "periodic_tasks",
+    "create_master_key": "periodic_tasks",
+    "lose_in_transit": "periodic_tasks",
+}
 
 
 @dataclass
@@ -31,185 +40,200 @@ class World:
     def conversations(self) -> int:
         return sum(1 for op in self.script if op["kind"] == "begin_dialog")
 
+    @property
+    def start_ms(self) -> int:
+        return int(self.script[0]["at_ms"]) if self.script else START_MS
 
-def _topology(rng: random.Random) -> tuple[dict[str, Any], list[tuple[str, str, str]], list[str]]:
-    """The plain (contract) form, the (instance, database, queue) of each target queue, and the target services."""
-    instances: list[dict[str, Any]] = []
-    queues: list[tuple[str, str, str]] = []
-    services: list[str] = []
-    procedures = [
-        {"name": f"p{i}", "receives": True, "receive_top": 1, "waitfor_ms": None, "work_ms": 0, **_behaviour(b)}
-        for i, b in enumerate(BEHAVIOURS)
-    ]
-    for n in range(1, rng.randint(1, 3) + 1):
-        name = f"sql{n}"
-        db_queues, db_services, notifications = [], [], []
-        if n == 1:
-            db_queues.append(
-                {
-                    "name": "InitiatorQueue",
-                    "activation": {"status": "OFF", "procedure_name": None, "max_queue_readers": 0},
-                }
-            )
-            db_services.append({"name": "Initiator", "queue": "InitiatorQueue"})
-        for k in range(rng.randint(1, 2)):
-            queue, service = f"Q{n}{k}", f"Target{n}{k}"
-            status = rng.random() < 0.7
-            db_queues.append(
-                {
-                    "name": queue,
-                    "activation": {
-                        "status": "ON" if status else "OFF",
-                        "procedure_name": rng.choice(procedures)["name"],
-                        "max_queue_readers": rng.randint(0, 3),
-                    },
-                }
-            )
-            db_services.append({"name": service, "queue": queue})
-            if rng.random() < 0.3:
-                notifications.append({"name": f"N{n}{k}", "queue": queue, "event": "QUEUE_ACTIVATION"})
-            queues.append((name, "db", queue))
-            services.append(service)
-        instances.append(
-            {
-                "name": name,
-                "address": f"TCP://{name}.example:4022",
-                "cpus": rng.randint(1, 2),
-                "message_forwarding": rng.random() < 0.5,
-                "msdb_routes": [_route("AutoCreatedLocal", None, "LOCAL")],
-                "databases": [
-                    {
-                        "name": "db",
-                        "broker_instance": GUID.format(n),
-                        "procedures": procedures,
-                        "queues": db_queues,
-                        "services": db_services,
-                        "event_notifications": notifications,
-                        "mirroring_role": None,
-                        "master_key": rng.random() < 0.9,
-                        "routes": [_route("AutoCreatedLocal", None, "LOCAL")],
-                    }
-                ],
-            }
+
+def _queue_ref(key: tuple[str, str, str]) -> dict[str, str]:
+    return {"instance": key[0], "database": key[1], "queue": key[2]}
+
+
+class _Script:
+    """The state the generator keeps while it writes one script."""
+
+    def __init__(self, rng: random.Random, land: Landscape, conversations: int) -> None:
+        self.rng, self.land, self.conversations = rng, land, conversations
+        self.ops: list[dict[str, Any]] = []
+        self.now = START_MS
+        self.dialogs: list[str] = []
+        self.sent: dict[str, int] = {}
+        self.in_transaction: set[str] = set()
+
+    def add(self, kind: str, **fields: Any) -> None:
+        self.ops.append({"kind": kind, "at_ms": self.now, **fields})
+
+    def dialog(self) -> None:
+        rng = self.rng
+        name = f"D{len(self.dialogs) + 1}"
+        self.dialogs.append(name)
+        broker = None
+        if rng.random() < 0.1:
+            guids = sorted({d["broker_instance"] for i in self.land.plain["instances"] for d in i["databases"]})
+            broker = rng.choice(guids)
+        self.add(
+            "begin_dialog",
+            dialog=name,
+            instance="sql1",
+            database="db",
+            from_service="Initiator",
+            to_service=rng.choice(self.land.services),
+            to_broker_instance=broker,
         )
-    shop_routes = instances[0]["databases"][0]["routes"]
-    for service in services:
-        home = int(service[len("Target")])
-        address = f"TCP://sql{home}.example:4022"
-        kind = rng.choice(["exact", "exact", "duplicate", "expired", "broker", "none"])
-        if kind in ("exact", "duplicate", "expired"):
-            lifetime = rng.randint(5, 60) if kind == "expired" else None
-            shop_routes.append({**_route(f"To{service}", service, address), "lifetime_s": lifetime})
-        if kind == "duplicate":
-            shop_routes.append(_route(f"To{service}Again", service, address))
-        if kind == "broker":
-            shop_routes.append(
-                {**_route(f"To{service}ByBroker", service, address), "broker_instance": GUID.format(home)}
+
+    def send(self) -> None:
+        for _ in range(self.rng.randint(1, 3)):
+            dialog = self.rng.choice(self.dialogs)
+            reply = self.rng.random() < 0.1
+            if not reply:
+                self.sent[dialog] = self.sent.get(dialog, 0) + 1
+            self.add("send", dialog=dialog, from_target=reply)
+
+    def receive(self) -> None:
+        rng = self.rng
+        session = rng.choice(["S1", "S2"])
+        queue = _queue_ref(rng.choice(self.land.queues))
+        if session not in self.in_transaction and rng.random() < 0.5:
+            self.add("begin_transaction", session=session)
+            self.in_transaction.add(session)
+        waitfor = rng.choice([None, None, None, 1000, 5000])
+        if rng.random() < 0.1:
+            self.add("get_conversation_group", session=session, queue=queue, waitfor_ms=waitfor)
+            return
+        where = rng.choice(self.dialogs) if rng.random() < 0.15 else None
+        self.add(
+            "receive",
+            session=session,
+            top=rng.choice([None, 1, 2]),
+            queue=queue,
+            where_dialog=where,
+            where_group=None,
+            waitfor_ms=waitfor,
+        )
+
+    def end_transaction(self) -> None:
+        session = self.rng.choice(sorted(self.in_transaction))
+        self.add(self.rng.choice(["commit", "rollback"]), session=session)
+        self.in_transaction.discard(session)
+
+    def alter(self) -> None:
+        rng = self.rng
+        status = rng.choice([None, None, "ON", "OFF"])
+        self.add(
+            "alter_queue",
+            queue=_queue_ref(rng.choice(self.land.queues)),
+            status=status,
+            procedure_name=None,
+            max_queue_readers=rng.randint(0, 3),
+        )
+
+    def fault(self) -> None:
+        rng, land = self.rng, self.land
+        names = [i["name"] for i in land.plain["instances"]]
+        choices = ["reachable", "drop_connection", "routes", "handlers", "dispatcher"]
+        choices += ["failover"] * bool(land.mirrors) + ["forwarding"] * bool(land.forwarders)
+        choices += ["master_key"] * bool(land.keyless) + ["notification"] * bool(land.notifications)
+        choices += ["lose", "transmission"] * bool(self.sent)
+        kind = rng.choice(choices)
+        if kind == "reachable" and len(names) > 1:
+            self.add("set_reachable", instance=rng.choice(names[1:]), reachable=rng.random() < 0.5)
+        elif kind == "drop_connection":
+            self.add("drop_connection", instance=rng.choice(names), address=land.address(rng.choice(names)))
+        elif kind == "failover":
+            instance, database = land.mirrors[0]
+            self.add("failover", instance=rng.choice([instance, "sqlp"]), database=database)
+        elif kind == "forwarding":
+            self.add("set_message_forwarding", instance=rng.choice(land.forwarders), active=rng.random() < 0.5)
+        elif kind == "master_key":
+            instance, database = rng.choice(land.keyless)
+            self.add("create_master_key", instance=instance, database=database)
+        elif kind == "notification":
+            name, key = rng.choice(land.notifications)
+            verb = rng.choice(["create_event_notification", "drop_event_notification"])
+            self.add(verb, name=name, queue=_queue_ref(key))
+        elif kind == "lose":
+            dialog = rng.choice(sorted(self.sent))
+            self.add("lose_in_transit", dialog=dialog, sequence=rng.randint(1, self.sent[dialog]), from_target=False)
+        elif kind == "transmission":
+            self.add(
+                "fail_transmission", dialog=rng.choice(sorted(self.sent)), reason=rng.choice(["resource", "security"])
             )
-    if rng.random() < 0.3:
-        shop_routes.append(_route("Anywhere", None, rng.choice([i["address"] for i in instances])))
-    return {"instances": instances}, queues, services
+        elif kind == "handlers":
+            self.add("fail_task_handlers", instance=rng.choice(names), count=rng.randint(1, 2))
+        elif kind == "dispatcher":
+            mode = rng.choice(["stopped", "running", "running"])
+            delay = 0 if mode == "stopped" else rng.choice([0, 0, 5, 20])
+            self.add("set_dispatcher_saving", instance=rng.choice(names), mode=mode, delay_s=delay)
+        else:
+            self.routes()
 
+    def routes(self) -> None:
+        rng, land = self.rng, self.land
+        service = rng.choice(land.services)
+        target = rng.choice(land.plain["instances"])["address"]
+        verb = rng.choice(["create_route", "alter_route", "drop_route", "answer_routing_request"])
+        if verb == "drop_route":
+            self.add("drop_route", instance="sql1", database="db", name=rng.choice(["R1", "R2", "AutoCreatedLocal"]))
+        elif verb == "answer_routing_request":
+            self.add(
+                "answer_routing_request",
+                instance="sql1",
+                database="db",
+                route=route(f"Dynamic_{service}", service, target),
+            )
+        else:
+            name = f"New{len(self.ops)}" if verb == "create_route" else "R1"
+            lifetime = rng.choice([None, None, 20])
+            self.add(
+                verb, instance="sql1", database="db", route={**route(name, service, target), "lifetime_s": lifetime}
+            )
 
-def _behaviour(spec: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"receives": spec.get("receives", True), "receive_top": spec.get("receive_top", 1)}
-    out["waitfor_ms"] = None if spec.get("waitfor_s") is None else int(spec["waitfor_s"] * 1000)
-    out["work_ms"] = int(spec.get("work_s", 0) * 1000)
-    return out
-
-
-def _route(name: str, service: str | None, address: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "service_name": service,
-        "broker_instance": None,
-        "address": address,
-        "mirror_address": None,
-        "lifetime_s": None,
-    }
+    def advance(self) -> None:
+        self.now += self.rng.choice([0, 1000, 3000, 5000, 12000, 30000])
+        self.add("advance_time")
 
 
 def generate(seed: int, conversations: int = 5) -> World:
     rng = random.Random(f"sbtck-world:{GENERATOR_VERSION}:{seed}")
-    topology, queues, services = _topology(rng)
-    world = World(seed, GENERATOR_VERSION, topology)
-    script = world.script
-    script.append({"kind": "start", "at_ms": START_MS, "topology": topology})
-    now = START_MS
-    dialogs: list[str] = []
-    sessions = ["S1", "S2"]
-    in_transaction: set[str] = set()
-    instances = [i["name"] for i in topology["instances"]]
-    steps = conversations * 6
-    for _ in range(steps):
+    land = landscape(rng)
+    world = World(seed, GENERATOR_VERSION, land.plain)
+    s = _Script(rng, land, conversations)
+    s.add("start", topology=land.plain)
+    for _ in range(conversations * 6):
         roll = rng.random()
-        if (roll < 0.2 and len(dialogs) < conversations) or not dialogs:
-            dialog = f"D{len(dialogs) + 1}"
-            dialogs.append(dialog)
-            script.append(
-                {
-                    "kind": "begin_dialog",
-                    "at_ms": now,
-                    "dialog": dialog,
-                    "instance": "sql1",
-                    "database": "db",
-                    "from_service": "Initiator",
-                    "to_service": rng.choice(services),
-                }
-            )
-        elif roll < 0.55:
-            for _ in range(rng.randint(1, 3)):
-                script.append({"kind": "send", "at_ms": now, "dialog": rng.choice(dialogs)})
-        elif roll < 0.7:
-            session = rng.choice(sessions)
-            instance, database, queue = rng.choice(queues)
-            if session not in in_transaction and rng.random() < 0.5:
-                script.append({"kind": "begin_transaction", "at_ms": now, "session": session})
-                in_transaction.add(session)
-            script.append(
-                {
-                    "kind": "receive",
-                    "at_ms": now,
-                    "session": session,
-                    "top": rng.choice([None, 1, 2]),
-                    "queue": {"instance": instance, "database": database, "queue": queue},
-                    "where_dialog": None,
-                    "where_group": None,
-                    "waitfor_ms": None,
-                }
-            )
-        elif roll < 0.78 and in_transaction:
-            session = rng.choice(sorted(in_transaction))
-            script.append({"kind": rng.choice(["commit", "rollback"]), "at_ms": now, "session": session})
-            in_transaction.discard(session)
-        elif roll < 0.83:
-            instance, database, queue = rng.choice(queues)
-            script.append(
-                {
-                    "kind": "alter_queue",
-                    "at_ms": now,
-                    "max_queue_readers": rng.randint(0, 3),
-                    "queue": {"instance": instance, "database": database, "queue": queue},
-                    "status": None,
-                    "procedure_name": None,
-                }
-            )
-        elif roll < 0.88 and len(instances) > 1:
-            script.append(
-                {
-                    "kind": "set_reachable",
-                    "at_ms": now,
-                    "instance": rng.choice(instances[1:]),
-                    "reachable": rng.random() < 0.5,
-                }
-            )
+        if (roll < 0.2 and len(s.dialogs) < conversations) or not s.dialogs:
+            s.dialog()
+        elif roll < 0.5:
+            s.send()
+        elif roll < 0.65:
+            s.receive()
+        elif roll < 0.72 and s.in_transaction:
+            s.end_transaction()
+        elif roll < 0.76:
+            s.alter()
+        elif roll < 0.84:
+            s.fault()
         else:
-            now += rng.choice([0, 1000, 3000, 5000, 12000, 30000])
-            script.append({"kind": "advance_time", "at_ms": now})
-    for session in sorted(in_transaction):
-        script.append({"kind": "commit", "at_ms": now, "session": session})
-    end = now + 120_000
-    script.append({"kind": "advance_time", "at_ms": end})
+            s.advance()
+    for session in sorted(s.in_transaction):
+        s.add("commit", session=session)
+    s.now += 120_000
+    s.add("advance_time")
     for view in WAITING_VIEWS:
-        script.append({"kind": "query_view", "at_ms": end, "view": view, "instance": None, "database": None})
+        s.add("query_view", view=view, instance=None, database=None)
+    world.script = s.ops
     return world
+
+
+def needs(world: World) -> set[str]:
+    """The capabilities an implementation must declare to run this world."""
+    found = {"activation", "routing"}
+    found.update(NEEDS[op["kind"]] for op in world.script if op["kind"] in NEEDS)
+    for instance in world.topology["instances"]:
+        if instance["message_forwarding"] or instance["name"].startswith("fwd"):
+            found.add("forwarding")
+        for db in instance["databases"]:
+            found.update(["mirroring"] * (db["mirroring_role"] is not None))
+            found.update(["external_activation"] * bool(db["event_notifications"]))
+            found.update(["dynamic_routing"] * any(r["name"] == "Dynamic" for r in db["routes"]))
+    return found

@@ -1,0 +1,195 @@
+"""The differential check: the reference engine, run on the same world, must be able to produce the same trace.
+
+Where the documents leave a choice open (RTC-1..4 route, RTM-3 broker
+instance) the reference follows the choice the implementation reported in
+its log, if that choice is an allowed one; where they leave a value open
+(rules.yaml params), it takes the implementation's declared value. So a
+difference that remains is one no allowed behaviour explains.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import fields as dataclass_fields
+from typing import Any
+
+from engine import EngineParams
+from engine.choosing import BROKER_INSTANCE, DATABASE_ORDER, ROUTE, FirstChooser
+from iut.reference import ReferenceImplementation
+from workloads.generate import World
+from workloads.invariants import Violation
+from workloads.trace import Trace, run
+
+RULE_ID = re.compile(r"^(ACT|RTE|RTM|RTC|RTL|RTX|RTR|PER)-[0-9A-Z]+$")
+# the rules an event speaks for, when its fields name none
+RULES_OF_EVENT = {
+    "procedure_started": "ACT-05",
+    "procedure_exited": "ACT-05",
+    "activation_necessary": "ACT-05",
+    "activation_withheld": "ACT-10",
+    "queue_activation": "ACT-11",
+    "activation_time_out": "ACT-12",
+    "monitor_created": "ACT-03",
+    "monitor_removed": "ACT-03",
+    "empty_result": "ACT-07",
+    "rows_returned": "ACT-09",
+    "message_arrived": "RTL-1",
+    "routes_matched": "RTM-0",
+    "route_chosen": "RTC-0",
+    "conversation_delayed": "RTM-8",
+    "routing_retried": "RTM-8",
+    "routing_requested": "RTM-4",
+    "reply_recognised": "RTE-05",
+    "principal_probe": "RTR-3",
+    "mirroring_failover": "RTR-4",
+    "message_forwarded": "RTX-1",
+    "timer_notification": "PER-0",
+    "task_handlers_started": "PER-1B",
+    "task_handlers_restarted": "PER-1B",
+    "dispatcher_buffered": "PER-1C",
+    "dispatcher_deleted": "PER-1C",
+    "connection_attempt": "PER-2A",
+    "transmission_pending": "PER-2B",
+    "message_transmitted": "PER-2A",
+    "connection_closed": "PER-5A",
+    "forwarded_message_deleted": "PER-5B",
+    "database_broker_started": "PER-5C",
+    "broker_configuration_notification": "PER-5D",
+    "ack_cleanup_resumed": "PER-5E",
+}
+DIFFERENCE = "DIFF"  # see invariants.KIT_RULES
+
+
+def _key(instance: object, message: dict[str, Any]) -> tuple[str, str, int, bool]:
+    return (
+        str(instance),
+        str(message.get("dialog")),
+        int(message.get("message_sequence_number", -1)),
+        bool(message.get("from_target")),
+    )
+
+
+class FollowingChooser:
+    """Takes, at each open choice, the pick the implementation reported in the same routing attempt, if allowed.
+
+    Every routing attempt of a message starts with routes_matched; the
+    route_chosen, the RTM-3 broker instance and the database the message
+    went to that follow it, for the same instance and message, are its picks.
+    """
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self.attempts: dict[tuple[str, str, int, bool], list[dict[str, str]]] = {}
+        for e in events:
+            if "dialog" not in e or "instance" not in e:
+                continue
+            attempts = self.attempts.setdefault(_key(e["instance"], e), [])
+            if e["kind"] == "routes_matched":
+                attempts.append({BROKER_INSTANCE: str(e["broker_instance"])} if e.get("broker_instance") else {})
+            elif not attempts:
+                continue
+            elif e["kind"] == "route_chosen":
+                attempts[-1][ROUTE] = str(e.get("route"))
+            elif e["kind"] in ("dispatcher_buffered", "message_arrived") and e.get("database"):
+                attempts[-1].setdefault(DATABASE_ORDER, str(e["database"]))
+        self.seen: dict[tuple[str, str, int, bool], int] = {}
+        self.current: dict[str, str] = {}
+        self.fallback = FirstChooser()
+
+    def about(self, instance: str, message: dict[str, object]) -> None:
+        key = _key(instance, message)
+        n = self.seen.get(key, 0)
+        self.seen[key] = n + 1
+        attempts = self.attempts.get(key, [])
+        self.current = attempts[n] if n < len(attempts) else {}
+
+    def _pick(self, kind: str, options: list[str]) -> str | None:
+        allowed = {o.upper(): o for o in options}
+        return allowed.get(self.current.get(kind, "").upper())
+
+    def choose(self, kind: str, options: list[str]) -> str:
+        return self._pick(kind, options) or self.fallback.choose(kind, options)
+
+    def order(self, kind: str, options: list[str]) -> list[str]:
+        first = self._pick(kind, options)
+        rest = self.fallback.order(kind, [o for o in options if o != first])
+        return [first, *rest] if first else rest
+
+
+def reference_params(declared: dict[str, Any]) -> EngineParams:
+    """The reference's values, with each open one the implementation declares."""
+    base = EngineParams.reference()
+    known = {f.name for f in dataclass_fields(EngineParams)}
+    open_values = {k: int(v) for k, v in declared.items() if k in known and v is not None}
+    return EngineParams(**{**{f: getattr(base, f) for f in known}, **open_values})
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, list):
+        items = [_canonical(v) for v in value]
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True, default=str))
+    if isinstance(value, dict):
+        return {k: _canonical(v) for k, v in value.items()}
+    return value
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Events agree on kind, time and every field both report: a missing field is not a difference."""
+    shared = set(a) & set(b)
+    return all(_canonical(a[k]) == _canonical(b[k]) for k in shared) and a["kind"] == b["kind"]
+
+
+def _unmatched(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    left = list(theirs)
+    out = []
+    for event in mine:
+        hit = next((i for i, other in enumerate(left) if _same(event, other)), None)
+        if hit is None:
+            out.append(event)
+        else:
+            del left[hit]
+    return out
+
+
+def rules_of(events: list[dict[str, Any]]) -> list[str]:
+    """The rule ids that speak for these events: named in their fields, else by their kind."""
+    found: list[str] = []
+    for event in events:
+        named = [str(v) for k, v in event.items() if k in ("rule", "step") and RULE_ID.match(str(v))]
+        for rule in named or [RULES_OF_EVENT.get(event["kind"], DIFFERENCE)]:
+            if rule not in found:
+                found.append(rule)
+    return found
+
+
+def compare(world: World, trace: Trace, params: dict[str, Any]) -> tuple[list[Violation], Trace]:
+    """The first step where no allowed behaviour of the reference gives the implementation's outcome."""
+    chooser = FollowingChooser(trace.events())
+    expected = run(world, ReferenceImplementation(params=reference_params(params), chooser=chooser))
+    for index, (got, want) in enumerate(zip(trace.steps, expected.steps, strict=True)):
+        if (got["error"] is None) != (want["error"] is None):
+            said = f"refused: {got['error']}" if got["error"] else "accepted"
+            return [
+                Violation(
+                    DIFFERENCE,
+                    index,
+                    f"{got['kind']} {said}; the reference {'refused' if want['error'] else 'accepted'} it",
+                )
+            ], expected
+        extra, missing = _unmatched(got["events"], want["events"]), _unmatched(want["events"], got["events"])
+        if extra or missing:
+            rules = rules_of(missing + extra)
+            detail = f"{got['kind']}: unexpected {_brief(extra)}; missing {_brief(missing)}"
+            return [Violation(rule, index, detail) for rule in rules], expected
+        if _canonical(got["result"] or {}) != _canonical(want["result"] or {}):
+            return [
+                Violation(DIFFERENCE, index, f"{got['kind']} returned {got['result']}; expected {want['result']}")
+            ], expected
+    return [], expected
+
+
+def _brief(events: list[dict[str, Any]]) -> str:
+    if not events:
+        return "nothing"
+    shown = ", ".join(f"{e['kind']}@{e['at_ms']}" for e in events[:3])
+    return shown + (f" and {len(events) - 3} more" if len(events) > 3 else "")

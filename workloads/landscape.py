@@ -1,0 +1,235 @@
+"""The random topology of a world: instances, databases, queues, services and routes.
+
+Kept apart from the script so a shrinker can drop topology elements one by
+one: every element here is independent of the others except by name.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from fixtures.routes import BROKER_CONFIGURATION_NOTICE
+
+GUID = "00000000-0000-0000-0000-{:012d}"
+BEHAVIOURS: list[dict[str, Any]] = [
+    {"receives": False},
+    {"receive_top": 1, "waitfor_s": 2},
+    {"receive_top": 1, "waitfor_s": 10, "work_s": 3},
+    {"receive_top": None, "waitfor_s": 5, "work_s": 1},
+]
+
+
+@dataclass
+class Landscape:
+    """The plain (contract) topology and what the script generator may name in it."""
+
+    plain: dict[str, Any]
+    queues: list[tuple[str, str, str]] = field(default_factory=list)
+    services: list[str] = field(default_factory=list)
+    # (instance, database) of every user database without a master key
+    keyless: list[tuple[str, str]] = field(default_factory=list)
+    # (instance, database) of the mirror copy of each mirroring pair
+    mirrors: list[tuple[str, str]] = field(default_factory=list)
+    forwarders: list[str] = field(default_factory=list)
+    notifications: list[tuple[str, tuple[str, str, str]]] = field(default_factory=list)
+
+    def instance(self, name: str) -> dict[str, Any]:
+        return next(i for i in self.plain["instances"] if i["name"] == name)
+
+    def address(self, name: str) -> str:
+        return str(self.instance(name)["address"])
+
+
+def route(name: str, service: str | None, address: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "service_name": service,
+        "broker_instance": None,
+        "address": address,
+        "mirror_address": None,
+        "lifetime_s": None,
+        **extra,
+    }
+
+
+def _procedures() -> list[dict[str, Any]]:
+    out = []
+    for i, spec in enumerate(BEHAVIOURS):
+        waitfor = spec.get("waitfor_s")
+        out.append(
+            {
+                "name": f"p{i}",
+                "receives": spec.get("receives", True),
+                "receive_top": spec.get("receive_top", 1),
+                "waitfor_ms": None if waitfor is None else int(waitfor * 1000),
+                "work_ms": int(spec.get("work_s", 0) * 1000),
+            }
+        )
+    return out
+
+
+def _instance(name: str, rng: random.Random) -> dict[str, Any]:
+    return {
+        "name": name,
+        "address": f"TCP://{name}.example:4022",
+        "cpus": rng.randint(1, 2),
+        "message_forwarding": rng.random() < 0.3,
+        "msdb_routes": [route("AutoCreatedLocal", None, "LOCAL")],
+        "databases": [],
+    }
+
+
+def _database(land: Landscape, instance: dict[str, Any], name: str, guid: str, rng: random.Random) -> dict[str, Any]:
+    db: dict[str, Any] = {
+        "name": name,
+        "broker_instance": guid,
+        "procedures": _procedures(),
+        "queues": [],
+        "services": [],
+        "event_notifications": [],
+        "mirroring_role": None,
+        "master_key": rng.random() < 0.85,
+        "routes": [route("AutoCreatedLocal", None, "LOCAL")],
+    }
+    instance["databases"].append(db)
+    if not db["master_key"]:
+        land.keyless.append((instance["name"], name))
+    return db
+
+
+def _queue(land: Landscape, instance: str, db: dict[str, Any], queue: str, service: str, rng: random.Random) -> None:
+    db["queues"].append(
+        {
+            "name": queue,
+            "activation": {
+                "status": "ON" if rng.random() < 0.7 else "OFF",
+                "procedure_name": f"p{rng.randrange(len(BEHAVIOURS))}",
+                "max_queue_readers": rng.randint(0, 3),
+            },
+        }
+    )
+    db["services"].append({"name": service, "queue": queue})
+    key = (instance, db["name"], queue)
+    land.queues.append(key)
+    if rng.random() < 0.25:
+        notification = f"N{queue}"
+        db["event_notifications"].append({"name": notification, "queue": queue, "event": "QUEUE_ACTIVATION"})
+        land.notifications.append((notification, key))
+
+
+def landscape(rng: random.Random) -> Landscape:
+    land = Landscape({"instances": []})
+    instances: list[dict[str, Any]] = land.plain["instances"]
+    home = _instance("sql1", rng)
+    instances.append(home)
+    shop = _database(land, home, "db", GUID.format(10), rng)
+    shop["queues"].append({"name": "InitiatorQueue", "activation": _off()})
+    shop["services"].append({"name": "Initiator", "queue": "InitiatorQueue"})
+    if rng.random() < 0.3:
+        _queue(land, "sql1", shop, "Q1", "Local1", rng)
+        land.services.append("Local1")
+    # (service, instance, broker instance) of every target service, for the routes below
+    targets: list[tuple[str, str, str]] = []
+    for n in range(2, rng.randint(2, 4) + 1):
+        inst = _instance(f"sql{n}", rng)
+        instances.append(inst)
+        db = _database(land, inst, "db", GUID.format(n * 10), rng)
+        for k in range(rng.randint(1, 2)):
+            # a service named after its address, for TRANSPORT routes (RTC-4)
+            service = f"{inst['address']}/T{n}{k}" if rng.random() < 0.2 else f"T{n}{k}"
+            _queue(land, inst["name"], db, f"Q{n}{k}", service, rng)
+            targets.append((service, inst["name"], db["broker_instance"]))
+        if rng.random() < 0.25:
+            # a second database with the same service: RTL-2 / RTL-3 and RTM-3 have something to pick from
+            other = _database(land, inst, "db2", GUID.format(n * 10 + 1), rng)
+            service = db["services"][0]["name"]
+            _queue(land, inst["name"], other, f"Q{n}9", service, rng)
+            targets.append((service, inst["name"], other["broker_instance"]))
+        if rng.random() < 0.7:
+            db["routes"].append(route("ToInitiator", "Initiator", home["address"]))
+    if rng.random() < 0.3:
+        _mirroring_pair(land, rng, targets)
+    if rng.random() < 0.4:
+        _forwarders(land, rng, targets)
+    land.services.extend(dict.fromkeys(s for s, _, _ in targets))
+    _initiator_routes(land, rng, targets)
+    return land
+
+
+def _off() -> dict[str, Any]:
+    return {"status": "OFF", "procedure_name": None, "max_queue_readers": 0}
+
+
+def _mirroring_pair(land: Landscape, rng: random.Random, targets: list[tuple[str, str, str]]) -> None:
+    guid = GUID.format(90)
+    for name, role in (("sqlp", "principal"), ("sqlm", "mirror")):
+        inst = _instance(name, rng)
+        land.plain["instances"].append(inst)
+        db = _database(land, inst, "ledger", guid, rng)
+        db["mirroring_role"] = role
+        db["master_key"] = True
+        db["queues"].append(
+            {"name": f"LedgerQueue{name[-1]}", "activation": {**_off(), "procedure_name": "p1", "max_queue_readers": 1}}
+        )
+        db["services"].append({"name": "Ledger", "queue": f"LedgerQueue{name[-1]}"})
+        land.queues.append((name, "ledger", f"LedgerQueue{name[-1]}"))
+    land.keyless[:] = [k for k in land.keyless if k[1] != "ledger"]
+    land.mirrors.append(("sqlm", "ledger"))
+    targets.append(("Ledger", "sqlp", guid))
+
+
+def _forwarders(land: Landscape, rng: random.Random, targets: list[tuple[str, str, str]]) -> None:
+    """One forwarder with msdb routes on to the targets; sometimes a second that sends them back (RTX-1)."""
+    names = ["fwd1", "fwd2"] if rng.random() < 0.4 else ["fwd1"]
+    for name in names:
+        inst = _instance(name, rng)
+        inst["message_forwarding"] = rng.random() < 0.85
+        land.plain["instances"].append(inst)
+        land.forwarders.append(name)
+    first = land.instance("fwd1")
+    for service, instance, _ in targets:
+        if len(names) == 2 and rng.random() < 0.5:
+            first["msdb_routes"].append(route(f"On{len(first['msdb_routes'])}", service, land.address("fwd2")))
+            land.instance("fwd2")["msdb_routes"].append(
+                route(f"Back{len(first['msdb_routes'])}", service, first["address"])
+            )
+        else:
+            first["msdb_routes"].append(route(f"On{len(first['msdb_routes'])}", service, land.address(instance)))
+
+
+def _initiator_routes(land: Landscape, rng: random.Random, targets: list[tuple[str, str, str]]) -> None:
+    routes: list[dict[str, Any]] = land.plain["instances"][0]["databases"][0]["routes"]
+    seen: set[str] = set()
+    for service, instance, guid in targets:
+        address = land.address(instance)
+        kinds = ["exact", "exact", "duplicate", "expired", "broker", "none"]
+        if land.forwarders:
+            kinds += ["forwarder", "both"]
+        if service.startswith("TCP://"):
+            kinds += ["transport", "transport"]
+        if service == "Ledger":
+            kinds = ["mirror", "mirror", "exact"]
+        kind = rng.choice(kinds)
+        if service in seen and kind not in ("broker", "none"):
+            kind = "broker"
+        seen.add(service)
+        name = f"R{len(routes)}"
+        if kind in ("exact", "duplicate", "expired", "both"):
+            lifetime = rng.randint(5, 60) if kind == "expired" else None
+            routes.append({**route(name, service, address), "lifetime_s": lifetime})
+        if kind == "duplicate":
+            routes.append(route(f"{name}a", service, address))
+        if kind in ("forwarder", "both"):
+            routes.append(route(f"{name}f", service, land.address(land.forwarders[0])))
+        if kind == "broker":
+            routes.append({**route(name, service, address), "broker_instance": guid})
+        if kind == "transport":
+            routes.append(route(name, None, "TRANSPORT"))
+        if kind == "mirror":
+            routes.append({**route(name, "Ledger", address), "mirror_address": land.address("sqlm")})
+    if rng.random() < 0.25:
+        routes.append(route("Dynamic", BROKER_CONFIGURATION_NOTICE, rng.choice(land.plain["instances"])["address"]))
+    if rng.random() < 0.25:
+        routes.append(route("Anywhere", None, rng.choice(land.plain["instances"])["address"]))

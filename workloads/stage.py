@@ -1,0 +1,173 @@
+"""One world checked: generated, run on the implementation, held against the invariants and the reference.
+
+This is what each Spark task does for every seed of its partition, and
+what the shrinker calls again and again; it knows nothing of Spark.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from iut.contract import Handshake
+from iut.implementation import Implementation
+from workloads.differential import compare
+from workloads.generate import World, generate, needs
+from workloads.invariants import Violation, check
+from workloads.reproduce import feature, writable
+from workloads.shrink import Shrunk, shrink
+from workloads.trace import Trace, run
+
+PASSED, FAILED, ERROR, NOT_APPLICABLE = "passed", "failed", "error", "not_applicable"
+
+
+@dataclass
+class Outcome:
+    """A world's row in the summary table; the failure columns are filled for failed and error worlds only."""
+
+    seed: int
+    version: int
+    conversations: int
+    operations: int
+    instances: int
+    events: int
+    outcome: str
+    rules: list[str] = field(default_factory=list)
+    trace_hash: str = ""
+    detail: str = ""
+    script: str | None = None
+    iut_trace: str | None = None
+    reference_trace: str | None = None
+
+    def row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def violations(world: World, trace: Trace, handshake: Handshake | None) -> tuple[list[Violation], Trace | None]:
+    """The invariants always; the differential check when the implementation is not the reference itself."""
+    found = check(world, trace)
+    if handshake is None:
+        return found, None
+    different, expected = compare(world, trace, handshake.params)
+    return found + different, expected
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+class Checker:
+    """Checks worlds one after another on one implementation (a Spark partition's adapter)."""
+
+    def __init__(self, factory: Callable[[], Implementation], differential: bool, conversations: int = 5) -> None:
+        self.factory = factory
+        self.differential = differential
+        self.conversations = conversations
+        self.implementation: Implementation | None = None
+        self.handshake: Handshake | None = None
+
+    def _open(self) -> Implementation:
+        if self.implementation is None:
+            self.implementation = self.factory()
+            self.handshake = self.implementation.handshake()
+        return self.implementation
+
+    def check(self, seed: int) -> Outcome:
+        world = generate(seed, self.conversations)
+        base = Outcome(
+            seed,
+            world.version,
+            world.conversations,
+            len(world.script),
+            len(world.topology["instances"]),
+            0,
+            PASSED,
+        )
+        try:
+            implementation = self._open()
+            assert self.handshake is not None
+            missing = needs(world) - set(self.handshake.capabilities)
+            if missing:
+                base.outcome, base.detail = NOT_APPLICABLE, "needs " + ", ".join(sorted(missing))
+                return base
+            trace = run(world, implementation)
+        except Exception as exc:  # a crash of the implementation is this world's result, not the job's
+            self.close()
+            base.outcome = ERROR
+            base.detail = f"world {seed}: the implementation failed: {type(exc).__name__}: {exc}"[:4000]
+            base.script = _json(world.script)
+            return base
+        base.events = sum(len(s["events"]) for s in trace.steps)
+        base.trace_hash = trace.digest()
+        found, expected = violations(world, trace, self.handshake if self.differential else None)
+        if found:
+            base.outcome = FAILED
+            base.rules = list(dict.fromkeys(v.rule for v in found))  # invariants first: the most precise
+            base.detail = "; ".join(f"{v.rule} at step {v.at_step}: {v.detail}" for v in found[:5])[:4000]
+            base.script = _json(world.script)
+            base.iut_trace = _json(trace.steps)
+            base.reference_trace = None if expected is None else _json(expected.steps)
+        return base
+
+    def _verdict(self, world: World) -> tuple[set[str], list[int]]:
+        """The rules this world breaks, and the commands both sides refuse."""
+        try:
+            trace = run(world, self._open())
+        except Exception:
+            self.close()
+            return set(), []
+        found, expected = violations(world, trace, self.handshake if self.differential else None)
+        theirs = expected.steps if expected is not None else trace.steps
+        refused = [i for i, (a, b) in enumerate(zip(trace.steps, theirs, strict=True)) if a["error"] and b["error"]]
+        return {v.rule for v in found}, refused
+
+    def breaks(self, world: World, rule: str, tidy: bool = False) -> bool:
+        """Does this world still break RULE (and, when TIDY, with no command that both sides refuse)?
+
+        A topology the kit's own files would refuse cannot be a reproducer, however the implementation takes it.
+        """
+        if not writable(world.topology):
+            return False
+        rules, refused = self._verdict(world)
+        return rule in rules and not (tidy and refused)
+
+    def reproduce(self, outcome: Outcome, max_tests: int = 3000) -> tuple[str, Shrunk]:
+        """The failing world shrunk for its first broken rule, as a feature."""
+        assert outcome.script is not None
+        world = generate(outcome.seed, self.conversations)
+        world.script = json.loads(outcome.script)
+        world.topology = world.script[0]["topology"]
+        rule = outcome.rules[0]
+        shrunk = shrink(
+            world,
+            lambda w: self.breaks(w, rule),
+            max_tests,
+            refused=lambda w: self._verdict(w)[1],
+            tidy=lambda w: self.breaks(w, rule, tidy=True),
+        )
+        trace = run(shrunk.world, self._open())
+        found, _ = violations(shrunk.world, trace, self.handshake if self.differential else None)
+        rules = sorted({v.rule for v in found} | {rule})
+        assert self.handshake is not None
+        text = feature(shrunk.world, rules, self.handshake.name, f"{shrunk.tests} test runs, {shrunk.seconds:.1f} s")
+        return text, shrunk
+
+    def close(self) -> None:
+        if self.implementation is not None:
+            try:
+                self.implementation.close()
+            finally:
+                self.implementation, self.handshake = None, None
+
+
+def check_seeds(
+    seeds: Iterable[int], factory: Callable[[], Implementation], differential: bool, conversations: int = 5
+) -> Iterator[dict[str, Any]]:
+    checker = Checker(factory, differential, conversations)
+    try:
+        for seed in seeds:
+            yield checker.check(seed).row()
+    finally:
+        checker.close()
