@@ -7,4 +7,5 @@ pytest_plugins = [
     "steps.observe_steps",
     "steps.routing_steps",
     "steps.periodic_steps",
+    "steps.workload_steps",
 ]

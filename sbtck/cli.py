@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from sbtck import config
+from sbtck import config, workload_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "steps" / "test_features.py"
@@ -48,6 +49,13 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         pytest_args += ["-m", chosen["tags"]]
     if source is not None:
         print(f"sbtck: settings from {source}")
+    if args.features:
+        paths = [Path(p).resolve() for p in args.features.split(",")]
+        missing = [str(p) for p in paths if not p.exists()]
+        if missing:
+            print(f"sbtck: --features: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+            return 2
+        os.environ["SBTCK_FEATURES"] = os.pathsep.join(str(p) for p in paths)
     code = int(pytest.main(pytest_args + extra))
     if code == EXIT_NO_SCENARIO:
         tags = chosen["tags"]
@@ -117,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--expectations", help="a YAML file listing the scenario ids expected to fail")
     run.add_argument("--tags", help="which scenarios, as a tag expression: 'ACT-06 or ACT-07', 'not informative'")
     run.add_argument("--out", help="output folder (default: out/report)")
+    run.add_argument("--features", help="run these .feature files or folders instead (e.g. workload reproducers)")
     serve = commands.add_parser("serve", help="serve an in-process implementation over the JSON-lines protocol")
     serve.add_argument("--iut", default="reference", help="'reference' (default), 'python:MODULE:FACTORY', ...")
     how = serve.add_mutually_exclusive_group(required=True)
@@ -126,7 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("results", nargs="+", metavar="RESULTS.json", help="results of sbtck run, one per run")
     report.add_argument("--out", default="out/combined", help="output folder (default: out/combined)")
     report.add_argument("--workload", help="a workload summary JSON of the Spark stage to include")
+    workload_cli.add_parser(commands)
     args = parser.parse_args(argv)
+    if args.command == "workload":
+        return workload_cli.run(args)
     if args.command == "run":
         return _run(args, extra)
     if args.command == "report":

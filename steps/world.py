@@ -30,6 +30,9 @@ class World:
     topology: Topology | None = None
     log: list[c.Event] = field(default_factory=list)
     where: Callable[[], tuple[str, int]] = lambda: ("the scenario", 0)
+    # every command run and its answer, in the workload stage's trace form (its reproducers check them)
+    commands: list[dict[str, Any]] = field(default_factory=list)
+    answers: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def step_at(self) -> tuple[str, int]:
@@ -45,6 +48,15 @@ class World:
     def run(self, command: c.Command) -> dict[str, Any]:
         response = self.implementation.execute(command)
         self.log.extend(response.events)
+        self.commands.append(command.to_json())
+        self.answers.append(
+            {
+                "kind": command.kind,
+                "error": response.error,
+                "result": response.result,
+                "events": [e.to_json() for e in response.events],
+            }
+        )
         if response.error is not None:
             raise Refused(
                 f"the implementation refused {command.kind} at second {self.clock.second():g}: {response.error}"

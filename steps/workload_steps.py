@@ -1,0 +1,45 @@
+"""The Then steps of the workload stage's reproducers: the whole recorded trace, checked as the stage checks it."""
+
+from __future__ import annotations
+
+from pytest_bdd import then
+
+from iut import contract as c
+from steps.world import World
+from workloads.generate import WAITING_VIEWS
+from workloads.generate import World as Script
+from workloads.stage import violations
+from workloads.trace import Trace
+
+
+def _recorded(world: World) -> tuple[Script, Trace]:
+    """The scenario as the stage saw it: its commands, ending with where undelivered messages wait."""
+    if not any(cmd["kind"] == "query_view" and cmd["view"] == WAITING_VIEWS[-1] for cmd in world.commands):
+        for view in WAITING_VIEWS:
+            world.run(c.QueryView(world.at(), view))
+    script = Script(seed=0, version=0, topology=world.commands[0].get("topology", {}), script=list(world.commands))
+    return script, Trace(0, list(world.answers))
+
+
+def _where(script: Script, step: int) -> str:
+    return f"command {step} ({script.script[step]['kind'] if step < len(script.script) else 'the end'})"
+
+
+def _report(found: list[str]) -> None:
+    if found:
+        raise AssertionError("the workload stage's checks fail:\n  " + "\n  ".join(found))
+
+
+@then("no invariant of the workload stage is broken")
+def invariants_hold(world: World) -> None:
+    script, trace = _recorded(world)
+    found, _ = violations(script, trace, None)
+    _report([f"{v.rule} at {_where(script, v.at_step)}: {v.detail}" for v in found])
+
+
+@then("the reference engine, making the same allowed choices, gives the same outcome")
+def same_as_reference(world: World) -> None:
+    script, trace = _recorded(world)
+    found, _ = violations(script, trace, world.implementation.handshake())
+    differences = [v for v in found if v not in violations(script, trace, None)[0]]
+    _report([f"{v.rule} at {_where(script, v.at_step)}: {v.detail}" for v in differences])

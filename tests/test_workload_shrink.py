@@ -1,0 +1,94 @@
+"""The stage finds every deliberately wrong broker, shrinks the failing world, and writes a reproducer that works."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from iut.loader import factory_for
+from tests import periodic_variants, routing_variants, variants
+from tests.helpers import sbtck
+from workloads.generate import generate
+from workloads.shrink import ddmin, shrink
+from workloads.stage import FAILED, Checker
+
+VARIANTS = (
+    [f"tests.variants:{v}" for v in variants.VARIANTS]
+    + [f"tests.routing_variants:{v}" for v in routing_variants.VARIANTS]
+    + [f"tests.periodic_variants:{v}" for v in periodic_variants.VARIANTS]
+)
+# every variant shows in the first worlds; the stage is not asked to be lucky
+SEARCH = 300
+MOST_STEPS = 12
+
+
+def test_ddmin_finds_the_smallest_failing_subset() -> None:
+    budget = [1000]
+    assert ddmin(list(range(100)), lambda xs: {17, 62} <= set(xs), budget) == [17, 62]
+    assert ddmin(list(range(10)), lambda xs: True, [1000]) == []
+    assert budget[0] > 900
+
+
+def test_ddmin_stops_when_the_budget_is_spent() -> None:
+    calls = []
+    ddmin(list(range(1000)), lambda xs: calls.append(1) is None and 500 in xs, [5])
+    assert len(calls) == 5
+
+
+def test_shrinking_keeps_the_failure_and_drops_the_rest() -> None:
+    world = generate(3, conversations=40)
+    dialog = next(op["dialog"] for op in world.script if op["kind"] == "begin_dialog")
+
+    def fails(candidate: object) -> bool:
+        script = candidate.script  # type: ignore[attr-defined]
+        return any(op["kind"] == "send" and op["dialog"] == dialog for op in script)
+
+    shrunk = shrink(world, fails)
+    kinds = [op["kind"] for op in shrunk.world.script]
+    assert kinds.count("send") == 1 and len(kinds) <= 5, kinds
+    assert shrunk.world.topology["instances"][0]["name"] == "sql1"
+    assert len(shrunk.world.topology["instances"]) == 1
+
+
+@pytest.fixture(scope="module")
+def reproducers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("reproducers")
+    out = {}
+    for spec in VARIANTS:
+        checker = Checker(factory_for(f"python:{spec}"), differential=True)
+        outcome = next((o for o in map(checker.check, range(SEARCH)) if o.outcome == FAILED), None)
+        assert outcome is not None, f"the stage found nothing wrong with {spec} in {SEARCH} worlds"
+        text, shrunk = checker.reproduce(outcome)
+        checker.close()
+        steps = sum(1 for line in text.splitlines() if line.startswith(("    And ", "    When "))) - 1
+        assert steps <= MOST_STEPS, (spec, text)
+        assert f"@{outcome.rules[0]}" in text.splitlines()[0]
+        path = folder / f"{spec.split(':')[1]}.feature"
+        path.write_text(text)
+        out[spec] = path
+    return out
+
+
+def test_every_reproducer_passes_on_the_reference_engine(reproducers: dict[str, Path], tmp_path: Path) -> None:
+    folder = next(iter(reproducers.values())).parent
+    run = sbtck("--features", str(folder), out=tmp_path)
+    assert run.code == 0, run.output[-3000:]
+    assert len(run.statuses()) == len(VARIANTS)
+    assert set(run.statuses().values()) == {"passed"}
+
+
+@pytest.mark.parametrize("spec", VARIANTS)
+def test_the_reproducer_fails_on_the_wrong_broker_it_came_from(
+    spec: str, reproducers: dict[str, Path], tmp_path: Path
+) -> None:
+    run = sbtck("--features", str(reproducers[spec]), "--iut", f"python:{spec}", out=tmp_path)
+    assert run.code == 1, run.output[-3000:]
+    assert list(run.statuses().values()) == ["failed"]
+    assert "the workload stage's checks fail" in run.output
+
+
+def test_a_missing_features_path_is_refused(tmp_path: Path) -> None:
+    run = sbtck("--features", str(tmp_path / "nowhere"), out=tmp_path)
+    assert run.code == 2
+    assert "no such file or folder" in run.output

@@ -1,0 +1,213 @@
+"""Delta debugging of a failing world: conversations, then operations, then topology elements, then time steps.
+
+Each pass keeps a change only if the world still fails the same way: the
+rule the shrinker was asked to keep is still broken, and no command is
+refused by both sides (such a command is noise in a reproducer).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from workloads.generate import WAITING_VIEWS, World
+
+Test = Callable[[World], bool]
+Op = dict[str, Any]
+
+
+@dataclass
+class Shrunk:
+    world: World
+    tests: int
+    seconds: float
+
+
+def ddmin(items: list[Any], test: Callable[[list[Any]], bool], budget: list[int]) -> list[Any]:
+    """Zeller's ddmin, complements only: the smallest list found by removing chunks while test stays true."""
+    n = 2
+    while len(items) >= 2 and budget[0] > 0:
+        size = max(1, len(items) // n)
+        chunks = [items[i : i + size] for i in range(0, len(items), size)]
+        for index in range(len(chunks)):
+            rest = [x for j, chunk in enumerate(chunks) if j != index for x in chunk]
+            budget[0] -= 1
+            if test(rest):
+                items, n = rest, max(n - 1, 2)
+                break
+            if budget[0] <= 0:
+                break
+        else:
+            if n >= len(items):
+                break
+            n = min(len(items), n * 2)
+    if len(items) == 1 and budget[0] > 0:
+        budget[0] -= 1
+        if test([]):
+            return []
+    return items
+
+
+def _with_script(world: World, script: list[Op]) -> World:
+    return replace(world, script=_explicit(script), topology=script[0]["topology"])
+
+
+def _explicit(script: list[Op]) -> list[Op]:
+    """Time moves only by advance_time, as in a scenario: one is put back where an operation dropped left a jump."""
+    out: list[Op] = []
+    now = script[0]["at_ms"]
+    for op in script:
+        if op["at_ms"] > now and op["kind"] != "advance_time":
+            out.append({"kind": "advance_time", "at_ms": op["at_ms"]})
+        now = max(now, op["at_ms"])
+        out.append(op)
+    return out
+
+
+def _body(world: World) -> tuple[Op, list[Op], list[Op]]:
+    """The start, the operations a shrinker may drop, and the closing queries of the waiting views."""
+    start, *rest = world.script
+    tail = [op for op in rest if op["kind"] == "query_view" and op["view"] in WAITING_VIEWS]
+    return start, [op for op in rest if op not in tail], tail
+
+
+def _retime(start: Op, ops: list[Op], tail: list[Op]) -> list[Op]:
+    """The closing queries at the time of the last operation kept, as a reproducer's Then steps run them."""
+    end = max((op["at_ms"] for op in ops), default=start["at_ms"])
+    return [{**op, "at_ms": end} for op in tail]
+
+
+def _conversations(world: World, test: Test, budget: list[int]) -> World:
+    start, body, tail = _body(world)
+    dialogs = sorted({op["dialog"] for op in body if op["kind"] == "begin_dialog"})
+
+    def keep(chosen: list[str]) -> list[Op]:
+        dropped = set(dialogs) - set(chosen)
+        return [op for op in body if op.get("dialog") not in dropped and op.get("where_dialog") not in dropped]
+
+    def script(chosen: list[str]) -> list[Op]:
+        ops = keep(chosen)
+        return [start, *ops, *_retime(start, ops, tail)]
+
+    kept = ddmin(dialogs, lambda chosen: test(_with_script(world, script(chosen))), budget)
+    return _with_script(world, script(kept))
+
+
+def _operations(world: World, test: Test, budget: list[int]) -> World:
+    start, body, tail = _body(world)
+
+    def script(ops: list[Op]) -> list[Op]:
+        return [start, *ops, *_retime(start, ops, tail)]
+
+    kept = ddmin(body, lambda ops: test(_with_script(world, script(ops))), budget)
+    return _with_script(world, script(kept))
+
+
+def _elements(topology: dict[str, Any]) -> list[tuple[str, ...]]:
+    """Paths of what may go: routes, notifications, queues with their services, databases, instances."""
+    found: list[tuple[str, ...]] = []
+    for i in topology["instances"]:
+        found += [("msdb_route", i["name"], r["name"]) for r in i["msdb_routes"]]
+        for d in i["databases"]:
+            found += [("route", i["name"], d["name"], r["name"]) for r in d["routes"]]
+            found += [("procedure", i["name"], d["name"], p["name"]) for p in d["procedures"]]
+            found += [("notification", i["name"], d["name"], n["name"]) for n in d["event_notifications"]]
+            found += [("queue", i["name"], d["name"], q["name"]) for q in d["queues"] if q["name"] != "InitiatorQueue"]
+            found += [("database", i["name"], d["name"])] if i["name"] != "sql1" else []
+        found += [("instance", i["name"])] if i["name"] != "sql1" else []
+    return found
+
+
+def _without(topology: dict[str, Any], gone: set[tuple[str, ...]]) -> dict[str, Any]:
+    out = copy.deepcopy(topology)
+    out["instances"] = [i for i in out["instances"] if ("instance", i["name"]) not in gone]
+    for i in out["instances"]:
+        i["msdb_routes"] = [r for r in i["msdb_routes"] if ("msdb_route", i["name"], r["name"]) not in gone]
+        i["databases"] = [d for d in i["databases"] if ("database", i["name"], d["name"]) not in gone]
+        for d in i["databases"]:
+            where = (i["name"], d["name"])
+            d["routes"] = [r for r in d["routes"] if ("route", *where, r["name"]) not in gone]
+            d["procedures"] = [p for p in d["procedures"] if ("procedure", *where, p["name"]) not in gone]
+            d["event_notifications"] = [
+                n for n in d["event_notifications"] if ("notification", *where, n["name"]) not in gone
+            ]
+            queues = {q["name"] for q in d["queues"] if ("queue", *where, q["name"]) not in gone}
+            d["queues"] = [q for q in d["queues"] if q["name"] in queues]
+            d["services"] = [s for s in d["services"] if s["queue"] in queues]
+            d["event_notifications"] = [n for n in d["event_notifications"] if n["queue"] in queues]
+    return out
+
+
+def _topology(world: World, test: Test, budget: list[int]) -> World:
+    start, *rest = world.script
+    elements = _elements(world.topology)
+
+    def script(kept: list[tuple[str, ...]]) -> list[Op]:
+        gone = set(elements) - set(kept)
+        return [{**start, "topology": _without(start["topology"], gone)}, *rest]
+
+    kept = ddmin(elements, lambda chosen: test(_with_script(world, script(chosen))), budget)
+    return _with_script(world, script(kept))
+
+
+def _time(world: World, test: Test, budget: list[int]) -> World:
+    """Each gap between two instants, made as short as the failure allows: none, then halved."""
+    script = world.script
+    index = 1
+    while index < len(script) and budget[0] > 0:
+        gap = script[index]["at_ms"] - script[index - 1]["at_ms"]
+        for shorter in sorted({0, (gap // 2000) * 1000}):
+            if shorter >= gap or budget[0] <= 0:
+                continue
+            cut = gap - shorter
+            candidate = script[:index] + [{**op, "at_ms": op["at_ms"] - cut} for op in script[index:]]
+            budget[0] -= 1
+            if test(_with_script(world, candidate)):
+                script = candidate
+                break
+        else:
+            index += 1
+    return _with_script(world, script)
+
+
+PASSES = (_conversations, _operations, _topology, _time)
+
+
+def _tidy(world: World, refused: Callable[[World], list[int]], tidy: Test, budget: list[int]) -> World:
+    """Drops the commands both sides refuse: a reproducer's steps must all be taken by the reference."""
+    for _ in range(len(world.script)):
+        junk = refused(world)
+        if not junk or budget[0] <= 0:
+            break
+        budget[0] -= 1
+        candidate = _with_script(world, [op for i, op in enumerate(world.script) if i not in junk])
+        if tidy(candidate):
+            return candidate
+        world = _with_script(world, [op for i, op in enumerate(world.script) if i != junk[0]])
+    return world
+
+
+def shrink(
+    world: World,
+    test: Test,
+    max_tests: int = 3000,
+    refused: Callable[[World], list[int]] | None = None,
+    tidy: Test | None = None,
+) -> Shrunk:
+    """Runs every pass until none makes the world smaller (or the budget of test runs is spent)."""
+    began = time.monotonic()
+    budget = [max_tests]
+    size = None
+    while budget[0] > 0:
+        for shrink_pass in PASSES:
+            world = shrink_pass(world, test, budget)
+        now = (len(world.script), len(_elements(world.topology)), world.script[-1]["at_ms"])
+        if now == size:
+            break
+        size = now
+    if refused is not None and tidy is not None:
+        world = _tidy(world, refused, tidy, budget)
+    return Shrunk(world, max_tests - budget[0], time.monotonic() - began)
