@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,8 @@ class ReferenceImplementation:
                 result = DISPATCH[type(command)](self.broker, command)
         except BrokerError as exc:
             return c.Response(error=str(exc), events=self._events())
-        return c.Response(result=result or {}, events=self._events())
+        # a snapshot: the engine goes on updating what it returned (a RECEIVE that waits ends later)
+        return c.Response(result=copy.deepcopy(result) if result else {}, events=self._events())
 
     def _events(self) -> list[c.Event]:
         if self.broker is None:

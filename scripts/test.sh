@@ -10,4 +10,5 @@ echo "== ruff"
 echo "== mypy"
 .venv/bin/mypy
 echo "== pytest"
-exec .venv/bin/pytest tests steps -n 2 "$@"
+# loadgroup: the Spark tests share one session on one worker
+exec .venv/bin/pytest tests steps -n 2 --dist loadgroup "$@"

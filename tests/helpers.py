@@ -31,18 +31,21 @@ class Run:
         return {s["id"]: s["status"] for s in self.results()["scenarios"]}
 
 
-def sbtck(*args: str, out: Path, timeout: float = 300) -> Run:
-    """Run ``sbtck run`` in a child process, with this checkout importable (for tests.variants)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "sbtck.cli", "run", "--out", str(out), *args],
+def kit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run ``sbtck ARGS`` in a child process, with this checkout importable (for tests.variants)."""
+    return subprocess.run(
+        [sys.executable, "-m", "sbtck.cli", *args],
         cwd=ROOT,
-        env=env,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
     )
+
+
+def sbtck(*args: str, out: Path, timeout: float = 300) -> Run:
+    proc = kit("run", "--out", str(out), *args, timeout=timeout)
     return Run(proc.returncode, proc.stdout + proc.stderr, out)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from engine import Broker
 from engine.choosing import DATABASE_ORDER, ROUTE
 from fixtures.topology import parse
+from iut.loader import factory_for
 from iut.reference import ReferenceImplementation, reference
 from tests import routing_variants, variants
 from tests.test_engine_properties import _Duplicates, _IgnoresLocks
@@ -27,6 +29,16 @@ def test_the_same_seed_gives_the_same_world_and_the_same_trace() -> None:
         assert first == second
         assert run(first, reference()).digest() == run(second, reference()).digest()
     assert generate(1) != generate(2)
+
+
+def test_a_world_gives_the_same_trace_in_process_and_over_the_protocol() -> None:
+    served = factory_for(f"cmd:{sys.executable} -m sbtck.cli serve --stdio")()
+    try:
+        for seed in range(40):
+            world = generate(seed)
+            assert run(world, served).steps == run(world, reference()).steps, seed
+    finally:
+        served.close()
 
 
 def test_worlds_cover_what_the_issue_asks_for() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -33,7 +34,8 @@ def run(world: World, implementation: Implementation) -> Trace:
             {
                 "kind": op["kind"],
                 "error": response.error,
-                "result": response.result,
+                # a snapshot, whatever the implementation does with the object it returned
+                "result": copy.deepcopy(response.result),
                 "events": [e.to_json() for e in response.events],
             }
         )

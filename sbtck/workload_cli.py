@@ -1,0 +1,108 @@
+"""``sbtck workload``: the randomized stage on Spark. Every argument is checked before Spark starts."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _whole(least: int, what: str) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{what} is {least} or more, got {value}")
+        return value
+
+    return parse
+
+
+_count = _whole(1, "a count")
+_seed = _whole(0, "a seed")
+
+
+def add_parser(commands: Any) -> None:
+    p = commands.add_parser(
+        "workload",
+        help="generate, run and check randomized worlds on Spark; shrink failures into .feature files",
+        description="Runs worlds SEED .. SEED+N-1 (each a pure function of its seed and the generator version) "
+        "on the reference engine and, with --iut, on that implementation, checks invariants and the "
+        "difference to the reference, and writes worlds/ and failures/ (Parquet), reproducers/ (.feature) and "
+        "summary.json under --out. The folder holds INCOMPLETE instead of summary.json until the job finishes. "
+        "Exit status 0 when no world failed, 1 when some did, 2 on bad input or a job that could not finish.",
+    )
+    p.add_argument("--worlds", type=_count, default=1000, help="how many worlds (default 1000)")
+    p.add_argument("--seed", type=_seed, default=0, help="the first seed (default 0)")
+    p.add_argument("--iut", default="reference", help="the implementation to check (default: reference)")
+    p.add_argument("--master", default="local[*]", help="the Spark master URL (default local[*])")
+    p.add_argument("--out", default="out/workload", help="output folder (default out/workload)")
+    p.add_argument("--conversations", type=_count, default=5, help="conversations per world (default 5)")
+    p.add_argument("--partitions", type=_count, help="Spark partitions (default: a few large ones)")
+    p.add_argument("--shrink-limit", type=int, default=10, help="failing worlds to shrink (default 10)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from iut.loader import IUTSpecError, factory_for
+    from workloads import job, sparkling
+    from workloads.output import Output, OutputError
+
+    # python:MODULE:FACTORY names a module of the current folder, as in sbtck run; executors get the same path
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    plan = job.Plan(
+        args.worlds,
+        args.seed,
+        args.iut,
+        args.master,
+        Path(args.out),
+        args.conversations,
+        args.partitions,
+        max(0, args.shrink_limit),
+    )
+    output = Output(plan.out)
+    try:
+        factory_for(plan.iut)
+        sparkling.check_master(plan.master)
+        output.prepare()
+    except (IUTSpecError, sparkling.MasterError, OutputError) as exc:
+        print(f"sbtck workload: {exc}", file=sys.stderr)
+        return 2
+    print(f"sbtck workload: {plan.worlds} worlds from seed {plan.seed} on {plan.master}, against {plan.iut}")
+    try:
+        spark = sparkling.session(plan.master)
+    except Exception as exc:
+        output.fail(f"Spark did not start on {plan.master}: {exc}")
+        print(f"sbtck workload: Spark did not start on --master {plan.master}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        summary = job.run(spark, plan, output)
+    except BaseException as exc:
+        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
+        output.fail(why[:4000])
+        print(f"sbtck workload: the job did not finish ({why[:2000]}); {plan.out}/INCOMPLETE says so", file=sys.stderr)
+        return 2
+    finally:
+        spark.stop()
+    output.finish(summary)
+    _print(summary, plan.out)
+    return 1 if summary["failed_worlds"] else 0
+
+
+def _print(summary: dict[str, Any], out: Path) -> None:
+    print(
+        f"sbtck workload: {summary['worlds']} worlds, {summary['conversations']} conversations, "
+        f"{summary['failed_worlds']} failed, in {summary['duration_s']} s"
+    )
+    for rule, count in summary["violations"].items():
+        print(f"  {rule:<14} {count} worlds")
+    for error in summary["errors"]:
+        print(f"  error in world {error['seed']}: {error['detail'].splitlines()[0]}")
+    for rep in summary["reproducers"]:
+        print(f"  reproducer for {rep['rule']} (seed {rep['seed']}): {out / rep['path']}")
+    print(f"sbtck workload: {out / 'summary.json'}")
+    sys.stdout.flush()

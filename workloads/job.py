@@ -1,0 +1,215 @@
+"""The Spark job: seeds spread over partitions, one implementation adapter per partition, results to Parquet.
+
+Tasks return rows; Spark writes them. A task that dies is retried by Spark
+and its rows are written once, by the attempt that commits: no world is
+counted twice or lost. Progress and the failures by rule are read from
+accumulators while the job runs; the printed aggregates are computed again
+from the written rows at the end, which is what summary.json holds.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workloads.generate import GENERATOR_VERSION
+from workloads.output import Output
+from workloads.progress import Progress
+from workloads.stage import ERROR, FAILED, Checker, Outcome
+
+SUMMARY_COLUMNS = (
+    "seed",
+    "version",
+    "conversations",
+    "operations",
+    "instances",
+    "events",
+    "outcome",
+    "rules",
+    "trace_hash",
+    "detail",
+)
+FAILURE_COLUMNS = ("seed", "outcome", "rules", "detail", "script", "iut_trace", "reference_trace")
+WORLDS_PER_PARTITION = 2500
+
+
+@dataclass(frozen=True)
+class Plan:
+    worlds: int
+    seed: int = 0
+    iut: str = "reference"
+    master: str = "local[*]"
+    out: Path = Path("out/workload")
+    conversations: int = 5
+    partitions: int | None = None
+    shrink_limit: int = 10
+
+    @property
+    def differential(self) -> bool:
+        return self.iut != "reference"
+
+    def slices(self, parallelism: int) -> list[tuple[int, int]]:
+        """(first seed, count) per partition: a few large ones, at least one per core."""
+        wanted = self.partitions or max(parallelism, math.ceil(self.worlds / WORLDS_PER_PARTITION))
+        count = max(1, min(wanted, self.worlds))
+        size, extra = divmod(self.worlds, count)
+        out, first = [], self.seed
+        for i in range(count):
+            n = size + (1 if i < extra else 0)
+            out.append((first, n))
+            first += n
+        return out
+
+
+def schema() -> Any:
+    from pyspark.sql import types as t
+
+    long, text = t.LongType(), t.StringType()
+    fields = [
+        t.StructField("seed", long, False),
+        t.StructField("version", t.IntegerType(), False),
+        t.StructField("conversations", long, False),
+        t.StructField("operations", long, False),
+        t.StructField("instances", long, False),
+        t.StructField("events", long, False),
+        t.StructField("outcome", text, False),
+        t.StructField("rules", t.ArrayType(text, False), False),
+        t.StructField("trace_hash", text, False),
+        t.StructField("detail", text, False),
+        t.StructField("script", text, True),
+        t.StructField("iut_trace", text, True),
+        t.StructField("reference_trace", text, True),
+    ]
+    return t.StructType(fields)
+
+
+def _partition(plan: Plan, slices: list[tuple[int, int]], counters: Any) -> Any:
+    """The function each task runs on its partition index: its seeds, checked in order."""
+
+    def check_partition(index: int, _: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
+        from iut.loader import factory_for
+
+        first, count = slices[index]
+        done, rules, conversations = counters
+        checker = Checker(factory_for(plan.iut), plan.differential, plan.conversations)
+        try:
+            for seed in range(first, first + count):
+                row = checker.check(seed).row()
+                done.add(1)
+                conversations.add(row["conversations"])
+                if row["outcome"] in (FAILED, ERROR):
+                    rules.add({rule: 1 for rule in row["rules"] or [row["outcome"]]})
+                yield tuple(row.values())
+        finally:
+            checker.close()
+
+    return check_partition
+
+
+def _counters(spark: Any) -> tuple[Any, Any, Any]:
+    from pyspark.accumulators import AccumulatorParam
+
+    class Tally(AccumulatorParam[dict[str, int]]):
+        def zero(self, value: dict[str, int]) -> dict[str, int]:
+            return {}
+
+        def addInPlace(self, a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+            for key, n in b.items():
+                a[key] = a.get(key, 0) + n
+            return a
+
+    sc = spark.sparkContext
+    return sc.accumulator(0), sc.accumulator({}, Tally()), sc.accumulator(0)
+
+
+def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
+    """Runs the plan and fills the output's staging folder; returns the workload summary."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as f
+
+    began = time.monotonic()
+    sc = spark.sparkContext
+    slices = plan.slices(sc.defaultParallelism)
+    counters = _counters(spark)
+    rows = sc.parallelize(range(len(slices)), len(slices)).mapPartitionsWithIndex(
+        _partition(plan, slices, counters), preservesPartitioning=True
+    )
+    frame = spark.createDataFrame(rows, schema()).persist(StorageLevel.MEMORY_AND_DISK)
+    done, rules, conversations = counters
+    try:
+        with Progress(lambda: (done.value, dict(rules.value), conversations.value), plan.worlds):
+            frame.select(*SUMMARY_COLUMNS).write.parquet(str(output.part("worlds")))
+        frame.where(f.col("outcome").isin(FAILED, ERROR)).select(*FAILURE_COLUMNS).write.parquet(
+            str(output.part("failures"))
+        )
+        totals = frame.agg(
+            f.count("*").alias("worlds"),
+            f.sum("conversations").alias("conversations"),
+            f.sum(f.when(f.col("outcome").isin(FAILED, ERROR), 1).otherwise(0)).alias("failed"),
+        ).first()
+        by_rule = {
+            r["rule"]: int(r["count"])
+            for r in frame.select(f.explode("rules").alias("rule")).groupBy("rule").count().collect()
+        }
+        failing = [
+            Outcome(**{k: r[k] for k in schema().fieldNames()})
+            for r in frame.where(f.col("outcome") == FAILED).orderBy("seed").limit(plan.shrink_limit).collect()
+        ]
+        errors = [
+            {"seed": int(r["seed"]), "detail": r["detail"]}
+            for r in frame.where(f.col("outcome") == ERROR).orderBy("seed").limit(20).collect()
+        ]
+    finally:
+        frame.unpersist()
+    reproducers = _reproduce(sc, plan, failing, output.part("reproducers"))
+    return {
+        "kind": "sbtck-workload-summary",
+        "generator_version": GENERATOR_VERSION,
+        "implementation": plan.iut,
+        "master": plan.master,
+        "first_seed": plan.seed,
+        "worlds": int(totals["worlds"]),
+        "conversations": int(totals["conversations"] or 0),
+        "failed_worlds": int(totals["failed"] or 0),
+        "errors": errors,
+        "duration_s": round(time.monotonic() - began, 2),
+        "violations": dict(sorted(by_rule.items())),
+        "reproducers": reproducers,
+    }
+
+
+def _reproduce(sc: Any, plan: Plan, failing: list[Outcome], folder: Path) -> list[dict[str, Any]]:
+    """Each failing world (up to the limit) shrunk in the executors, written as a feature on the driver."""
+    if not failing:
+        return []
+
+    def shrink_one(outcome: Outcome) -> tuple[int, str, str, int, float]:
+        from iut.loader import factory_for
+
+        checker = Checker(factory_for(plan.iut), plan.differential, plan.conversations)
+        try:
+            text, shrunk = checker.reproduce(outcome)
+        finally:
+            checker.close()
+        return outcome.seed, outcome.rules[0], text, len(shrunk.world.script), shrunk.seconds
+
+    found = sc.parallelize(failing, min(len(failing), sc.defaultParallelism)).map(shrink_one).collect()
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for seed, rule, text, operations, seconds in sorted(found):
+        path = folder / f"world-{seed}.feature"
+        path.write_text(text)
+        out.append(
+            {
+                "rule": rule,
+                "seed": seed,
+                "path": f"reproducers/{path.name}",
+                "operations": operations,
+                "shrink_s": round(seconds, 2),
+            }
+        )
+    return out
