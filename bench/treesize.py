@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from pathlib import Path
@@ -26,10 +27,8 @@ def tree_rss(root: int) -> int:
     while todo:
         pid = todo.pop()
         todo.extend(children.get(pid, []))
-        try:
+        with contextlib.suppress(OSError):  # it ended meanwhile
             total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
-        except OSError:
-            pass
     return total
 
 
