@@ -116,6 +116,11 @@ def test_every_command_of_every_world_has_a_step_and_every_topology_a_file_form(
             step(op, world.start_ms)
 
 
+def test_a_world_has_exactly_the_conversations_asked_for() -> None:
+    for conversations in (1, 5, 40):
+        assert {generate(seed, conversations).conversations for seed in range(50)} == {conversations}
+
+
 def test_capabilities_a_world_needs() -> None:
     assert all({"activation", "routing"} <= needs(generate(seed)) for seed in range(20))
     assert any("mirroring" in needs(generate(seed)) for seed in range(50))

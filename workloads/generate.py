@@ -199,9 +199,12 @@ def generate(seed: int, conversations: int = 5) -> World:
     world = World(seed, GENERATOR_VERSION, land.plain)
     s = _Script(rng, land, conversations)
     s.add("start", topology=land.plain)
-    for _ in range(conversations * 6):
+    steps = conversations * 6
+    for done in range(steps):
         roll = rng.random()
-        if (roll < 0.2 and len(s.dialogs) < conversations) or not s.dialogs:
+        # every world has exactly its conversations: the last steps begin those still missing
+        missing = conversations - len(s.dialogs)
+        if (roll < 0.2 and missing > 0) or not s.dialogs or missing >= steps - done:
             s.dialog()
         elif roll < 0.5:
             s.send()
