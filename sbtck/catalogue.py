@@ -12,6 +12,12 @@ import yaml
 
 CATALOGUE_PATH = Path(__file__).resolve().parents[1] / "spec" / "rules.yaml"
 RULE_ID = re.compile(r"^[A-Z]+-[0-9A-Z]+$")
+# the kit's own rule ids, beside the catalogue's: what the workload stage checks that no one rule states
+KIT_RULES = {
+    "INV-messages": "no message lost or duplicated unless a rule drops it",
+    "INV-order": "messages of a conversation arrive in order",
+    "DIFF": "an outcome no allowed behaviour of the reference engine gives",
+}
 
 
 @dataclass(frozen=True)

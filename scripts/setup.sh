@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian machine lacks for sbtck: a virtual environment
-# with the kit and its tools in .venv, and Java 17 (for the Spark stage).
+# with the kit and its tools in .venv, Java 17 and procps (for the Spark stage).
 # Safe to run again: it does nothing that is already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +24,12 @@ command -v "$PYTHON" >/dev/null || { say "no $PYTHON on PATH; sbtck needs Python
 
 if ! command -v java >/dev/null; then
   say "installing Java 17 (openjdk-17-jre-headless) for the Spark stage"
-  apt_install openjdk-17-jre-headless || say "continuing without Java: only the Spark stage needs it"
+  apt_install openjdk-17-jre-headless || { say "the Spark stage and its tests need Java 17: install it and run again"; exit 1; }
+fi
+
+if ! command -v ps >/dev/null; then
+  say "installing procps: Spark's spark-daemon.sh (the standalone cluster of the tests) calls ps"
+  apt_install procps || { say "install procps and run again"; exit 1; }
 fi
 
 if ! command -v chromium >/dev/null; then

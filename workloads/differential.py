@@ -58,7 +58,7 @@ RULES_OF_EVENT = {
     "broker_configuration_notification": "PER-5D",
     "ack_cleanup_resumed": "PER-5E",
 }
-DIFFERENCE = "DIFF"  # see invariants.KIT_RULES
+DIFFERENCE = "DIFF"  # one of sbtck.catalogue.KIT_RULES
 
 
 def _key(instance: object, message: dict[str, Any]) -> tuple[str, str, int, bool]:
@@ -140,14 +140,18 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def _unmatched(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    left = list(theirs)
+    """MINE's events that no event of THEIRS matches, one for one; only same kind and time can match."""
+    left: dict[tuple[str, Any], list[dict[str, Any]]] = {}
+    for other in theirs:
+        left.setdefault((other["kind"], other.get("at_ms")), []).append(other)
     out = []
     for event in mine:
-        hit = next((i for i, other in enumerate(left) if _same(event, other)), None)
+        bucket = left.get((event["kind"], event.get("at_ms")), [])
+        hit = next((i for i, other in enumerate(bucket) if _same(event, other)), None)
         if hit is None:
             out.append(event)
         else:
-            del left[hit]
+            del bucket[hit]
     return out
 
 

@@ -13,12 +13,6 @@ from typing import Any
 from workloads.generate import WAITING_VIEWS, World
 from workloads.trace import Trace
 
-# the kit's own rule ids, beside the catalogue's: what the workload stage checks that no one rule states
-KIT_RULES = {
-    "INV-messages": "no message lost or duplicated unless a rule drops it",
-    "INV-order": "messages of a conversation arrive in order",
-    "DIFF": "an outcome no allowed behaviour of the reference engine gives",
-}
 GONE = ("message_dropped", "dispatcher_deleted", "forwarded_message_deleted", "message_lost_in_transit")
 Msg = tuple[str, bool, int]
 

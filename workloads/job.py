@@ -155,6 +155,7 @@ def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
             r["rule"]: int(r["count"])
             for r in frame.select(f.explode("rules").alias("rule")).groupBy("rule").count().collect()
         }
+        outcomes = {r["outcome"]: int(r["count"]) for r in frame.groupBy("outcome").count().collect()}
         failing = [
             Outcome(**{k: r[k] for k in schema().fieldNames()})
             for r in frame.where(f.col("outcome") == FAILED).orderBy("seed").limit(plan.shrink_limit).collect()
@@ -175,6 +176,7 @@ def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
         "worlds": int(totals["worlds"]),
         "conversations": int(totals["conversations"] or 0),
         "failed_worlds": int(totals["failed"] or 0),
+        "outcomes": dict(sorted(outcomes.items())),
         "errors": errors,
         "duration_s": round(time.monotonic() - began, 2),
         "violations": dict(sorted(by_rule.items())),

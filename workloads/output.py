@@ -36,6 +36,8 @@ class Output:
         except OSError as exc:
             raise OutputError(f"--out {self.folder}: cannot write there ({exc.strerror or exc})") from None
         (self.folder / SUMMARY).unlink(missing_ok=True)
+        for stale in self.folder.glob(".staging-*"):  # left by a job that was killed
+            shutil.rmtree(stale, ignore_errors=True)
         self.mark_incomplete("the workload job is running (or was stopped before it finished)")
         self.staging.mkdir()
 
