@@ -146,18 +146,14 @@ def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
         frame.where(f.col("outcome").isin(FAILED, ERROR)).select(*FAILURE_COLUMNS).write.parquet(
             str(output.part("failures"))
         )
-        totals = frame.agg(
-            f.count("*").alias("worlds"),
-            f.sum("conversations").alias("conversations"),
-            f.sum(f.when(f.col("outcome").isin(FAILED, ERROR), 1).otherwise(0)).alias("failed"),
-        ).first()
+        conversations_checked = frame.agg(f.sum("conversations")).first()[0] or 0
         by_rule = {
             r["rule"]: int(r["count"])
             for r in frame.select(f.explode("rules").alias("rule")).groupBy("rule").count().collect()
         }
         outcomes = {r["outcome"]: int(r["count"]) for r in frame.groupBy("outcome").count().collect()}
         failing = [
-            Outcome(**{k: r[k] for k in schema().fieldNames()})
+            Outcome(**r.asDict())
             for r in frame.where(f.col("outcome") == FAILED).orderBy("seed").limit(plan.shrink_limit).collect()
         ]
         errors = [
@@ -173,9 +169,9 @@ def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
         "implementation": plan.iut,
         "master": plan.master,
         "first_seed": plan.seed,
-        "worlds": int(totals["worlds"]),
-        "conversations": int(totals["conversations"] or 0),
-        "failed_worlds": int(totals["failed"] or 0),
+        "worlds": sum(outcomes.values()),
+        "conversations": int(conversations_checked),
+        "failed_worlds": outcomes.get(FAILED, 0) + outcomes.get(ERROR, 0),
         "outcomes": dict(sorted(outcomes.items())),
         "errors": errors,
         "duration_s": round(time.monotonic() - began, 2),
