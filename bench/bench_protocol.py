@@ -15,11 +15,11 @@ import sys
 import time
 from collections.abc import Callable
 
-from fixtures import topology
-from iut import contract as c
-from iut.implementation import Implementation
-from iut.reference import reference
-from iut.remote import ProcessChannel, RemoteImplementation, SocketChannel
+from sbtck.fixtures import topology
+from sbtck.iut import contract as c
+from sbtck.iut.implementation import Implementation
+from sbtck.iut.reference import reference
+from sbtck.iut.remote import ProcessChannel, RemoteImplementation, SocketChannel
 
 START_MS = 1_767_225_600_000
 

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from reports import html
+from sbtck.reports import html
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from iut.loader import factory_for
-from workloads.generate import generate
-from workloads.stage import FAILED, Checker
+from sbtck.iut.loader import factory_for
+from sbtck.workloads.generate import generate
+from sbtck.workloads.stage import FAILED, Checker
 
 
 def main() -> None:

@@ -14,9 +14,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from engine import Broker
-from engine.model import QueueKey
-from fixtures import topology
+from sbtck.engine import Broker
+from sbtck.engine.model import QueueKey
+from sbtck.fixtures import topology
 
 TOPOLOGY = """\
 instances:

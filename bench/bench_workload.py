@@ -28,8 +28,8 @@ CHUNK = 2500
 
 
 def _check_chunk(task: tuple[int, int, str]) -> tuple[int, int]:
-    from iut.loader import factory_for
-    from workloads.stage import check_seeds
+    from sbtck.iut.loader import factory_for
+    from sbtck.workloads.stage import check_seeds
 
     first, count, iut = task
     rows = list(check_seeds(range(first, first + count), factory_for(iut), iut != "reference", PER_WORLD))

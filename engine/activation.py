@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from engine.clockwork import Clockwork
-from engine.events import EventLog
-from engine.model import Message, Queue, QueueKey, ReaderBehaviour
-from engine.params import EngineParams
-from engine.receiving import Receiving, Session
+from sbtck.engine.clockwork import Clockwork
+from sbtck.engine.events import EventLog
+from sbtck.engine.model import Message, Queue, QueueKey, ReaderBehaviour
+from sbtck.engine.params import EngineParams
+from sbtck.engine.receiving import Receiving, Session
 
 ARRIVAL = "message arrived"
 RECEIVE = "RECEIVE"

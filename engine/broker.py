@@ -5,21 +5,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from engine.activation import ARRIVAL, QueueMonitors
-from engine.choosing import Chooser, FirstChooser
-from engine.clockwork import Clockwork
-from engine.dispatcher import Dispatcher
-from engine.errors import BrokerError
-from engine.events import Event, EventLog
-from engine.model import Conversation, Database, Endpoint, Envelope, Instance, Message, Queue, QueueKey, ReaderBehaviour
-from engine.params import EngineParams
-from engine.periodic import SCHEDULE, Maintenance, run_task, tasks_of
-from engine.receiving import Receiving, Session
-from engine.route_admin import RouteAdmin
-from engine.router import Router
-from engine.statements import QueueStatements
-from engine.topology import TopologyError, build
-from engine.transport import Transport
+from sbtck.engine.activation import ARRIVAL, QueueMonitors
+from sbtck.engine.choosing import Chooser, FirstChooser
+from sbtck.engine.clockwork import Clockwork
+from sbtck.engine.dispatcher import Dispatcher
+from sbtck.engine.errors import BrokerError
+from sbtck.engine.events import Event, EventLog
+from sbtck.engine.model import (
+    Conversation,
+    Database,
+    Endpoint,
+    Envelope,
+    Instance,
+    Message,
+    Queue,
+    QueueKey,
+    ReaderBehaviour,
+)
+from sbtck.engine.params import EngineParams
+from sbtck.engine.periodic import SCHEDULE, Maintenance, run_task, tasks_of
+from sbtck.engine.receiving import Receiving, Session
+from sbtck.engine.route_admin import RouteAdmin
+from sbtck.engine.router import Router
+from sbtck.engine.statements import QueueStatements
+from sbtck.engine.topology import TopologyError, build
+from sbtck.engine.transport import Transport
 
 FIRST_USER_SPID = 51
 T = TypeVar("T")

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.clockwork import Clockwork
-from engine.events import EventLog
-from engine.model import Database, Envelope, Instance
-from engine.params import EngineParams
+from sbtck.engine.clockwork import Clockwork
+from sbtck.engine.events import EventLog
+from sbtck.engine.model import Database, Envelope, Instance
+from sbtck.engine.params import EngineParams
 
 Save = Callable[[Envelope, Instance, Database], None]
 # the next sequence number the receiving endpoint expects: the database's state, which a mirror shares

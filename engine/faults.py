@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.dispatcher import RUNNING, STOPPED
+from sbtck.engine.dispatcher import RUNNING, STOPPED
 
 if TYPE_CHECKING:
-    from engine.broker import Broker
+    from sbtck.engine.broker import Broker
 
 
 class FaultError(ValueError):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-PROFILE_PATH = Path(__file__).with_name("profile.yaml")
+# package data: found the same way in a checkout and in an installed wheel
+PROFILE_PATH = Path(str(resources.files(__name__.rpartition(".")[0]).joinpath("profile.yaml")))
 
 
 @dataclass(frozen=True)

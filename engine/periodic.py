@@ -12,14 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engine.activation import TIMER
-from engine.clockwork import Clockwork
-from engine.events import EventLog
-from engine.model import Instance
-from engine.params import EngineParams
+from sbtck.engine.activation import TIMER
+from sbtck.engine.clockwork import Clockwork
+from sbtck.engine.events import EventLog
+from sbtck.engine.model import Instance
+from sbtck.engine.params import EngineParams
 
 if TYPE_CHECKING:
-    from engine.broker import Broker
+    from sbtck.engine.broker import Broker
 
 # Each task and the notifications it runs on: every, every 2nd, every 5th. In this order they run.
 SCHEDULE: dict[str, int] = {

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from engine.clockwork import Clockwork
-from engine.events import EventLog
-from engine.model import Message, Queue, QueueKey
+from sbtck.engine.clockwork import Clockwork
+from sbtck.engine.events import EventLog
+from sbtck.engine.model import Message, Queue, QueueKey
 
 RECEIVE = "RECEIVE"
 GET_CONVERSATION_GROUP = "GET CONVERSATION GROUP"

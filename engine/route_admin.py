@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.clockwork import Clockwork
-from engine.events import EventLog
-from engine.model import Instance, Route
-from engine.router import Router
-from engine.topology import route as make_route
+from sbtck.engine.clockwork import Clockwork
+from sbtck.engine.events import EventLog
+from sbtck.engine.model import Instance, Route
+from sbtck.engine.router import Router
+from sbtck.engine.topology import route as make_route
 
 
 class RouteAdminError(ValueError):

@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine import routing
-from engine.choosing import Chooser
-from engine.clockwork import Clockwork
-from engine.events import EventLog
-from engine.model import LOCAL, TRANSPORT, Database, Envelope, Instance, Route
-from engine.params import EngineParams
-from engine.transport import Transport
+from sbtck.engine import routing
+from sbtck.engine.choosing import Chooser
+from sbtck.engine.clockwork import Clockwork
+from sbtck.engine.events import EventLog
+from sbtck.engine.model import LOCAL, TRANSPORT, Database, Envelope, Instance, Route
+from sbtck.engine.params import EngineParams
+from sbtck.engine.transport import Transport
 
 Deliver = Callable[[Envelope, Instance, Database], None]
 DELAYED = "delayed"

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from engine.choosing import BROKER_INSTANCE, DATABASE_ORDER, ROUTE, Chooser
-from engine.model import LOCAL, TRANSPORT, Database, Instance, Route
+from sbtck.engine.choosing import BROKER_INSTANCE, DATABASE_ORDER, ROUTE, Chooser
+from sbtck.engine.model import LOCAL, TRANSPORT, Database, Instance, Route
 
 
 @dataclass

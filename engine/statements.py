@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from engine.activation import ALTER, QueueMonitors
-from engine.clockwork import Clockwork
-from engine.errors import BrokerError
-from engine.events import EventLog
-from engine.model import Conversation, Message, Queue, QueueKey, ReaderBehaviour
-from engine.receiving import GET_CONVERSATION_GROUP, RECEIVE, Receiving, Session
+from sbtck.engine.activation import ALTER, QueueMonitors
+from sbtck.engine.clockwork import Clockwork
+from sbtck.engine.errors import BrokerError
+from sbtck.engine.events import EventLog
+from sbtck.engine.model import Conversation, Message, Queue, QueueKey, ReaderBehaviour
+from sbtck.engine.receiving import GET_CONVERSATION_GROUP, RECEIVE, Receiving, Session
 
 
 class _Broker(Protocol):

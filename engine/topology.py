@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.model import Activation, Database, Instance, Queue, QueueKey, ReaderBehaviour, Route, Service
+from sbtck.engine.model import Activation, Database, Instance, Queue, QueueKey, ReaderBehaviour, Route, Service
 
 
 class TopologyError(ValueError):

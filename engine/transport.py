@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.clockwork import Clockwork
-from engine.events import EventLog
-from engine.model import Instance
-from engine.params import EngineParams
+from sbtck.engine.clockwork import Clockwork
+from sbtck.engine.events import EventLog
+from sbtck.engine.model import Instance
+from sbtck.engine.params import EngineParams
 
 Link = tuple[str, str]  # (instance, destination address, upper case)
 

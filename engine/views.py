@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from engine.route_admin import RouteAdminError
+from sbtck.engine.route_admin import RouteAdminError
 
 if TYPE_CHECKING:
-    from engine.broker import Broker
+    from sbtck.engine.broker import Broker
 
 
 class ViewError(ValueError):

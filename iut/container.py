@@ -14,7 +14,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from iut.remote import DEFAULT_TIMEOUT_S, ImplementationFault, RemoteImplementation, SocketChannel
+from sbtck.iut.remote import DEFAULT_TIMEOUT_S, ImplementationFault, RemoteImplementation, SocketChannel
 
 READY_LINE = "listening"
 

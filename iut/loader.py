@@ -8,7 +8,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from iut.implementation import Implementation
+from sbtck.iut.implementation import Implementation
 
 GROUP = "sbtck.implementations"
 SPEC_HELP = (
@@ -37,7 +37,7 @@ def _python(spec: str) -> Callable[[], Implementation]:
 
 
 def _tcp(spec: str) -> Callable[[], Implementation]:
-    from iut.remote import RemoteImplementation, SocketChannel
+    from sbtck.iut.remote import RemoteImplementation, SocketChannel
 
     host, _, port = spec[len("tcp:") :].rpartition(":")
     if host not in ("127.0.0.1", "localhost") or not port.isdigit():
@@ -48,13 +48,13 @@ def _tcp(spec: str) -> Callable[[], Implementation]:
 def factory_for(spec: str, out: Path | None = None) -> Callable[[], Implementation]:
     """Resolve the spec at once, so a typo fails before any scenario runs."""
     if spec == "reference":  # built in, so that it also works where the kit is not pip-installed
-        from iut.reference import reference
+        from sbtck.iut.reference import reference
 
         return reference
     if spec.startswith("python:"):
         return _python(spec)
     if spec.startswith("cmd:"):
-        from iut.remote import ProcessChannel, RemoteImplementation
+        from sbtck.iut.remote import ProcessChannel, RemoteImplementation
 
         argv = shlex.split(spec[len("cmd:") :])
         if not argv:
@@ -63,7 +63,7 @@ def factory_for(spec: str, out: Path | None = None) -> Callable[[], Implementati
     if spec.startswith("tcp:"):
         return _tcp(spec)
     if spec.startswith("image:"):
-        from iut.container import ContainerImplementation
+        from sbtck.iut.container import ContainerImplementation
 
         image = spec[len("image:") :]
         if not image:

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fixtures.yamlfile import DeclarationError, load
-from iut.contract import Handshake
 from sbtck import catalogue
+from sbtck.fixtures.yamlfile import DeclarationError, load
+from sbtck.iut.contract import Handshake
 
 # A feature or scenario tagged @requires-NAME (NAME with dashes) is not applicable without NAME.
 CAPABILITIES = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from iut.contract import PROTOCOL_VERSION, Event, Handshake, Response
+from sbtck.iut.contract import PROTOCOL_VERSION, Event, Handshake, Response
 
 __all__ = ["PROTOCOL_VERSION", "ProtocolError", "decode", "encode", "handshake_from", "response_from"]
 

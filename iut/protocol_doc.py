@@ -1,6 +1,6 @@
 """Renders the command reference of docs/protocol.md from the contract itself.
 
-    python -m iut.protocol_doc > /tmp/commands.md
+    python -m sbtck.iut.protocol_doc > /tmp/commands.md
 
 tests/test_protocol_doc.py fails when the document and the contract differ.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from iut import contract as c
+from sbtck.iut import contract as c
 
 Q = c.QueueRef("sql1", "shop", "TargetQueue")
 ROUTE = {

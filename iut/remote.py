@@ -21,8 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
-from iut import protocol
-from iut.contract import Command, Handshake, Response, Start
+from sbtck.iut import protocol
+from sbtck.iut.contract import Command, Handshake, Response, Start
 
 DEFAULT_TIMEOUT_S = float(os.environ.get("SBTCK_REQUEST_TIMEOUT", "10"))
 EOF_MARK = b""

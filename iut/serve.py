@@ -7,9 +7,9 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
-from iut import protocol
-from iut.contract import ContractError, command_from_json
-from iut.implementation import Implementation
+from sbtck.iut import protocol
+from sbtck.iut.contract import ContractError, command_from_json
+from sbtck.iut.implementation import Implementation
 
 Factory = Callable[[], Implementation]
 LOOPBACK = ("127.0.0.1", "localhost")

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fixtures.results import PASSED, ScenarioRecord
+from sbtck.fixtures.results import PASSED, ScenarioRecord
 
 STEP_STATUS = {"passed": "passed", "failed": "failed", "not run": "skipped"}
 

@@ -12,9 +12,9 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from fixtures.results import STATUSES, ScenarioRecord, read
-from reports import matrix, timeline, workload
 from sbtck import catalogue
+from sbtck.fixtures.results import STATUSES, ScenarioRecord, read
+from sbtck.reports import matrix, timeline, workload
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:1em;color:#222}

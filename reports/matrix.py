@@ -6,8 +6,8 @@ from collections import Counter
 from html import escape
 from typing import Any
 
-from fixtures.results import ScenarioRecord
 from sbtck import catalogue
+from sbtck.fixtures.results import ScenarioRecord
 
 # the worst status of a cell decides its colour
 SEVERITY = ["failed", "error", "unexpected pass", "expected failure", "not applicable", "passed"]

@@ -10,7 +10,9 @@ from typing import Any
 
 import yaml
 
-CATALOGUE_PATH = Path(__file__).resolve().parents[1] / "spec" / "rules.yaml"
+from sbtck.resources import kit_path
+
+CATALOGUE_PATH = kit_path("spec", "rules.yaml")
 RULE_ID = re.compile(r"^[A-Z]+-[0-9A-Z]+$")
 # the kit's own rule ids, beside the catalogue's: what the workload stage checks that no one rule states
 KIT_RULES = {

@@ -7,13 +7,22 @@ import os
 import sys
 from pathlib import Path
 
-from sbtck import config, workload_cli
+from sbtck import __version__, config, workload_cli
+from sbtck.resources import kit_root, suite_ini, suite_module
 
-ROOT = Path(__file__).resolve().parents[1]
-SUITE = ROOT / "steps" / "test_features.py"
+# exit codes of every subcommand (the README's table)
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+# pytest's own, mapped onto the kit's
+PYTEST_INTERRUPTED, PYTEST_USAGE, PYTEST_NO_TESTS = 2, 4, 5
 
-EXIT_NO_SCENARIO = 5
-EXIT_USAGE = 4
+
+class Help(argparse.HelpFormatter):
+    """Wraps descriptions; keeps an epilog's example lines as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("example"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
 
 
 def _run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -23,18 +32,19 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         settings, source = config.load(Path.cwd())
     except config.ConfigError as exc:
         print(f"sbtck: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     chosen: dict[str, str | None] = {key: getattr(args, key) or settings.get(key) for key in config.KEYS}
     out = Path(chosen["out"] or "out/report").resolve()
-    # a node id after -- (the report's rerun command) replaces the whole suite
-    extra = [str(ROOT / arg) if "::" in arg and (ROOT / arg.split("::")[0]).is_file() else arg for arg in extra]
+    root = kit_root()
+    # a node id after -- (the report's rerun command, relative to the kit) replaces the whole suite
+    extra = [str(root / arg) if "::" in arg and (root / arg.split("::")[0]).is_file() else arg for arg in extra]
     pytest_args = [
-        *([] if any("::" in arg for arg in extra) else [str(SUITE)]),
+        *([] if any("::" in arg for arg in extra) else [str(suite_module())]),
         "-c",
-        str(ROOT / "pyproject.toml"),
+        str(suite_ini()),
         "--rootdir",
-        str(ROOT),
-        "--iut",
+        str(root),
+        "--sbtck-iut",
         chosen["iut"] or "reference",
         "--sbtck-out",
         str(out),
@@ -44,7 +54,7 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     for key in ("profile", "expectations"):
         value = chosen[key]
         if value:
-            pytest_args += [f"--{key}", str(Path(value).resolve())]
+            pytest_args += [f"--sbtck-{key}", str(Path(value).resolve())]
     if chosen["tags"]:
         pytest_args += ["-m", chosen["tags"]]
     if source is not None:
@@ -54,21 +64,21 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         missing = [str(p) for p in paths if not p.exists()]
         if missing:
             print(f"sbtck: --features: no such file or folder: {', '.join(missing)}", file=sys.stderr)
-            return 2
+            return EXIT_BAD_INPUT
         os.environ["SBTCK_FEATURES"] = os.pathsep.join(str(p) for p in paths)
     code = int(pytest.main(pytest_args + extra))
-    if code == EXIT_NO_SCENARIO:
+    if code == PYTEST_NO_TESTS:
         tags = chosen["tags"]
         print(f"sbtck: no scenario matches --tags {tags!r}" if tags else "sbtck: no scenario ran", file=sys.stderr)
-        return 2
-    if code == EXIT_USAGE:
-        return 2
+        return EXIT_BAD_INPUT
+    if code in (PYTEST_USAGE, PYTEST_INTERRUPTED):
+        return EXIT_BAD_INPUT
     return code
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from iut import serve
-    from iut.loader import IUTSpecError, factory_for
+    from sbtck.iut import serve
+    from sbtck.iut.loader import IUTSpecError, factory_for
 
     try:
         factory = factory_for(args.iut)
@@ -78,15 +88,15 @@ def _serve(args: argparse.Namespace) -> int:
             serve.serve_tcp(factory, args.tcp)
     except (IUTSpecError, ValueError) as exc:
         print(f"sbtck serve: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        return 0
-    return 0
+        return EXIT_OK
+    return EXIT_OK
 
 
 def _report(args: argparse.Namespace) -> int:
-    from fixtures.results import read
-    from reports import cucumber, html, workload
+    from sbtck.fixtures.results import read
+    from sbtck.reports import cucumber, html, workload
 
     out = Path(args.out)
     try:
@@ -99,9 +109,9 @@ def _report(args: argparse.Namespace) -> int:
         cucumber.write([rec for p in args.results for rec in read(Path(p))[1]], out / "cucumber.json")
     except (ValueError, KeyError, workload.WorkloadSummaryError) as exc:
         print(f"sbtck report: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     print(f"sbtck report: {page}")
-    return 0
+    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,15 +120,28 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         at = argv.index("--")
         argv, extra = argv[:at], argv[at + 1 :]
-    parser = argparse.ArgumentParser(prog="sbtck", description="Service Broker compatibility kit")
+    from sbtck.iut.contract import PROTOCOL_VERSION
+
+    parser = argparse.ArgumentParser(
+        prog="sbtck",
+        description="Service Broker compatibility kit: the conformance suite, the protocol server, reports and "
+        "the randomized workload stage. Each command has --help with an example.",
+        epilog="examples:\n  sbtck run --iut 'cmd:node my-broker.js' --out out/mine\n"
+        "  sbtck report out/a/results.json out/b/results.json --out out/both",
+        formatter_class=Help,
+    )
+    parser.add_argument("--version", action="version", version=f"sbtck {__version__} (protocol {PROTOCOL_VERSION})")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser(
         "run",
         help="run the Gherkin suite against an implementation",
-        description="Runs every scenario of features/ against the implementation under test and writes "
-        "results.json, index.html and junit.xml under --out. Exit status 0 only when no scenario failed "
-        "unexpectedly. Settings may come from sbtck.toml or [tool.sbtck] in pyproject.toml in the current "
+        description="Runs every scenario of the kit's features against the implementation under test and writes "
+        "results.json, index.html, cucumber.json and junit.xml under --out. Exit status 0 only when no scenario "
+        "failed unexpectedly. Settings may come from sbtck.toml or [tool.sbtck] in pyproject.toml in the current "
         "folder; the command line overrides them. Arguments after -- go to pytest unchanged.",
+        epilog="examples:\n  sbtck run --iut 'cmd:node my-broker.js' --profile my-profile.yaml --out out/mine\n"
+        "  sbtck run --tags 'ACT-09 or RTR-4' -- -x",
+        formatter_class=Help,
     )
     run.add_argument("--iut", help="the implementation under test (default: reference); see docs/protocol.md")
     run.add_argument("--profile", help="conformance profile file (default: the implementation's own values)")
@@ -126,16 +149,31 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--tags", help="which scenarios, as a tag expression: 'ACT-06 or ACT-07', 'not informative'")
     run.add_argument("--out", help="output folder (default: out/report)")
     run.add_argument("--features", help="run these .feature files or folders instead (e.g. workload reproducers)")
-    serve = commands.add_parser("serve", help="serve an in-process implementation over the JSON-lines protocol")
+    serve = commands.add_parser(
+        "serve",
+        help="serve an in-process implementation over the JSON-lines protocol",
+        description="Serves the reference engine (or any in-process implementation) over docs/protocol.md, on "
+        "standard input and output or on a loopback TCP port.",
+        epilog="examples:\n  sbtck serve --stdio\n  sbtck serve --tcp 127.0.0.1:4022 --iut python:mybroker.kit:make",
+        formatter_class=Help,
+    )
     serve.add_argument("--iut", default="reference", help="'reference' (default), 'python:MODULE:FACTORY', ...")
     how = serve.add_mutually_exclusive_group(required=True)
     how.add_argument("--stdio", action="store_true", help="one session on standard input and output")
     how.add_argument("--tcp", metavar="127.0.0.1:PORT", help="sessions on a loopback TCP port")
-    report = commands.add_parser("report", help="build one report from one or more results.json files")
+    report = commands.add_parser(
+        "report",
+        help="build one report from one or more results.json files",
+        description="Builds one self-contained index.html (and cucumber.json) from the results.json files of "
+        "earlier runs, with a rules-by-run matrix when there are several.",
+        epilog="examples:\n  sbtck report out/a/results.json out/b/results.json --out out/both\n"
+        "  sbtck report out/a/results.json --workload out/workload/summary.json",
+        formatter_class=Help,
+    )
     report.add_argument("results", nargs="+", metavar="RESULTS.json", help="results of sbtck run, one per run")
     report.add_argument("--out", default="out/combined", help="output folder (default: out/combined)")
     report.add_argument("--workload", help="a workload summary JSON of the Spark stage to include")
-    workload_cli.add_parser(commands)
+    workload_cli.add_parser(commands, formatter_class=Help)
     args = parser.parse_args(argv)
     if args.command == "workload":
         return workload_cli.run(args)

@@ -26,7 +26,7 @@ _count = _whole(1, "a count")
 _seed = _whole(0, "a seed")
 
 
-def add_parser(commands: Any) -> None:
+def add_parser(commands: Any, **how: Any) -> None:
     p = commands.add_parser(
         "workload",
         help="generate, run and check randomized worlds on Spark; shrink failures into .feature files",
@@ -34,7 +34,11 @@ def add_parser(commands: Any) -> None:
         "on the reference engine and, with --iut, on that implementation, checks invariants and the "
         "difference to the reference, and writes worlds/ and failures/ (Parquet), reproducers/ (.feature) and "
         "summary.json under --out. The folder holds INCOMPLETE instead of summary.json until the job finishes. "
-        "Exit status 0 when no world failed, 1 when some did, 2 on bad input or a job that could not finish.",
+        "Exit status 0 when no world failed, 1 when some did, 2 on bad input or a job that could not finish. "
+        "Needs the spark extra (pip install 'sbtck[spark]') and Java 17.",
+        epilog="example:\n  sbtck workload --worlds 2000 --iut 'cmd:node my-broker.js' --out out/mine\n"
+        "  sbtck run --features out/mine/reproducers --iut 'cmd:node my-broker.js'   # rerun what it found",
+        **how,
     )
     p.add_argument("--worlds", type=_count, default=1000, help="how many worlds (default 1000)")
     p.add_argument("--seed", type=_seed, default=0, help="the first seed (default 0)")
@@ -47,9 +51,17 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from iut.loader import IUTSpecError, factory_for
-    from workloads import job, sparkling
-    from workloads.output import Output, OutputError
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        print(
+            "sbtck workload: PySpark is not installed; install the spark extra: pip install 'sbtck[spark]'",
+            file=sys.stderr,
+        )
+        return 2
+    from sbtck.iut.loader import IUTSpecError, factory_for
+    from sbtck.workloads import job, sparkling
+    from sbtck.workloads.output import Output, OutputError
 
     # python:MODULE:FACTORY names a module of the current folder, as in sbtck run; executors get the same path
     if os.getcwd() not in sys.path:

@@ -17,12 +17,11 @@ if ! docker image inspect "$BASE" >/dev/null 2>&1; then
 fi
 
 context=$(mktemp -d)
-cp -r engine iut sbtck "$context/"
+# the kit's one package, its links to engine/, iut/, ... followed
+cp -rL sbtck "$context/"
 find "$context" -name __pycache__ -prune -exec rm -rf {} +
 cat >"$context/Dockerfile" <<DOCKERFILE
 FROM $BASE
-COPY engine /app/engine
-COPY iut /app/iut
 COPY sbtck /app/sbtck
 ENV PYTHONPATH=/app PYTHONUNBUFFERED=1
 WORKDIR /app

@@ -10,8 +10,8 @@ from typing import Any
 
 from pytest_bdd import parsers, then
 
-from iut import contract as c
-from steps.world import World
+from sbtck.iut import contract as c
+from sbtck.steps.world import World
 
 MONITORS = "sys.dm_broker_queue_monitors"
 TASKS = "sys.dm_broker_activated_tasks"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pytest_bdd import parsers, then
 
-from iut import contract as c
-from steps.vocabulary import both
-from steps.world import World
+from sbtck.iut import contract as c
+from sbtck.steps.vocabulary import both
+from sbtck.steps.world import World
 
 INSTANCE = r'"(?P<instance>[^"]+)"'
 DB_OF = r'database "(?P<database>[^"]+)" (?:on|of) "(?P<instance>[^"]+)"'

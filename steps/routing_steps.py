@@ -7,10 +7,10 @@ from typing import Any
 
 from pytest_bdd import given, parsers
 
-from fixtures.routes import route_problem
-from iut import contract as c
-from steps.vocabulary import both
-from steps.world import Refused, World
+from sbtck.fixtures.routes import route_problem
+from sbtck.iut import contract as c
+from sbtck.steps.vocabulary import both
+from sbtck.steps.world import Refused, World
 
 TABLE = r'(?:database "(?P<database>[^"]+)"|msdb) of "(?P<instance>[^"]+)"'
 ROUTE_OPTION = re.compile(r"^\s*(SERVICE_NAME|BROKER_INSTANCE|ADDRESS|MIRROR_ADDRESS|LIFETIME)\s*=\s*(.+?)\s*$")

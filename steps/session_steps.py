@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from iut import contract as c
-from steps.vocabulary import both
-from steps.world import World
+from sbtck.iut import contract as c
+from sbtck.steps.vocabulary import both
+from sbtck.steps.world import World
 
 SESSION = r'session "(?P<session>[^"]+)" '
 WAIT = r"(?: waiting up to (?P<wait>\d+(?:\.\d+)?) seconds?)?"

@@ -6,10 +6,10 @@ import re
 
 from pytest_bdd import given, parsers
 
-from fixtures import topology as topologies
-from iut import contract as c
-from steps.vocabulary import both
-from steps.world import Refused, ScenarioError, World
+from sbtck.fixtures import topology as topologies
+from sbtck.iut import contract as c
+from sbtck.steps.vocabulary import both
+from sbtck.steps.world import Refused, ScenarioError, World
 
 NAME = r'"(?P<{}>[^"]+)"'
 

@@ -1,10 +1,12 @@
-"""Binds every scenario of features/ (or of SBTCK_FEATURES, such as a workload's reproducers) to a test."""
+"""Binds every scenario of the kit's features (or of SBTCK_FEATURES, such as a workload's reproducers) to a test.
+
+Run it with ``sbtck run``, or from any project with ``pytest --pyargs sbtck``.
+"""
 
 import os
-from pathlib import Path
 
 from pytest_bdd import scenarios
 
-FEATURES = Path(__file__).resolve().parents[1] / "features"
+from sbtck.resources import features
 
-scenarios(*(os.environ.get("SBTCK_FEATURES") or str(FEATURES)).split(os.pathsep))
+scenarios(*(os.environ.get("SBTCK_FEATURES") or str(features())).split(os.pathsep))

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pytest_bdd import then
 
-from iut import contract as c
-from steps.world import World
-from workloads.generate import WAITING_VIEWS
-from workloads.generate import World as Script
-from workloads.stage import violations
-from workloads.trace import Trace
+from sbtck.iut import contract as c
+from sbtck.steps.world import World
+from sbtck.workloads.generate import WAITING_VIEWS
+from sbtck.workloads.generate import World as Script
+from sbtck.workloads.stage import violations
+from sbtck.workloads.trace import Trace
 
 
 def _recorded(world: World) -> tuple[Script, Trace]:

@@ -6,12 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fixtures.clock import ScenarioClock
-from fixtures.topology import Topology
-from iut import contract as c
-from iut.implementation import Implementation
-from iut.profile import Profile
-from steps import timeexpr
+from sbtck.fixtures.clock import ScenarioClock
+from sbtck.fixtures.topology import Topology
+from sbtck.iut import contract as c
+from sbtck.iut.implementation import Implementation
+from sbtck.iut.profile import Profile
+from sbtck.steps import timeexpr
 
 
 class Refused(AssertionError):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from engine import Broker
-from engine.model import QueueKey
-from fixtures import topology
+from sbtck.engine import Broker
+from sbtck.engine.model import QueueKey
+from sbtck.fixtures import topology
 
 TEXT = """\
 instances:

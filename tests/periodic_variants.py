@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from engine import Broker, EngineParams
-from engine.choosing import Chooser
-from engine.periodic import SCHEDULE, Maintenance
-from engine.router import Router
-from engine.transport import Transport
-from iut.reference import ReferenceImplementation
+from sbtck.engine import Broker, EngineParams
+from sbtck.engine.choosing import Chooser
+from sbtck.engine.periodic import SCHEDULE, Maintenance
+from sbtck.engine.router import Router
+from sbtck.engine.transport import Transport
+from sbtck.iut.reference import ReferenceImplementation
 
 
 def _implementation(name: str, **attrs: Any) -> ReferenceImplementation:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from engine import Broker
-from engine import routing as r
-from engine.choosing import Chooser, LastChooser
-from engine.model import Conversation, Database, Envelope, Instance, Route
-from engine.router import Router
-from iut.reference import ReferenceImplementation
+from sbtck.engine import Broker
+from sbtck.engine import routing as r
+from sbtck.engine.choosing import Chooser, LastChooser
+from sbtck.engine.model import Conversation, Database, Envelope, Instance, Route
+from sbtck.engine.router import Router
+from sbtck.iut.reference import ReferenceImplementation
 
 
 def _implementation(name: str, **attrs: Any) -> ReferenceImplementation:

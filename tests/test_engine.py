@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine import BrokerError, faults
-from engine.clockwork import Clockwork
+from sbtck.engine import BrokerError, faults
+from sbtck.engine.clockwork import Clockwork
 from tests.engine_world import broker, key
 
 

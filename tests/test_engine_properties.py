@@ -20,10 +20,10 @@ from hypothesis.stateful import (
     rule,
 )
 
-from engine import Broker, views
-from engine.events import Event
-from engine.model import Message
-from engine.receiving import Receiving, Session, Wait
+from sbtck.engine import Broker, views
+from sbtck.engine.events import Event
+from sbtck.engine.model import Message
+from sbtck.engine.receiving import Receiving, Session, Wait
 from tests.engine_world import SERVICES, broker, key
 from tests.helpers import assert_machine_fails
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from gherkin.parser import Parser
 
-from iut.profile import CAPABILITIES
 from sbtck import catalogue
 from sbtck.catalogue import RULE_ID
+from sbtck.iut.profile import CAPABILITIES
 
 FEATURES = Path(__file__).resolve().parents[1] / "features"
 FILE_NAME = re.compile(r"^\d{2}_[a-z0-9_]+\.feature$")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from iut.loader import IUTSpecError, factory_for
+from sbtck.iut.loader import IUTSpecError, factory_for
 from tests.helpers import ROOT
 
 NODE_EXAMPLE = ROOT / "examples" / "node-periodic" / "broker.js"

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.params import PROFILE_PATH
-from iut.profile import ProfileError, check, load_file
-from iut.reference import reference
+from sbtck.engine.params import PROFILE_PATH
+from sbtck.iut.profile import ProfileError, check, load_file
+from sbtck.iut.reference import reference
 
 
 def test_the_reference_profile_loads_and_agrees_with_the_handshake() -> None:

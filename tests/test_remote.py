@@ -70,7 +70,7 @@ def test_a_program_missing_from_path(tmp_path: Path) -> None:
 
 
 def test_serve_refuses_any_address_but_loopback() -> None:
-    from iut.serve import serve_tcp
+    from sbtck.iut.serve import serve_tcp
 
     with pytest.raises(ValueError, match=r"127\.0\.0\.1 only"):
         serve_tcp(lambda: None, "0.0.0.0:4000")  # type: ignore[arg-type,return-value]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from fixtures import results as r
-from reports import html
 from sbtck import catalogue
+from sbtck.fixtures import results as r
+from sbtck.reports import html
 
 EVIL = "<script>alert(1)</script>"
 

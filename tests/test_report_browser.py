@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from fixtures import results as r
-from reports import html
+from sbtck.fixtures import results as r
+from sbtck.reports import html
 from tests.helpers import sbtck
 
 CHROMIUM = shutil.which("chromium")

@@ -22,9 +22,9 @@ from hypothesis.stateful import (
     rule,
 )
 
-from engine import Broker, faults
-from engine.router import Router
-from fixtures import topology
+from sbtck.engine import Broker, faults
+from sbtck.engine.router import Router
+from sbtck.fixtures import topology
 from tests.helpers import assert_machine_fails
 
 ADDRESSES = ["TCP://sql1.example:4022", "TCP://sql2.example:4022", "TCP://sql5.example:4022"]

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from steps.timeexpr import TimeExpressionError, evaluate
+from sbtck.steps.timeexpr import TimeExpressionError, evaluate
 
 PARAMS = {"t": 60.0, "w": 5.0}
 

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from fixtures import topology
-from fixtures.topology import TopologyError
-from fixtures.yamlfile import DeclarationError
+from sbtck.fixtures import topology
+from sbtck.fixtures.topology import TopologyError
+from sbtck.fixtures.yamlfile import DeclarationError
 
 GOOD = """\
 instances:

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from iut.loader import factory_for
+from sbtck.iut.loader import factory_for
+from sbtck.workloads.generate import generate
+from sbtck.workloads.shrink import ddmin, shrink
+from sbtck.workloads.stage import FAILED, Checker
 from tests import periodic_variants, routing_variants, variants
 from tests.helpers import sbtck
-from workloads.generate import generate
-from workloads.shrink import ddmin, shrink
-from workloads.stage import FAILED, Checker
 
 VARIANTS = (
     [f"tests.variants:{v}" for v in variants.VARIANTS]

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from reports import workload as workload_report
+from sbtck.reports import workload as workload_report
+from sbtck.workloads import job, sparkling
+from sbtck.workloads.generate import generate
+from sbtck.workloads.output import INCOMPLETE, SUMMARY, Output
+from sbtck.workloads.stage import ERROR, FAILED, PASSED
+from sbtck.workloads.trace import run as run_world
 from tests.fakes import faulty_workers
 from tests.helpers import kit
 from tests.spark_cluster import standalone
-from workloads import job, sparkling
-from workloads.generate import generate
-from workloads.output import INCOMPLETE, SUMMARY, Output
-from workloads.stage import ERROR, FAILED, PASSED
-from workloads.trace import run as run_world
 
 # one JVM for the module, on one xdist worker: a session costs seconds, two would fight over two cores
 pytestmark = pytest.mark.xdist_group("spark")
@@ -78,7 +78,7 @@ def test_the_same_seeds_give_the_same_rows_and_the_hashes_of_an_in_process_run(s
     _run(spark, tmp_path / "b", worlds=40, seed=7, partitions=5)
     first, second = _rows(spark, tmp_path / "a" / "worlds"), _rows(spark, tmp_path / "b" / "worlds")
     assert first == second
-    from iut.reference import reference
+    from sbtck.iut.reference import reference
 
     assert [r["trace_hash"] for r in first[:10]] == [
         run_world(generate(seed), reference()).digest() for seed in range(7, 17)

@@ -7,18 +7,18 @@ from collections.abc import Callable
 
 import pytest
 
-from engine import Broker
-from engine.choosing import DATABASE_ORDER, ROUTE
-from fixtures.topology import parse
-from iut.loader import factory_for
-from iut.reference import ReferenceImplementation, reference
+from sbtck.engine import Broker
+from sbtck.engine.choosing import DATABASE_ORDER, ROUTE
+from sbtck.fixtures.topology import parse
+from sbtck.iut.loader import factory_for
+from sbtck.iut.reference import ReferenceImplementation, reference
+from sbtck.workloads.differential import FollowingChooser, compare
+from sbtck.workloads.generate import generate, needs
+from sbtck.workloads.invariants import check
+from sbtck.workloads.reproduce import step, topology_yaml
+from sbtck.workloads.trace import run
 from tests import routing_variants, variants
 from tests.test_engine_properties import _Duplicates, _IgnoresLocks
-from workloads.differential import FollowingChooser, compare
-from workloads.generate import generate, needs
-from workloads.invariants import check
-from workloads.reproduce import step, topology_yaml
-from workloads.trace import run
 
 SEEDS = range(300)
 

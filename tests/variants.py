@@ -7,11 +7,11 @@ scenario; ``test_wrong_variants.py`` runs the suite against each through
 
 from __future__ import annotations
 
-from engine import Broker
-from engine.activation import ARRIVAL, QueueMonitor, QueueMonitors
-from engine.model import Queue, QueueKey
-from iut import contract as c
-from iut.reference import ReferenceImplementation
+from sbtck.engine import Broker
+from sbtck.engine.activation import ARRIVAL, QueueMonitor, QueueMonitors
+from sbtck.engine.model import Queue, QueueKey
+from sbtck.iut import contract as c
+from sbtck.iut.reference import ReferenceImplementation
 
 
 class _UnreadCount(QueueMonitors):

@@ -14,12 +14,12 @@ import re
 from dataclasses import fields as dataclass_fields
 from typing import Any
 
-from engine import EngineParams
-from engine.choosing import BROKER_INSTANCE, DATABASE_ORDER, ROUTE, FirstChooser
-from iut.reference import ReferenceImplementation
-from workloads.generate import World
-from workloads.invariants import Violation
-from workloads.trace import Trace, run
+from sbtck.engine import EngineParams
+from sbtck.engine.choosing import BROKER_INSTANCE, DATABASE_ORDER, ROUTE, FirstChooser
+from sbtck.iut.reference import ReferenceImplementation
+from sbtck.workloads.generate import World
+from sbtck.workloads.invariants import Violation
+from sbtck.workloads.trace import Trace, run
 
 RULE_ID = re.compile(r"^(ACT|RTE|RTM|RTC|RTL|RTX|RTR|PER)-[0-9A-Z]+$")
 # the rules an event speaks for, when its fields name none

@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from workloads.landscape import Landscape, landscape, route
+from sbtck.workloads.landscape import Landscape, landscape, route
 
 GENERATOR_VERSION = 2
 # where a message that has neither arrived nor been dropped must be, at the end of a world

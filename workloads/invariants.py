@@ -10,8 +10,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from workloads.generate import WAITING_VIEWS, World
-from workloads.trace import Trace
+from sbtck.workloads.generate import WAITING_VIEWS, World
+from sbtck.workloads.trace import Trace
 
 GONE = ("message_dropped", "dispatcher_deleted", "forwarded_message_deleted", "message_lost_in_transit")
 Msg = tuple[str, bool, int]

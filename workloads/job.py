@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workloads.generate import GENERATOR_VERSION
-from workloads.output import Output
-from workloads.progress import Progress
-from workloads.stage import ERROR, FAILED, Checker, Outcome
+from sbtck.workloads.generate import GENERATOR_VERSION
+from sbtck.workloads.output import Output
+from sbtck.workloads.progress import Progress
+from sbtck.workloads.stage import ERROR, FAILED, Checker, Outcome
 
 SUMMARY_COLUMNS = (
     "seed",
@@ -91,7 +91,7 @@ def _partition(plan: Plan, slices: list[tuple[int, int]], counters: Any) -> Any:
     """The function each task runs on its partition index: its seeds, checked in order."""
 
     def check_partition(index: int, _: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
-        from iut.loader import factory_for
+        from sbtck.iut.loader import factory_for
 
         first, count = slices[index]
         done, rules, conversations = counters
@@ -186,7 +186,7 @@ def _reproduce(sc: Any, plan: Plan, failing: list[Outcome], folder: Path) -> lis
         return []
 
     def shrink_one(outcome: Outcome) -> tuple[int, str, str, int, float]:
-        from iut.loader import factory_for
+        from sbtck.iut.loader import factory_for
 
         checker = Checker(factory_for(plan.iut), plan.differential, plan.conversations)
         try:

@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.model import BROKER_CONFIGURATION_NOTICE
+from sbtck.engine.model import BROKER_CONFIGURATION_NOTICE
 
 GUID = "00000000-0000-0000-0000-{:012d}"
 BEHAVIOURS: list[dict[str, Any]] = [

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from workloads.generate import WAITING_VIEWS, World
+from sbtck.workloads.generate import WAITING_VIEWS, World
 
 THEN = (
     "    Then no invariant of the workload stage is broken\n"
@@ -54,8 +54,8 @@ def topology_yaml(plain: dict[str, Any]) -> str:
 
 def writable(plain: dict[str, Any]) -> bool:
     """Would a topology file with this content pass the kit's checks?"""
-    from fixtures.topology import parse
-    from fixtures.yamlfile import DeclarationError
+    from sbtck.fixtures.topology import parse
+    from sbtck.fixtures.yamlfile import DeclarationError
 
     try:
         parse(topology_yaml(plain), "a shrunk world")

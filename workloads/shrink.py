@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from workloads.generate import WAITING_VIEWS, World
+from sbtck.workloads.generate import WAITING_VIEWS, World
 
 Test = Callable[[World], bool]
 Op = dict[str, Any]

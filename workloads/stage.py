@@ -11,14 +11,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from iut.contract import Handshake
-from iut.implementation import Implementation
-from workloads.differential import compare
-from workloads.generate import World, generate, needs
-from workloads.invariants import Violation, check
-from workloads.reproduce import feature, writable
-from workloads.shrink import Shrunk, shrink
-from workloads.trace import Trace, run
+from sbtck.iut.contract import Handshake
+from sbtck.iut.implementation import Implementation
+from sbtck.workloads.differential import compare
+from sbtck.workloads.generate import World, generate, needs
+from sbtck.workloads.invariants import Violation, check
+from sbtck.workloads.reproduce import feature, writable
+from sbtck.workloads.shrink import Shrunk, shrink
+from sbtck.workloads.trace import Trace, run
 
 PASSED, FAILED, ERROR, NOT_APPLICABLE = "passed", "failed", "error", "not_applicable"
 

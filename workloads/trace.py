@@ -8,9 +8,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from iut.contract import command_from_json
-from iut.implementation import Implementation
-from workloads.generate import World
+from sbtck.iut.contract import command_from_json
+from sbtck.iut.implementation import Implementation
+from sbtck.workloads.generate import World
 
 
 @dataclass

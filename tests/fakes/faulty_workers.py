@@ -12,9 +12,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from iut import contract as c
-from iut.reference import ReferenceImplementation
-from workloads.generate import generate
+from sbtck.iut import contract as c
+from sbtck.iut.reference import ReferenceImplementation
+from sbtck.workloads.generate import generate
 
 DIE_ONCE_MARKER = Path(tempfile.gettempdir()) / "sbtck-test-worker-dies-once"
 CRASH_SEED = 7

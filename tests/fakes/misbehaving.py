@@ -13,9 +13,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from iut import protocol
-from iut.contract import command_from_json
-from iut.reference import reference
+from sbtck.iut import protocol
+from sbtck.iut.contract import command_from_json
+from sbtck.iut.reference import reference
 
 
 def main(mode: str) -> None:

@@ -1,0 +1,7 @@
+"""The kit's own suite, bound from the installed package."""
+
+from pytest_bdd import scenarios
+
+import sbtck
+
+scenarios(sbtck.features())

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Proves the installable kit: builds the wheel, checks that its only top-level
+# names are sbtck and its .dist-info, installs it with the spark extra into a
+# new virtual environment outside the checkout, and from an empty folder runs
+# the whole suite (every scenario must pass), a small workload and the example
+# user project; then installs PyPI's fixtures and reports and a top-level steps
+# package beside it, runs the suite again, uninstalls them and runs it once
+# more. Prints the installed sizes of the core and the extras.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+say() { printf 'check-wheel: %s\n' "$*" >&2; }
+fail() { say "FAILED: $*"; exit 1; }
+
+work=$(mktemp -d /tmp/sbtck-wheel.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+# built from a clean copy: setuptools' build/ keeps modules deleted since, and would ship them
+mkdir "$work/src"
+tar -c --exclude=.venv --exclude=.git --exclude=out --exclude=build --exclude=dist --exclude='*.egg-info' \
+  --exclude=__pycache__ --exclude='.*_cache' --exclude=.hypothesis . | tar -x -C "$work/src"
+.venv/bin/python -m pip wheel -q --no-deps -w "$work/dist" "$work/src" >"$work/pip.log" 2>&1 || { tail -20 "$work/pip.log"; fail "pip wheel"; }
+wheel=$(ls "$work"/dist/sbtck-*.whl) || fail "no wheel was built"
+say "built $(basename "$wheel")"
+
+.venv/bin/python - "$wheel" <<'PY' || fail "the wheel's top-level names are not exactly sbtck and its .dist-info"
+import sys, zipfile
+tops = {name.split("/")[0] for name in zipfile.ZipFile(sys.argv[1]).namelist()}
+dist = [t for t in tops if t.endswith(".dist-info")]
+print(f"check-wheel: top-level names: {sorted(tops)}", file=sys.stderr)
+sys.exit(not (len(dist) == 1 and tops == {"sbtck", *dist}))
+PY
+
+size() { du -sm "$1" | cut -f1; }
+python3 -m venv "$work/bare"
+python3 -m venv "$work/core"
+"$work/core/bin/pip" install -q "$wheel" >"$work/pip.log" 2>&1 || { tail -20 "$work/pip.log"; fail "pip install the wheel"; }
+say "installed size: bare venv $(size "$work/bare") MB, core $(size "$work/core") MB"
+venv=$work/venv
+python3 -m venv "$venv"
+"$venv/bin/pip" install -q "$wheel[spark]" >"$work/pip.log" 2>&1 || { tail -20 "$work/pip.log"; fail "pip install the wheel with the spark extra"; }
+say "installed size: with the spark extra $(size "$venv") MB"
+
+empty=$work/empty
+mkdir "$empty"
+cd "$empty"
+"$venv/bin/sbtck" --version
+"$venv/bin/python" -m sbtck --version >/dev/null
+
+all_passed() {
+  "$venv/bin/python" - "$1" <<'PY'
+import json, sys
+data = json.load(open(sys.argv[1]))
+statuses = [s["status"] for s in data["scenarios"]]
+bad = [s["id"] for s in data["scenarios"] if s["status"] != "passed"]
+print(f"check-wheel: {len(statuses)} scenarios, {len(bad)} not passed", file=sys.stderr)
+sys.exit(bool(bad) or len(statuses) < 100)
+PY
+}
+
+say "sbtck run from an empty folder"
+"$venv/bin/sbtck" run --out report -- -q >"$work/run.log" 2>&1 || { tail -20 "$work/run.log"; fail "sbtck run"; }
+all_passed report/results.json || fail "not every scenario passed"
+[ -z "$(find "$empty" -name '.pytest_cache' -o -name '__pycache__')" ] || fail "sbtck run left caches in the current folder"
+
+say "sbtck workload --worlds 20"
+"$venv/bin/sbtck" workload --worlds 20 --master 'local[2]' --out workload >"$work/workload.log" 2>&1 \
+  || { tail -20 "$work/workload.log"; fail "sbtck workload"; }
+test -s workload/summary.json || fail "the workload wrote no summary.json"
+
+say "the example user project: pytest runs the kit's scenarios and its own"
+cp -r "$repo/examples/user-project" project
+(cd project && "$venv/bin/pytest" -q --sbtck-out out >"$work/project.log" 2>&1) || { tail -20 "$work/project.log"; fail "pytest in the example project"; }
+grep -q 'features/orders.feature::\[1\]' project/out/results.json || fail "the project's own scenario did not run"
+all_passed project/out/results.json || fail "the example project"
+
+# PyPI's steps cannot be built here (its build needs PETSc), so a stand-in
+# distribution installs a top-level steps package in its place.
+say "PyPI's fixtures and reports, and a top-level steps package, installed beside the kit"
+mkdir -p "$work/standin/steps"
+printf 'raise ImportError("a stand-in for PyPI steps")\n' >"$work/standin/steps/__init__.py"
+printf '[project]\nname = "steps-standin"\nversion = "1"\n[tool.setuptools]\npackages = ["steps"]\n' \
+  >"$work/standin/pyproject.toml"
+"$venv/bin/pip" install -q fixtures reports "$work/standin" >"$work/pip.log" 2>&1 || { tail -20 "$work/pip.log"; fail "pip install fixtures reports steps"; }
+"$venv/bin/python" -c 'import fixtures, reports, sbtck.fixtures, sbtck.reports, sbtck.steps' || fail "imports beside them"
+"$venv/bin/sbtck" run --out report2 -- -q >"$work/run2.log" 2>&1 || { tail -20 "$work/run2.log"; fail "sbtck run beside fixtures, steps, reports"; }
+all_passed report2/results.json || fail "not every scenario passed beside fixtures, steps, reports"
+"$venv/bin/pip" uninstall -q -y fixtures reports steps-standin || fail "pip uninstall"
+"$venv/bin/sbtck" run --out report3 -- -q >"$work/run3.log" 2>&1 || fail "sbtck run after uninstalling fixtures, steps, reports"
+all_passed report3/results.json || fail "not every scenario passed after uninstalling fixtures, steps, reports"
+say "all green"
