@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import time
 
+from sbtck.fixtures.results import FAILED
 from sbtck.iut.loader import factory_for
 from sbtck.workloads.generate import generate
-from sbtck.workloads.stage import FAILED, Checker
+from sbtck.workloads.stage import Checker
 
 
 def main() -> None:

@@ -3,6 +3,13 @@
 Everything an implementation said (names, messages, event fields) goes
 through ``escape``: a report must not run what an implementation wrote.
 The page loads nothing from anywhere: styles and script are inline.
+
+The first screen answers the first question: a verdict banner (words, icon
+and colour), then what changed against a baseline, then every rule at a
+glance. A status is never told by colour alone: each has an icon, and its
+word for screen readers. Every table has header cells with a scope, every
+scrolling block takes the keyboard's focus, and all of it is in ``<main>``
+(axe-core checks the page in tests/test_report_browser.py).
 """
 
 from __future__ import annotations
@@ -13,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from sbtck import catalogue
+from sbtck.fixtures import results as r
 from sbtck.fixtures.results import STATUSES, ScenarioRecord, read
+from sbtck.reports import baseline as base
 from sbtck.reports import matrix, timeline, workload
 
 CSS = """
@@ -22,8 +31,18 @@ h1{font-size:1.5em}h2{margin-top:2em;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;width:100%}
 td,th{border:1px solid #ddd;padding:3px 6px;vertical-align:top;text-align:left}
 .s{display:inline-block;padding:0 6px;border-radius:3px;font-size:.85em;white-space:nowrap}
-.passed{background:#d4f4d4}.failed,.error{background:#f8d0d0}.not-applicable{background:#e4e4e4}
+.passed{background:#d4f4d4}.failed{background:#f8c8c8}.error{background:#ead4f7}.not-applicable{background:#e4e4e4}
 .expected-failure{background:#fde9c4}.unexpected-pass{background:#cfe0ff}.uncovered{background:#fff3b0}
+.not-run,.skipped{background:#f2f2f2}
+.sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
+.verdict{border:2px solid;border-radius:6px;padding:.6em 1em;margin:.8em 0}
+.verdict .big{font-size:1.6em;font-weight:bold;margin:.1em 0}
+.v-conforms{background:#e3f6e3;border-color:#2b7a2b}.v-does-not-conform{background:#fbe1e1;border-color:#b02020}
+.v-nothing-ran{background:#eee;border-color:#666}.v-interrupted{background:#fff0cc;border-color:#a06800}
+.grid{display:flex;flex-wrap:wrap;gap:4px;list-style:none;padding:0;margin:.3em 0}
+.grid a{display:inline-block;padding:2px 6px;border-radius:3px;color:#222;text-decoration:none;
+white-space:nowrap;border:1px solid #bbb}.rid{white-space:nowrap}
+.changes td:first-child{width:60%}
 .scenario{border:1px solid #ddd;border-radius:4px;margin:.6em 0;padding:.4em .8em}
 .scenario:target{outline:3px solid #36c}.scenario{scroll-margin-top:6em}
 .step{margin-left:1em;font-family:ui-monospace,monospace;white-space:pre-wrap;overflow-wrap:anywhere}
@@ -63,8 +82,17 @@ def _cls(status: str) -> str:
     return status.replace(" ", "-")
 
 
+VERDICT_ICONS = {r.CONFORMS: "✔", r.DOES_NOT_CONFORM: "✘", r.NOTHING_RAN: "∅", r.INTERRUPTED: "⏸"}
+
+
+def _icon(status: str) -> str:
+    return f'<span aria-hidden="true">{r.ICONS.get(status, "•")}</span>'
+
+
 def _badge(status: str, text: str | None = None) -> str:
-    return f'<span class="s {_cls(status)}">{escape(text or status)}</span>'
+    """A status in colour, icon and words: the words are visible, or read out when ``text`` says something else."""
+    words = escape(status) if text is None else f'<span class="sr">{escape(status)}: </span>{escape(text)}'
+    return f'<span class="s {_cls(status)}" title="{escape(status)}">{_icon(status)} {words}</span>'
 
 
 def anchor(record: ScenarioRecord) -> str:
@@ -81,37 +109,117 @@ def _short(record: ScenarioRecord) -> str:
     return f"{_area(record)}/{record.feature_path.split('/')[-1].split('_')[0]} {record.name}"
 
 
-def _summary(run: dict[str, Any], records: list[ScenarioRecord]) -> str:
-    counts = Counter(r.status for r in records)
+def _counts(records: list[ScenarioRecord]) -> str:
+    counts = Counter(rec.status for rec in records)
+    return "".join(
+        f'<span class="count" data-status="{escape(s)}" data-count="{counts.get(s, 0)}">{_badge(s)} '
+        f"{counts.get(s, 0)}</span>"
+        for s in STATUSES
+    )
+
+
+def banner(run: dict[str, Any], records: list[ScenarioRecord]) -> str:
+    """The verdict first: conforms, does not conform, nothing ran, or interrupted."""
+    counts = Counter(rec.status for rec in records)
     impl = run.get("implementation", {})
-    verdict = "conforms" if not counts["failed"] and not counts["error"] else "does not conform"
+    said = r.verdict(run, [rec.status for rec in records])
+    ran = sum(n for s, n in counts.items() if s != r.NOT_APPLICABLE)
+    detail = {
+        r.CONFORMS: f"on the {ran} scenarios that apply ({counts.get(r.NOT_APPLICABLE, 0)} not applicable)",
+        r.DOES_NOT_CONFORM: ", ".join(f"{counts[s]} {s}" for s in r.AGAINST if counts.get(s)) + f" of {ran} run",
+        r.NOTHING_RAN: f"no scenario applies to the capabilities declared ({len(records)} not applicable)"
+        if records
+        else "no scenario was collected",
+        r.INTERRUPTED: f"the run stopped after {len(records)} scenarios; this is not a verdict",
+    }[said]
+    name = f"{impl.get('name', '?')} {impl.get('version', '')}".strip()
+    return (
+        f'<section class="verdict v-{_cls(said)}" aria-label="verdict" data-verdict="{escape(said)}">'
+        f'<p class="big"><span aria-hidden="true">{VERDICT_ICONS[said]}</span> {escape(name)}: '
+        f"{escape(said)}</p><p>{escape(detail)}</p>"
+        f'<div class="counts">{_counts(records)}</div></section>'
+    )
+
+
+def _summary(run: dict[str, Any], records: list[ScenarioRecord]) -> str:
+    impl = run.get("implementation", {})
     params = "".join(
-        f"<tr><td>{escape(str(k))}</td><td>{escape(str(v))}</td></tr>"
+        f'<tr><th scope="row">{escape(str(k))}</th><td>{escape(str(v))}</td></tr>'
         for k, v in run.get("profile", {}).get("params", {}).items()
     )
     caps = ", ".join(str(c) for c in run.get("profile", {}).get("capabilities", []))
-    status_cells = "".join(f"<span>{_badge(s)} {counts.get(s, 0)}</span>" for s in STATUSES)
     return (
         f"<h2>{escape(str(impl.get('name', '?')))} {escape(str(impl.get('version', '')))}</h2>"
-        f"<p><b>Verdict:</b> {escape(verdict)} on the {len(records)} scenarios run "
-        f"({counts.get('not applicable', 0)} not applicable). "
-        f"Kit {escape(str(run.get('kit', {}).get('version', '')))}, "
+        f"<p>Kit {escape(str(run.get('kit', {}).get('version', '')))}, "
         f"protocol {escape(str(impl.get('protocol', '')))}, "
         f"IUT spec <code>{escape(str(impl.get('spec', '')))}</code>, "
         f"run started {escape(str(run.get('started', '')))}, "
         f"wall time {escape(str(run.get('wall_time_s', '')))} s.</p>"
-        f'<div class="counts">{status_cells}</div>'
         f"<details><summary>Profile ({escape(str(run.get('profile', {}).get('source', '')))}): "
-        f"capabilities {escape(caps)}</summary><table>{params}</table></details>"
+        f'capabilities {escape(caps)}</summary><table><tr><th scope="col">parameter</th>'
+        f'<th scope="col">value</th></tr>{params}</table></details>'
     )
+
+
+def _rule_status(records: list[ScenarioRecord]) -> str:
+    if not records:
+        return "uncovered"
+    return min((rec.status for rec in records), key=lambda s: matrix.SEVERITY.index(s) if s in matrix.SEVERITY else 0)
+
+
+def _by_rule(records: list[ScenarioRecord]) -> dict[str, list[ScenarioRecord]]:
+    found: dict[str, list[ScenarioRecord]] = {}
+    for record in records:
+        for rule in record.rules:
+            found.setdefault(rule, []).append(record)
+    return found
+
+
+def rule_grid(records: list[ScenarioRecord]) -> str:
+    """Every rule of the catalogue by area, each with the worst status of its scenarios."""
+    by_rule = _by_rule(records)
+    areas: dict[str, list[str]] = {}
+    for rule in catalogue.load().rules.values():
+        status = _rule_status(by_rule.get(rule.id, []))
+        areas.setdefault(rule.source.split(" / ")[0], []).append(
+            f'<li><a href="#rule-{escape(rule.id)}" class="{_cls(status)}" title="{escape(rule.id)}: '
+            f'{escape(status)}">{_icon(status)} {escape(rule.id)}<span class="sr"> {escape(status)}</span></a></li>'
+        )
+    return '<h2 id="glance">Rules at a glance</h2>' + "".join(
+        f'<h3>{escape(area)}</h3><ul class="grid">{"".join(cells)}</ul>' for area, cells in areas.items()
+    )
+
+
+def changes(changed: base.Changes, records: list[ScenarioRecord], source: str) -> str:
+    """Scenarios whose status changed against the baseline: regressions first, then fixes, then the rest."""
+    by_id = {rec.id: rec for rec in records}
+
+    def cell(status: str) -> str:
+        return f"<td>{_badge(status) if status != base.ABSENT else 'absent'}</td>"
+
+    def name(c: base.Change) -> str:
+        return f'<a href="#{anchor(by_id[c.id])}">{escape(c.id)}</a>' if c.id in by_id else escape(c.id)
+
+    def rows(items: list[base.Change]) -> str:
+        return "".join(f"<tr><td>{name(c)}</td>{cell(c.before)}{cell(c.after)}</tr>" for c in items)
+
+    parts = [
+        f'<h2 id="changes">Changes against the baseline</h2><p>Baseline: <code>{escape(source)}</code>: '
+        f"{escape(changed.summary())}.</p>"
+    ]
+    groups = (("Regressions", changed.regressions), ("Fixes", changed.fixes), ("Other changes", changed.changed))
+    for title, items in groups:
+        if items:
+            parts.append(
+                f'<h3>{title}</h3><table class="changes"><tr><th scope="col">scenario</th><th scope="col">before</th>'
+                f'<th scope="col">now</th></tr>{rows(items)}</table>'
+            )
+    return "".join(parts)
 
 
 def _rule_table(records: list[ScenarioRecord]) -> str:
     cat = catalogue.load()
-    by_rule: dict[str, list[ScenarioRecord]] = {}
-    for record in records:
-        for rule in record.rules:
-            by_rule.setdefault(rule, []).append(record)
+    by_rule = _by_rule(records)
     rows = []
     for entry in cat.rules.values():
         checks = by_rule.get(entry.id, [])
@@ -119,22 +227,23 @@ def _rule_table(records: list[ScenarioRecord]) -> str:
             "uncovered", "no scenario"
         )
         rows.append(
-            f'<tr id="rule-{escape(entry.id)}"><td><b>{escape(entry.id)}</b></td><td>{escape(entry.text)}'
+            f'<tr id="rule-{escape(entry.id)}"><th scope="row" class="rid">{escape(entry.id)}</th>'
+            f"<td>{escape(entry.text)}"
             f'<div class="tags">{escape(entry.source)}</div></td><td>{cell}</td></tr>'
         )
     return (
-        '<h2 id="rules">Rules</h2><table><tr><th>rule</th><th>text</th><th>scenarios</th></tr>'
-        + "".join(rows)
-        + "</table>"
+        '<h2 id="rules">Rules</h2><table><tr><th scope="col">rule</th><th scope="col">text</th>'
+        '<th scope="col">scenarios</th></tr>' + "".join(rows) + "</table>"
     )
 
 
 def _table(rows: list[list[str]]) -> str:
-    return (
-        "<table>"
-        + "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-        + "</table>"
-    )
+    """A Gherkin data table: its first row names the columns."""
+    if not rows:
+        return ""
+    head = "".join(f'<th scope="col">{escape(c)}</th>' for c in rows[0])
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows[1:])
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _events(events: list[dict[str, Any]]) -> str:
@@ -150,7 +259,7 @@ def _scenario(record: ScenarioRecord) -> str:
     for step in record.steps:
         steps.append(f'<div class="step">{_badge(step.status)} <b>{escape(step.keyword)}</b> {escape(step.text)}</div>')
         if step.docstring:
-            steps.append(f'<pre class="step">{escape(step.docstring)}</pre>')
+            steps.append(f'<pre class="step" tabindex="0">{escape(step.docstring)}</pre>')
         if step.datatable:
             steps.append(f'<div class="step">{_table(step.datatable)}</div>')
     failure = ""
@@ -158,13 +267,14 @@ def _scenario(record: ScenarioRecord) -> str:
         failure = (
             f"<p><b>Failed at:</b> {escape(str(record.failure.get('step', '')))} "
             f"(line {escape(str(record.failure.get('line', '')))})</p>"
-            f"<pre>{escape(str(record.failure.get('message', '')))}</pre>"
+            f'<pre tabindex="0">{escape(str(record.failure.get("message", "")))}</pre>'
             f"<p>Rerun: <code>{escape(record.rerun)}</code></p>"
         )
     drawing = timeline.svg(record.events) if _area(record) in ("activation", "periodic") else ""
     log = (
         (
-            f"<details><summary>Event log ({len(record.events)} events)</summary><pre>{_events(record.events)}</pre>"
+            f"<details><summary>Event log ({len(record.events)} events)</summary>"
+            f'<pre tabindex="0">{_events(record.events)}</pre>'
             "</details>"
         )
         if record.events
@@ -178,7 +288,8 @@ def _scenario(record: ScenarioRecord) -> str:
         f'<div class="scenario" id="{anchor(record)}" data-status="{escape(record.status)}" '
         f'data-area="{escape(_area(record))}" data-rules="{escape(" ".join(record.rules))}">'
         f'<p>{_badge(record.status)} <b>{escape(record.name)}</b> <span class="tags">{tags}</span></p>'
-        f"{''.join(steps)}{failure}{drawing}{log}</div>"
+        + (f'<p class="tags">{escape(record.status)}: {escape(record.reason)}</p>' if record.reason else "")
+        + f"{''.join(steps)}{failure}{drawing}{log}</div>"
     )
 
 
@@ -202,9 +313,17 @@ def _living_specification(records: list[ScenarioRecord]) -> str:
     return "".join(body)
 
 
-def render(runs: list[tuple[dict[str, Any], list[ScenarioRecord]]], work: dict[str, Any] | None = None) -> str:
+def render(
+    runs: list[tuple[dict[str, Any], list[ScenarioRecord]]],
+    work: dict[str, Any] | None = None,
+    baseline: tuple[str, list[ScenarioRecord]] | None = None,
+) -> str:
     first_records = runs[0][1]
     body = ["<h1>sbtck conformance report</h1>"]
+    body.extend(banner(run, records) for run, records in runs)
+    if baseline is not None:
+        body.append(changes(base.compare(baseline[1], first_records), first_records, baseline[0]))
+    body.append(rule_grid(first_records))
     body.extend(_summary(run, records) for run, records in runs)
     if len(runs) > 1:
         body.append(matrix.table(runs))
@@ -215,15 +334,16 @@ def render(runs: list[tuple[dict[str, Any], list[ScenarioRecord]]], work: dict[s
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>sbtck report</title><style>{CSS}</style></head><body>"
+        f"<title>sbtck report</title><style>{CSS}</style></head><body><main>"
         + "".join(body)
-        + f"<script>{SCRIPT}</script></body></html>"
+        + f"</main><script>{SCRIPT}</script></body></html>"
     )
 
 
-def build(results: list[Path], out: Path, workload_summary: Path | None = None) -> Path:
+def build(results: list[Path], out: Path, workload_summary: Path | None = None, baseline: Path | None = None) -> Path:
     runs = [read(path) for path in results]
     work = workload.load(workload_summary) if workload_summary else None
+    old = (str(baseline), read(baseline)[1]) if baseline is not None else None
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(runs, work))
+    out.write_text(render(runs, work, old))
     return out

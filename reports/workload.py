@@ -58,6 +58,6 @@ def section(data: dict[str, Any]) -> str:
         f"{int(data['failed_worlds'])} failing worlds, in {float(data['duration_s']):.1f} s: "
         f"{int(data['worlds']) / duration:.1f} worlds/s, "
         f"{int(data['conversations']) / duration:.0f} conversations/s.</p>"
-        f"<table><tr><th>rule violated</th><th>worlds</th></tr>{rows}</table>"
+        f'<table><tr><th scope="col">rule violated</th><th scope="col">worlds</th></tr>{rows}</table>'
         f"<p>Reproducers, shrunk to the smallest failing script:</p><ul>{links}</ul>"
     )

@@ -48,9 +48,9 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         chosen["iut"] or "reference",
         "--sbtck-out",
         str(out),
-        "--junitxml",
-        str(out / "junit.xml"),
     ]
+    if args.baseline:
+        pytest_args += ["--sbtck-baseline", str(Path(args.baseline).resolve())]
     for key in ("profile", "expectations"):
         value = chosen[key]
         if value:
@@ -95,22 +95,48 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from sbtck.fixtures.results import read
-    from sbtck.reports import cucumber, html, workload
+    from sbtck.fixtures.results import ResultsError, read
+    from sbtck.reports import baseline, cucumber, html, junit, workload
 
     out = Path(args.out)
     try:
-        for path in args.results:
+        for path in [*args.results, *([args.baseline] if args.baseline else [])]:
             if not Path(path).is_file():
-                raise ValueError(f"{path}: no such results file (sbtck run writes one under its --out)")
+                raise ResultsError(f"{path}: no such results file (sbtck run writes one under its --out)")
+        runs = [read(Path(p)) for p in args.results]
+        old = read(Path(args.baseline))[1] if args.baseline else None
         page = html.build(
-            [Path(p) for p in args.results], out / "index.html", Path(args.workload) if args.workload else None
+            [Path(p) for p in args.results],
+            out / "index.html",
+            Path(args.workload) if args.workload else None,
+            Path(args.baseline) if args.baseline else None,
         )
-        cucumber.write([rec for p in args.results for rec in read(Path(p))[1]], out / "cucumber.json")
-    except (ValueError, KeyError, workload.WorkloadSummaryError) as exc:
+        cucumber.write([rec for _, records in runs for rec in records], out / "cucumber.json")
+        if len(runs) == 1:
+            junit.write(*runs[0], out / "junit.xml")
+    except (ResultsError, workload.WorkloadSummaryError) as exc:
         print(f"sbtck report: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"sbtck report: {page}")
+    if old is not None:
+        changes = baseline.compare(old, runs[0][1])
+        print(f"sbtck report: against the baseline {args.baseline}: {changes.summary()}")
+        for change in changes.regressions:
+            print(f"  regression: {change.id}: {change.before} -> {change.after}")
+        if changes.regressions:
+            return EXIT_FAILED
+    return EXIT_OK
+
+
+def _expectations(args: argparse.Namespace) -> int:
+    from sbtck.fixtures.results import ResultsError, expectations_yaml, read
+
+    try:
+        run, records = read(Path(args.source))
+    except ResultsError as exc:
+        print(f"sbtck expectations: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    sys.stdout.write(expectations_yaml(run, records, args.source))
     return EXIT_OK
 
 
@@ -149,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--tags", help="which scenarios, as a tag expression: 'ACT-06 or ACT-07', 'not informative'")
     run.add_argument("--out", help="output folder (default: out/report)")
     run.add_argument("--features", help="run these .feature files or folders instead (e.g. workload reproducers)")
+    run.add_argument(
+        "--baseline",
+        metavar="OLD/results.json",
+        help="an earlier run: changed scenarios come first in the report; exit status 1 on a regression",
+    )
     serve = commands.add_parser(
         "serve",
         help="serve an in-process implementation over the JSON-lines protocol",
@@ -167,12 +198,30 @@ def main(argv: list[str] | None = None) -> int:
         description="Builds one self-contained index.html (and cucumber.json) from the results.json files of "
         "earlier runs, with a rules-by-run matrix when there are several.",
         epilog="examples:\n  sbtck report out/a/results.json out/b/results.json --out out/both\n"
-        "  sbtck report out/a/results.json --workload out/workload/summary.json",
+        "  sbtck report out/new/results.json --baseline out/old/results.json --out out/changes",
         formatter_class=Help,
     )
     report.add_argument("results", nargs="+", metavar="RESULTS.json", help="results of sbtck run, one per run")
     report.add_argument("--out", default="out/combined", help="output folder (default: out/combined)")
     report.add_argument("--workload", help="a workload summary JSON of the Spark stage to include")
+    report.add_argument(
+        "--baseline",
+        metavar="OLD/results.json",
+        help="an earlier run to compare the first with; exit 1 on a regression",
+    )
+    expectations = commands.add_parser(
+        "expectations",
+        help="write an expectations file from a run: the scenarios that do not work yet",
+        description="Prints, as YAML, the ids of the scenarios that failed, erred or were expected failures in "
+        "a run, so that a partial implementation can run with --expectations and see its progress as "
+        "unexpected passes.",
+        epilog="example:\n  sbtck expectations --from out/report/results.json > known-failures.yaml\n"
+        "  sbtck run --expectations known-failures.yaml",
+        formatter_class=Help,
+    )
+    expectations.add_argument(
+        "--from", dest="source", required=True, metavar="RUN/results.json", help="the results of sbtck run"
+    )
     workload_cli.add_parser(commands, formatter_class=Help)
     args = parser.parse_args(argv)
     if args.command == "workload":
@@ -181,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args, extra)
     if args.command == "report":
         return _report(args)
+    if args.command == "expectations":
+        return _expectations(args)
     return _serve(args)
 
 

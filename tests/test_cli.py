@@ -233,6 +233,9 @@ def test_the_rerun_command_of_a_failure_runs_that_scenario_alone(tmp_path: Path)
     assert len(failed) == 1
     words = shlex.split(failed[0]["rerun"])
     assert words[:2] == ["sbtck", "run"]
-    again = sbtck(*words[2:], out=tmp_path / "one")
+    # the command names an --out of its own, beside the run's
+    own = Path(words[words.index("--out") + 1])
+    assert own.parent == tmp_path / "all" / "reruns"
+    again = sbtck(*words[2:], out=own)
     assert again.code == 1
     assert [s["id"] for s in again.results()["scenarios"]] == [failed[0]["id"]]

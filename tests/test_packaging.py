@@ -149,7 +149,7 @@ def test_version_with_python_m_and_the_command(tmp_path: Path) -> None:
     assert proc.stdout.strip() == f"sbtck {__version__} (protocol {PROTOCOL_VERSION})"
 
 
-@pytest.mark.parametrize("command", ["run", "serve", "report", "workload"])
+@pytest.mark.parametrize("command", ["run", "serve", "report", "workload", "expectations"])
 def test_every_subcommand_has_help_with_an_example(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:
         cli.main([command, "--help"])

@@ -76,7 +76,7 @@ def test_sbtck_report_combines_runs_into_a_matrix_with_a_workload(tmp_path: Path
     page = (tmp_path / "out" / "index.html").read_text()
     matrix = page[page.index('id="matrix"') : page.index('id="workload"')]
     assert "alpha 1" in matrix and "beta 2" in matrix
-    assert '<td class="passed">1 passed</td><td class="failed">1 failed</td>' in matrix
+    assert '<td class="passed">✔ 1 passed</td><td class="failed">✘ 1 failed</td>' in matrix
     assert "100 worlds, 5000 conversations, 1 failing worlds" in page
     assert 'href="reproducers/seed-7.feature"' in page
     cucumber = json.loads((tmp_path / "out" / "cucumber.json").read_text())

@@ -53,6 +53,20 @@ def failing_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out / "index.html"
 
 
+@pytest.fixture(scope="module")
+def passing_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("passing")
+    assert sbtck(out=out).code == 0
+    return out / "index.html"
+
+
+@pytest.fixture(scope="module")
+def erroring_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("erroring")
+    assert sbtck("--iut", "python:tests.variants:crashes_on_d2", out=out).code == 1
+    return out / "index.html"
+
+
 def _open(browser: Any, page_file: Path, viewport: dict[str, int]) -> tuple[Any, list[str], list[str]]:
     page = browser.new_page(viewport=viewport)
     problems: list[str] = []
@@ -139,4 +153,79 @@ def test_markup_from_an_implementation_does_not_run(browser: Any, tmp_path: Path
     assert requests == [page_file.as_uri()]
     assert problems == []
     assert evil in page.inner_text("body")  # shown as text
+    page.close()
+
+
+@pytest.mark.parametrize("which", ["passing_report", "failing_report", "erroring_report"])
+def test_axe_core_finds_no_violation(browser: Any, which: str, request: pytest.FixtureRequest) -> None:
+    from axe_playwright_python.sync_playwright import Axe
+
+    page_file: Path = request.getfixturevalue(which)
+    page, problems, _ = _open(browser, page_file, DESKTOP)
+    # the details a reader opens are checked too
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    results = Axe().run(page)
+    assert results.violations_count == 0, results.generate_report()
+    assert problems == []
+    page.close()
+
+
+@pytest.mark.parametrize(
+    ("which", "verdict"),
+    [("passing_report", "conforms"), ("failing_report", "does not conform"), ("erroring_report", "does not conform")],
+)
+def test_the_first_screen_says_the_verdict_in_words_icon_and_colour(
+    browser: Any, which: str, verdict: str, request: pytest.FixtureRequest
+) -> None:
+    page_file: Path = request.getfixturevalue(which)
+    page, _, _ = _open(browser, page_file, DESKTOP)
+    banner = page.locator("main > .verdict").first
+    assert banner.get_attribute("data-verdict") == verdict
+    assert f": {verdict}" in banner.inner_text()
+    box = banner.bounding_box()
+    assert box is not None and box["y"] + box["height"] < DESKTOP["height"]
+    colour = banner.evaluate("e => getComputedStyle(e).backgroundColor")
+    other = {"conforms": "does not conform", "does not conform": "conforms"}[verdict]
+    painted = "c => { const d = document.createElement('div'); d.className = c; document.body.append(d);"
+    painted += " return getComputedStyle(d).backgroundColor; }"
+    assert colour != page.evaluate(painted, f"verdict v-{other.replace(' ', '-')}")
+    # the rules at a glance come next, every rule of the catalogue with a status
+    grid = page.locator("ul.grid a")
+    assert grid.count() == 54
+    assert all(cell.get_attribute("title") for cell in grid.all())
+    page.close()
+
+
+def test_failed_and_error_look_different_and_each_status_has_an_icon(browser: Any, erroring_report: Path) -> None:
+    page, _, _ = _open(browser, erroring_report, DESKTOP)
+
+    def background(status: str) -> str:
+        return str(
+            page.locator(f".count[data-status='{status}'] .s").first.evaluate(
+                "e => getComputedStyle(e).backgroundColor"
+            )
+        )
+
+    assert background("failed") != background("error")
+    for status in r.STATUSES:
+        badge = page.locator(f".count[data-status='{status}'] .s").first
+        assert badge.locator("span[aria-hidden=true]").inner_text().strip() == r.ICONS[status]
+        assert status in badge.inner_text()
+    # every table has header cells with a scope; every scrolling block takes the keyboard
+    assert page.evaluate("[...document.querySelectorAll('table')].every(t => t.querySelector('th[scope]'))")
+    assert page.evaluate("[...document.querySelectorAll('pre')].every(p => p.tabIndex === 0)")
+    page.close()
+
+
+def test_axe_core_would_notice_the_old_page(browser: Any, passing_report: Path, tmp_path: Path) -> None:
+    """The check has teeth: the page as it was (no <main>, unfocusable scrolling blocks) has violations."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    text = passing_report.read_text().replace("<main>", "<div>").replace("</main>", "</div>")
+    old = tmp_path / "old.html"
+    old.write_text(text.replace(' tabindex="0"', ""))
+    page, _, _ = _open(browser, old, DESKTOP)
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    found = {v["id"] for v in Axe().run(page).response["violations"]}
+    assert {"region", "landmark-one-main"} <= found, found
     page.close()

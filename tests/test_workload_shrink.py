@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from sbtck.fixtures.results import FAILED
 from sbtck.iut.loader import factory_for
 from sbtck.workloads.generate import generate
 from sbtck.workloads.shrink import ddmin, shrink
-from sbtck.workloads.stage import FAILED, Checker
+from sbtck.workloads.stage import Checker
 from tests import periodic_variants, routing_variants, variants
 from tests.helpers import sbtck
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from sbtck.fixtures.results import ERROR, FAILED, PASSED
 from sbtck.reports import workload as workload_report
 from sbtck.workloads import job, sparkling
 from sbtck.workloads.generate import generate
 from sbtck.workloads.output import INCOMPLETE, SUMMARY, Output
-from sbtck.workloads.stage import ERROR, FAILED, PASSED
 from sbtck.workloads.trace import run as run_world
 from tests.fakes import faulty_workers
 from tests.helpers import kit

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sbtck.fixtures.results import ERROR, FAILED
 from sbtck.workloads.generate import GENERATOR_VERSION
 from sbtck.workloads.output import Output
 from sbtck.workloads.progress import Progress
-from sbtck.workloads.stage import ERROR, FAILED, Checker, Outcome
+from sbtck.workloads.stage import Checker, Outcome
 
 SUMMARY_COLUMNS = (
     "seed",

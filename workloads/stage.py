@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# the suite's statuses, so that summary.json and Parquet spell them as every other output does
+from sbtck.fixtures.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
 from sbtck.iut.contract import Handshake
 from sbtck.iut.implementation import Implementation
 from sbtck.workloads.differential import compare
@@ -19,8 +21,6 @@ from sbtck.workloads.invariants import Violation, check
 from sbtck.workloads.reproduce import feature, writable
 from sbtck.workloads.shrink import Shrunk, shrink
 from sbtck.workloads.trace import Trace, run
-
-PASSED, FAILED, ERROR, NOT_APPLICABLE = "passed", "failed", "error", "not_applicable"
 
 
 @dataclass

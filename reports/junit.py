@@ -1,0 +1,145 @@
+"""JUnit XML from results.json, valid against pytest's JUnit schema (junit-10.xsd, as Jenkins' xunit plugin).
+
+One ``<testsuite>`` per feature file, named after the feature, its ``file``
+the feature's path; one ``<testcase>`` per scenario: ``classname`` the
+feature's path in dots, ``name`` the scenario's title with its ``[n]``.
+The schema allows neither attributes beyond name, classname, time and group
+nor properties on a test case, so the scenario's line, rules and required
+capabilities are properties of its suite, named after the scenario's ``[n]``
+(``[2] rules``), and are repeated in the test case's ``system-out``.
+
+The kit's six statuses, as JUnit counts them (README, "Statuses"):
+
+    passed            a test case with no child
+    failed            <failure type="failed">, the kit's own message
+    error             <error type="error">
+    not applicable    <skipped type="not applicable">, naming the missing capability
+    expected failure  <skipped type="expected failure">, naming the expectation
+    unexpected pass   <failure type="unexpected pass">
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from sbtck.fixtures.results import (
+    ERROR,
+    EXPECTED_FAILURE,
+    FAILED,
+    NOT_APPLICABLE,
+    UNEXPECTED_PASS,
+    ScenarioRecord,
+)
+
+REQUIRES = "requires-"
+# XML 1.0 cannot carry these characters at all, escaped or not
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _text(value: object) -> str:
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+
+
+def _number(record: ScenarioRecord) -> str:
+    return record.name.split(" ", 1)[0] if record.name.startswith("[") else record.name
+
+
+def _capabilities(record: ScenarioRecord) -> list[str]:
+    return [t[len(REQUIRES) :] for t in record.tags if t.startswith(REQUIRES)]
+
+
+def _outcome(case: ET.Element, record: ScenarioRecord) -> None:
+    failure = record.failure or {}
+    message = str(failure.get("message", ""))
+    where = f"{failure.get('step', '')} (line {failure.get('line', record.line)})"
+    if record.status == FAILED:
+        child = ET.SubElement(case, "failure", type=FAILED, message=_text(message.splitlines()[0] if message else ""))
+        child.text = _text(f"{where}\n{message}\n\nRerun: {record.rerun}")
+    elif record.status == ERROR:
+        child = ET.SubElement(case, "error", type=ERROR, message=_text(message.splitlines()[0] if message else ""))
+        child.text = _text(f"{where}\n{message}\n\nRerun: {record.rerun}")
+    elif record.status == NOT_APPLICABLE:
+        ET.SubElement(case, "skipped", type=NOT_APPLICABLE, message=_text(f"not applicable: {record.reason}"))
+    elif record.status == EXPECTED_FAILURE:
+        child = ET.SubElement(
+            case, "skipped", type=EXPECTED_FAILURE, message=_text(f"expected failure: {record.reason}")
+        )
+        child.text = _text(message)
+    elif record.status == UNEXPECTED_PASS:
+        ET.SubElement(
+            case,
+            "failure",
+            type=UNEXPECTED_PASS,
+            message=_text(f"unexpected pass: {record.reason}, but it passed; remove it from the expectations"),
+        )
+
+
+def counts(records: list[ScenarioRecord]) -> dict[str, int]:
+    """tests, failures, errors and skipped, as a JUnit reader counts them."""
+    statuses = [r.status for r in records]
+    return {
+        "tests": len(statuses),
+        "failures": statuses.count(FAILED) + statuses.count(UNEXPECTED_PASS),
+        "errors": statuses.count(ERROR),
+        "skipped": statuses.count(NOT_APPLICABLE) + statuses.count(EXPECTED_FAILURE),
+    }
+
+
+def _attributes(records: list[ScenarioRecord]) -> dict[str, str]:
+    return {key: str(value) for key, value in counts(records).items()} | {
+        "time": f"{sum(r.duration_s for r in records):.3f}"
+    }
+
+
+def render(run: dict[str, Any], records: list[ScenarioRecord]) -> ET.Element:
+    implementation = run.get("implementation", {})
+    root = ET.Element("testsuites", name=_text(f"sbtck: {implementation.get('name', '?')}"))
+    root.attrib.update({k: v for k, v in _attributes(records).items() if k != "skipped"})
+    features: dict[str, list[ScenarioRecord]] = {}
+    for record in sorted(records, key=lambda r: (r.feature_path, r.line)):
+        features.setdefault(record.feature_path, []).append(record)
+    for path, scenarios in features.items():
+        suite = ET.SubElement(root, "testsuite", name=_text(scenarios[0].feature_name), file=_text(path))
+        suite.attrib.update(_attributes(scenarios))
+        suite.set("timestamp", str(run.get("started", "")))
+        suite.set("hostname", socket.gethostname())
+        properties = ET.SubElement(suite, "properties")
+        for key, value in (
+            ("implementation", f"{implementation.get('name', '?')} {implementation.get('version', '')}".strip()),
+            ("iut", implementation.get("spec", "")),
+            ("feature tags", " ".join(scenarios[0].feature_tags)),
+        ):
+            ET.SubElement(properties, "property", name=key, value=_text(value))
+        for record in scenarios:
+            n = _number(record)
+            for key, value in (
+                ("line", record.line),
+                ("rules", " ".join(record.rules)),
+                ("capabilities", " ".join(_capabilities(record))),
+                ("status", record.status),
+            ):
+                ET.SubElement(properties, "property", name=_text(f"{n} {key}"), value=_text(value))
+        classname = path.removesuffix(".feature").replace("/", ".")
+        for record in scenarios:
+            case = ET.SubElement(
+                suite, "testcase", classname=_text(classname), name=_text(record.name), time=f"{record.duration_s:.3f}"
+            )
+            _outcome(case, record)
+            out = ET.SubElement(case, "system-out")
+            out.text = _text(
+                f"{path}:{record.line}\nstatus: {record.status}\nrules: {' '.join(record.rules) or '-'}\n"
+                f"capabilities: {' '.join(_capabilities(record)) or '-'}"
+            )
+    return root
+
+
+def write(run: dict[str, Any], records: list[ScenarioRecord], path: Path) -> Path:
+    tree = ET.ElementTree(render(run, records))
+    ET.indent(tree, space=" ")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tree.write(path, encoding="utf-8", xml_declaration=True)
+    return path

@@ -1,0 +1,278 @@
+"""One truth in every output: a run with all six statuses, read by the tools CI systems use.
+
+results.json, index.html, junit.xml (read by junitparser, validated against
+pytest's own JUnit schema) and cucumber.json must give the same counts
+under the mapping documented in reports/junit.py, reports/cucumber.py and
+the README, and the exit status must agree with the verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+import tarfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sbtck.fixtures import results as r
+from sbtck.reports import baseline
+from tests.helpers import ROOT, Run, kit, sbtck
+
+MIXED = "python:tests.fakes.mixed:mixed"
+
+
+def _profile(folder: Path) -> Path:
+    """The reference's profile without periodic_tasks: the periodic scenarios are not applicable."""
+    data = yaml.safe_load((ROOT / "engine" / "profile.yaml").read_text())
+    data["capabilities"].remove("periodic_tasks")
+    data["implementation"]["name"] = "mixed fortunes"
+    path = folder / "profile.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    folder = tmp_path_factory.mktemp("mixed")
+    profile = _profile(folder)
+    first = sbtck("--iut", MIXED, "--profile", str(profile), out=folder / "first").statuses()
+    # one error listed as expected (an expected failure), one pass listed as expected (an unexpected pass)
+    listed = [next(i for i, s in first.items() if s == r.ERROR), next(i for i, s in first.items() if s == r.PASSED)]
+    (folder / "expected.yaml").write_text(yaml.safe_dump({"expected_failures": listed}))
+    return sbtck(
+        "--iut", MIXED, "--profile", str(profile), "--expectations", str(folder / "expected.yaml"), out=folder / "run"
+    )
+
+
+def _statuses(run: Run) -> Counter[str]:
+    return Counter(run.statuses().values())
+
+
+def test_the_mixed_run_has_every_status(mixed: Run) -> None:
+    counts = _statuses(mixed)
+    assert set(counts) == set(r.STATUSES), counts
+
+
+def test_the_exit_status_agrees_with_the_verdict(mixed: Run) -> None:
+    statuses = list(mixed.statuses().values())
+    verdict = r.verdict(mixed.results(), statuses)
+    assert verdict == r.DOES_NOT_CONFORM
+    assert mixed.code == r.VERDICT_EXIT[verdict] == 1
+
+
+def test_the_page_counts_what_results_json_counts(mixed: Run) -> None:
+    page = (mixed.out / "index.html").read_text()
+    shown = {m[0]: int(m[1]) for m in re.findall(r'data-status="([a-z ]+)" data-count="(\d+)"', page)}
+    assert shown == {s: _statuses(mixed).get(s, 0) for s in r.STATUSES}
+    assert 'data-verdict="does not conform"' in page
+
+
+def test_junit_counts_under_the_documented_mapping(mixed: Run) -> None:
+    from junitparser import Error, Failure, JUnitXml, Skipped
+
+    counts = _statuses(mixed)
+    xml = JUnitXml.fromfile(str(mixed.out / "junit.xml"))
+    suites = list(xml)
+    assert sum(s.tests for s in suites) == sum(counts.values())
+    assert sum(s.failures for s in suites) == counts[r.FAILED] + counts[r.UNEXPECTED_PASS]
+    assert sum(s.errors for s in suites) == counts[r.ERROR]
+    assert sum(s.skipped for s in suites) == counts[r.NOT_APPLICABLE] + counts[r.EXPECTED_FAILURE]
+    kinds: Counter[str] = Counter()
+    for suite in suites:
+        assert suite.name and not suite.name.startswith("pytest")
+        for case in suite:
+            assert case.classname.startswith("features.") and case.name.startswith("[")
+            for result in case.result:
+                kinds[f"{type(result).__name__}:{result.type}"] += 1
+                assert isinstance(result, (Failure, Error, Skipped))
+                assert "_pytest" not in (result.text or "") and "FixtureRequest" not in (result.text or "")
+    assert kinds == Counter(
+        {
+            f"Failure:{r.FAILED}": counts[r.FAILED],
+            f"Failure:{r.UNEXPECTED_PASS}": counts[r.UNEXPECTED_PASS],
+            f"Error:{r.ERROR}": counts[r.ERROR],
+            f"Skipped:{r.NOT_APPLICABLE}": counts[r.NOT_APPLICABLE],
+            f"Skipped:{r.EXPECTED_FAILURE}": counts[r.EXPECTED_FAILURE],
+        }
+    )
+
+
+def _worst(element: dict[str, Any]) -> str:
+    """How Cucumber readers sum a scenario up: failed over pending over skipped over passed."""
+    results = [s["result"]["status"] for s in element["steps"]] + [
+        h["result"]["status"] for h in element.get("after", [])
+    ]
+    for status in ("failed", "pending", "skipped"):
+        if status in results:
+            return status
+    return "passed"
+
+
+def test_cucumber_counts_under_the_documented_mapping(mixed: Run) -> None:
+    counts = _statuses(mixed)
+    features = json.loads((mixed.out / "cucumber.json").read_text())
+    summed = Counter(_worst(e) for f in features for e in f["elements"])
+    assert summed == Counter(
+        {
+            "passed": counts[r.PASSED],
+            "failed": counts[r.FAILED] + counts[r.ERROR] + counts[r.UNEXPECTED_PASS],
+            "skipped": counts[r.NOT_APPLICABLE],
+            "pending": counts[r.EXPECTED_FAILURE],
+        }
+    )
+
+
+def test_cucumber_keeps_durations_tables_docstrings_tags_and_ids(mixed: Run) -> None:
+    features = {f["uri"]: f for f in json.loads((mixed.out / "cucumber.json").read_text())}
+    locating = features["features/routing/04_locating.feature"]
+    assert {t["name"] for t in locating["tags"]} == {"@requires-routing"}
+    steps = [s for f in features.values() for e in f["elements"] for s in e["steps"]]
+    assert any(s["result"]["duration"] > 0 for s in steps)
+    tables = [s for s in steps if "rows" in s]
+    assert tables and all(isinstance(row["cells"], list) for s in tables for row in s["rows"])
+    for feature in features.values():
+        for element in feature["elements"]:
+            assert element["id"].startswith(feature["id"] + ";")
+            assert not {t["name"] for t in element["tags"]} & {t["name"] for t in feature["tags"]}
+
+
+def test_cucumber_carries_a_docstring() -> None:
+    from sbtck.reports import cucumber
+
+    step = r.StepRecord("Given", "the topology:", 7, "passed", docstring="instances:\n  sql1: {}", duration_s=0.25)
+    record = r.ScenarioRecord("f.feature::[1] x", "f.feature", "F", "[1] x", 6, ["a"], [step], r.PASSED)
+    (feature,) = cucumber.render([record])
+    (out,) = feature["elements"][0]["steps"]
+    assert out["doc_string"] == {"value": "instances:\n  sql1: {}", "content_type": "", "line": 8}
+    assert out["result"] == {"status": "passed", "duration": 250_000_000}
+
+
+@pytest.fixture(scope="module")
+def pytest_junit_schema(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """pytest's JUnit schema (testing/example_scripts/junit-10.xsd), from the sdist of the installed pytest."""
+    folder = tmp_path_factory.mktemp("pytest-sdist")
+    version = pytest.__version__
+    pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary=:all:", "-d", str(folder)]
+    got = subprocess.run(
+        [*pip, f"pytest=={version}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    sdists = list(folder.glob("pytest-*.tar.gz"))
+    if got.returncode != 0 or not sdists:
+        pytest.fail(f"could not fetch pytest {version}'s sdist from the package index: {got.stderr[-500:]}")
+    name = f"pytest-{version}/testing/example_scripts/junit-10.xsd"
+    with tarfile.open(sdists[0]) as sdist:
+        sdist.extract(name, folder, filter="data")
+    return folder / name
+
+
+def test_junit_is_valid_against_pytests_schema(mixed: Run, pytest_junit_schema: Path) -> None:
+    import xmlschema
+
+    xmlschema.XMLSchema(str(pytest_junit_schema)).validate(str(mixed.out / "junit.xml"))
+
+
+def test_the_rerun_command_keeps_the_runs_settings_and_reruns_with_the_same_status(mixed: Run, tmp_path: Path) -> None:
+    expected = next(s for s in mixed.results()["scenarios"] if s["status"] == r.EXPECTED_FAILURE)
+    command = expected["rerun"]
+    for option in ("--iut", "--profile", "--expectations", "--out"):
+        assert option in command
+    words = shlex.split(command)
+    assert words[:2] == ["sbtck", "run"]
+    argv = words[2:]
+    proc = kit("run", *argv)
+    out = Path(argv[argv.index("--out") + 1])
+    rerun = json.loads((out / "results.json").read_text())["scenarios"]
+    assert [(s["id"], s["status"]) for s in rerun] == [(expected["id"], r.EXPECTED_FAILURE)], proc.stdout[-2000:]
+    assert out != mixed.out and (mixed.out / "results.json").is_file()
+
+
+def test_a_baseline_puts_regressions_first_and_fails_the_run(mixed: Run, tmp_path: Path) -> None:
+    reference = sbtck(out=tmp_path / "reference")
+    assert reference.code == 0
+    # the reference as the baseline: every scenario the mixed implementation breaks is a regression
+    against = sbtck("--iut", MIXED, "--baseline", str(reference.out / "results.json"), out=tmp_path / "b")
+    changes = baseline.compare(r.read(reference.out / "results.json")[1], r.read(against.out / "results.json")[1])
+    assert changes.regressions and against.code == 1
+    assert f"{len(changes.regressions)} regression" in against.output
+    page = (against.out / "index.html").read_text()
+    assert page.index('id="changes"') < page.index('id="glance"') < page.index('id="specification"')
+    assert page.index('id="changes"') < page.index("<h3>Regressions</h3>") < page.index('id="glance"')
+
+    # the other way round: fixes only, and a report of them that exits 0
+    def report(now: Run, old: Run, out: str) -> subprocess.CompletedProcess[str]:
+        return kit("report", str(now.out / "results.json"), "--baseline", str(old.out / "results.json"), "--out", out)
+
+    fixes = report(reference, against, str(tmp_path / "fixes"))
+    assert fixes.returncode == 0, fixes.stderr
+    assert "0 regressions" in fixes.stdout and f"{len(changes.regressions)} fix" in fixes.stdout
+    worse = report(against, reference, str(tmp_path / "worse"))
+    assert worse.returncode == 1 and "regression: " in worse.stdout
+
+
+def test_changes_are_listed_regressions_then_fixes_then_the_rest() -> None:
+    from sbtck.reports import html
+
+    def record(n: int, status: str) -> r.ScenarioRecord:
+        return r.ScenarioRecord(f"f.feature::[{n}] s", "f.feature", "F", f"[{n}] s", n, [], [], status)
+
+    before = [record(1, r.PASSED), record(2, r.FAILED), record(3, r.PASSED), record(4, r.ERROR)]
+    after = [record(1, r.NOT_APPLICABLE), record(2, r.PASSED), record(3, r.ERROR), record(5, r.PASSED)]
+    changed = baseline.compare(before, after)
+    assert [c.id for c in changed.regressions] == ["f.feature::[3] s"]
+    assert [c.id for c in changed.fixes] == ["f.feature::[2] s"]
+    assert [c.id for c in changed.changed] == ["f.feature::[1] s", "f.feature::[4] s", "f.feature::[5] s"]
+    page = html.changes(changed, after, "old/results.json")
+    assert page.index("[3] s") < page.index("[2] s") < page.index("[1] s")
+    assert page.index("Regressions") < page.index("Fixes") < page.index("Other changes")
+
+
+def test_expectations_from_a_run_make_the_next_run_conform(mixed: Run, tmp_path: Path) -> None:
+    made = kit("expectations", "--from", str(mixed.out / "results.json"))
+    assert made.returncode == 0, made.stderr
+    listed = yaml.safe_load(made.stdout)["expected_failures"]
+    broken = {i for i, s in mixed.statuses().items() if s in (r.FAILED, r.ERROR, r.EXPECTED_FAILURE)}
+    assert set(listed) == broken
+    (tmp_path / "known.yaml").write_text(made.stdout)
+    profile = _profile(tmp_path)
+    again = sbtck(
+        "--iut", MIXED, "--profile", str(profile), "--expectations", str(tmp_path / "known.yaml"), out=tmp_path / "o"
+    )
+    assert again.code == 0, again.output[-2000:]
+    assert set(_statuses(again)) == {r.PASSED, r.NOT_APPLICABLE, r.EXPECTED_FAILURE}
+    bad = kit("expectations", "--from", str(tmp_path / "nothing.json"))
+    assert bad.returncode == 2 and "nothing.json" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_nothing_ran_is_said_and_is_not_success(tmp_path: Path) -> None:
+    data = yaml.safe_load((ROOT / "engine" / "profile.yaml").read_text())
+    data["capabilities"] = []
+    (tmp_path / "none.yaml").write_text(yaml.safe_dump(data))
+    run = sbtck("--profile", str(tmp_path / "none.yaml"), "--tags", "ACT-13", out=tmp_path / "o")
+    assert run.code == r.VERDICT_EXIT[r.NOTHING_RAN] == 2
+    assert 'data-verdict="nothing ran"' in (run.out / "index.html").read_text()
+
+
+def test_the_workload_spells_statuses_as_the_suite_does() -> None:
+    from sbtck.iut.contract import Handshake
+    from sbtck.workloads.stage import Checker
+
+    class _Nothing:
+        def handshake(self) -> Handshake:
+            return Handshake(name="nothing", version="0", capabilities=(), params={})
+
+        def close(self) -> None:
+            pass
+
+    outcome = Checker(_Nothing, differential=False).check(0)  # type: ignore[arg-type]
+    assert outcome.outcome == r.NOT_APPLICABLE == "not applicable"
