@@ -15,6 +15,18 @@ from typing import Any, ClassVar
 
 PROTOCOL_VERSION = "1.0"
 
+# What an implementation may declare. A feature or scenario tagged @requires-NAME (NAME with
+# dashes) is not applicable without NAME.
+CAPABILITIES = (
+    "activation",  # queue monitors and internal activation
+    "external_activation",
+    "routing",  # several instances, routes, the transport between them
+    "mirroring",
+    "dynamic_routing",
+    "forwarding",
+    "periodic_tasks",
+)
+
 VIEWS = (
     "sys.dm_broker_queue_monitors",
     "sys.dm_broker_activated_tasks",

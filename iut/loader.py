@@ -56,7 +56,10 @@ def factory_for(spec: str, out: Path | None = None) -> Callable[[], Implementati
     if spec.startswith("cmd:"):
         from sbtck.iut.remote import ProcessChannel, RemoteImplementation
 
-        argv = shlex.split(spec[len("cmd:") :])
+        try:
+            argv = shlex.split(spec[len("cmd:") :])
+        except ValueError as exc:
+            raise IUTSpecError(f"--iut {spec!r}: {exc}; quote the program's arguments as a shell would") from None
         if not argv:
             raise IUTSpecError(f"--iut {spec!r}: name a program, e.g. cmd:'node broker.js'")
         return lambda: RemoteImplementation(lambda: ProcessChannel(argv))

@@ -13,19 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from sbtck import catalogue
-from sbtck.fixtures.yamlfile import DeclarationError, load
-from sbtck.iut.contract import Handshake
+from sbtck.fixtures.yamlfile import DeclarationError, load, read
+from sbtck.iut.contract import CAPABILITIES, Handshake
 
-# A feature or scenario tagged @requires-NAME (NAME with dashes) is not applicable without NAME.
-CAPABILITIES = (
-    "activation",  # queue monitors and internal activation
-    "external_activation",
-    "routing",  # several instances, routes, the transport between them
-    "mirroring",
-    "dynamic_routing",
-    "forwarding",
-    "periodic_tasks",
-)
+__all__ = ["CAPABILITIES", "Profile", "ProfileError", "check", "from_handshake", "load_expectations", "load_file"]
 
 
 class ProfileError(DeclarationError):
@@ -67,7 +58,10 @@ def check(data: Any, source: str, where: Any = None) -> Profile:
         raise fail(("implementation",), "give the implementation's name (implementation: {name: ..., version: ...})")
     known = catalogue.load().params
     params: dict[str, float] = {}
-    for name, value in (data.get("params") or {}).items():
+    given = data.get("params") or {}
+    if not isinstance(given, dict):
+        raise fail(("params",), f"a mapping of parameter names to numbers, got {type(given).__name__}")
+    for name, value in given.items():
         if name not in known:
             hint = difflib.get_close_matches(str(name), known, n=1)
             raise fail(
@@ -82,6 +76,8 @@ def check(data: Any, source: str, where: Any = None) -> Profile:
         if spec.fixed:
             params.setdefault(name, spec.value)
     caps = data.get("capabilities") or []
+    if not isinstance(caps, list):
+        raise fail(("capabilities",), f"a list of capabilities, got {type(caps).__name__}: {caps!r}"[:300])
     for cap in caps:
         if cap not in CAPABILITIES:
             raise fail(("capabilities",), f"unknown capability {cap!r}; known: {', '.join(CAPABILITIES)}")
@@ -96,7 +92,7 @@ def check(data: Any, source: str, where: Any = None) -> Profile:
 def load_file(path: Path) -> Profile:
     if not path.is_file():
         raise ProfileError(f"profile {path}: no such file")
-    doc = load(path.read_text(), str(path))
+    doc = load(read(path, "profile"), str(path))
     return check(doc.data, str(path), doc.where)
 
 
@@ -113,7 +109,7 @@ def load_expectations(path: Path) -> frozenset[str]:
     """A list of scenario ids (feature path::scenario name), or a mapping with expected_failures: [...]."""
     if not path.is_file():
         raise ProfileError(f"expectations {path}: no such file")
-    doc = load(path.read_text(), str(path))
+    doc = load(read(path, "expectations"), str(path))
     data = doc.data.get("expected_failures") if isinstance(doc.data, dict) else doc.data
     if not isinstance(data, list) or not all(isinstance(item, str) and "::" in item for item in data):
         raise ProfileError(

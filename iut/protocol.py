@@ -2,7 +2,9 @@
 
 See docs/protocol.md. Requests are {"id", "op", ...} with op "hello",
 "execute" or "bye"; responses echo the id with "ok" and either "result"
-(and "events") or "error".
+(and "events") or "error". This module is what a server needs (the
+reference image has nothing but Python and PyYAML); the kit's side checks
+answers against their declared shapes in iut/answers.py.
 """
 
 from __future__ import annotations
@@ -10,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sbtck.iut.contract import PROTOCOL_VERSION, Event, Handshake, Response
+from sbtck.iut.contract import PROTOCOL_VERSION, Handshake, Response
 
-__all__ = ["PROTOCOL_VERSION", "ProtocolError", "decode", "encode", "handshake_from", "response_from"]
+__all__ = ["PROTOCOL_VERSION", "ProtocolError", "decode", "encode", "handshake_json", "response_json"]
 
 
 class ProtocolError(ValueError):
@@ -23,37 +25,21 @@ def encode(message: dict[str, Any]) -> bytes:
     return (json.dumps(message, separators=(",", ":"), default=str) + "\n").encode()
 
 
+def shown(line: bytes | str) -> str:
+    text = line.decode(errors="replace") if isinstance(line, bytes) else line
+    return repr(text.strip()[:200])
+
+
 def decode(line: bytes | str) -> dict[str, Any]:
+    """A request line (of a client of ``sbtck serve``): any JSON object."""
     text = line.decode(errors="replace") if isinstance(line, bytes) else line
     try:
         value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ProtocolError(f"not JSON ({exc.msg}): {text.strip()[:200]!r}") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ProtocolError(f"not JSON ({exc}): {shown(line)}") from None
     if not isinstance(value, dict):
-        raise ProtocolError(f"a line is a JSON object, got {text.strip()[:200]!r}")
+        raise ProtocolError(f"a line is a JSON object, got {shown(line)}")
     return value
-
-
-def handshake_from(result: dict[str, Any]) -> Handshake:
-    protocol = str(result.get("protocol", ""))
-    if protocol.split(".")[0] != PROTOCOL_VERSION.split(".")[0]:
-        raise ProtocolError(f"the implementation speaks protocol {protocol or '(none)'}, the kit {PROTOCOL_VERSION}")
-    if not result.get("name"):
-        raise ProtocolError("the hello answer names no implementation ('name')")
-    return Handshake(
-        name=str(result["name"]),
-        version=str(result.get("version", "")),
-        protocol=protocol,
-        capabilities=tuple(result.get("capabilities", [])),
-        params=dict(result.get("params", {})),
-    )
-
-
-def response_from(message: dict[str, Any]) -> Response:
-    events = [Event.from_json(e) for e in message.get("events", [])]
-    if message.get("ok"):
-        return Response(result=dict(message.get("result") or {}), events=events)
-    return Response(error=str(message.get("error") or "refused without a reason"), events=events)
 
 
 def handshake_json(handshake: Handshake) -> dict[str, Any]:
@@ -61,7 +47,10 @@ def handshake_json(handshake: Handshake) -> dict[str, Any]:
         "name": handshake.name,
         "version": handshake.version,
         "protocol": handshake.protocol,
-        "capabilities": list(handshake.capabilities),
+        # as given, so that a wrong type is named as such by handshake_from rather than read letter by letter
+        "capabilities": list(handshake.capabilities)
+        if isinstance(handshake.capabilities, (list, tuple))
+        else handshake.capabilities,
         "params": handshake.params,
     }
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import selectors
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -21,11 +23,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
-from sbtck.iut import protocol
-from sbtck.iut.contract import Command, Handshake, Response, Start
+from sbtck.iut import answers, protocol
+from sbtck.iut.contract import CAPABILITIES, Command, Handshake, Response, Start
 
 DEFAULT_TIMEOUT_S = float(os.environ.get("SBTCK_REQUEST_TIMEOUT", "10"))
+# the longest line an implementation may write; read no further, so a runaway writer cannot exhaust memory
+DEFAULT_MAX_LINE_BYTES = int(os.environ.get("SBTCK_MAX_LINE_BYTES", str(16 * 1024 * 1024)))
 EOF_MARK = b""
+TOO_LONG = b"\0too long"
+# how often the reader looks up from a silent implementation to see whether it should stop
+POLL_S = 0.2
+# how long an implementation has to end after SIGTERM before its whole process group is killed
+GRACE_S = 1.0
 
 
 class ImplementationFault(Exception):
@@ -33,20 +42,40 @@ class ImplementationFault(Exception):
 
 
 class Channel:
-    """Lines to and from an implementation, read by a thread so that waiting can time out."""
+    """Lines to and from an implementation, read by a thread so that waiting can time out.
+
+    The thread reads the file descriptor itself, a chunk at a time, and never
+    holds a line longer than ``max_line`` bytes; it looks up every POLL_S so
+    that closing never waits on a read that an escaped grandchild keeps open.
+    """
 
     description = "the implementation"
 
-    def __init__(self, rfile: IO[bytes], wfile: IO[bytes]) -> None:
+    def __init__(self, read_fd: int, wfile: IO[bytes], max_line: int = DEFAULT_MAX_LINE_BYTES) -> None:
         self.wfile = wfile
+        self.max_line = max_line
         self.lines: queue.Queue[bytes] = queue.Queue()
-        self.reader = threading.Thread(target=self._read, args=(rfile,), daemon=True)
+        self._stop = threading.Event()
+        self.reader = threading.Thread(target=self._read, args=(read_fd,), daemon=True)
         self.reader.start()
 
-    def _read(self, rfile: IO[bytes]) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            for line in rfile:
-                self.lines.put(line)
+    def _read(self, fd: int) -> None:
+        pending = bytearray()
+        with contextlib.suppress(OSError, ValueError), selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while not self._stop.is_set():
+                if not selector.select(POLL_S):
+                    continue
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                pending += chunk
+                while (end := pending.find(b"\n")) >= 0:
+                    self.lines.put(bytes(pending[: end + 1]))
+                    del pending[: end + 1]
+                if len(pending) > self.max_line:
+                    self.lines.put(TOO_LONG)
+                    return
         self.lines.put(EOF_MARK)
 
     def send(self, line: bytes) -> None:
@@ -54,7 +83,7 @@ class Channel:
         self.wfile.flush()
 
     def receive(self, timeout_s: float) -> bytes | None:
-        """A line, EOF_MARK at the end of output, or None when nothing came in time."""
+        """A line, EOF_MARK at the end of output, TOO_LONG, or None when nothing came in time."""
         try:
             return self.lines.get(timeout=timeout_s)
         except queue.Empty:
@@ -66,29 +95,39 @@ class Channel:
     def stderr_tail(self) -> str:
         return ""
 
+    def stop_reading(self) -> None:
+        self._stop.set()
+        self.reader.join(timeout=POLL_S * 5)
+
     def close(self) -> None:
-        pass
+        self.stop_reading()
 
 
 class ProcessChannel(Channel):
+    """A program in a process group of its own: ending it ends every process it started."""
+
     def __init__(self, argv: list[str], cwd: Path | None = None) -> None:
         program = shutil.which(argv[0])
         if program is None:
             raise ImplementationFault(f"cannot start {argv[0]!r}: no such program on PATH")
         self.description = " ".join(argv)
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process
-        self.process = subprocess.Popen(
-            [program, *argv[1:]],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr,
-            cwd=cwd,
-        )
+        try:
+            self.process = subprocess.Popen(
+                [program, *argv[1:]],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.stderr,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise ImplementationFault(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
         assert self.process.stdin is not None and self.process.stdout is not None
-        super().__init__(self.process.stdout, self.process.stdin)
+        super().__init__(self.process.stdout.fileno(), self.process.stdin)
 
     def send(self, line: bytes) -> None:
-        with contextlib.suppress(OSError):  # a dead process: the missing answer will say so
+        with contextlib.suppress(OSError, ValueError):  # a dead process: the missing answer will say so
             super().send(line)
 
     def ended(self) -> str:
@@ -102,13 +141,21 @@ class ProcessChannel(Channel):
         self.stderr.seek(0)
         return "\n".join(self.stderr.read().decode(errors="replace").splitlines()[-lines:])
 
+    def _signal_group(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, sig)
+
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
+        """End the whole process group, each wait bounded; then let go of the pipes."""
+        self._signal_group(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=GRACE_S)
+        self._signal_group(signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
+        self.stop_reading()
         for stream in (self.process.stdin, self.process.stdout):
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, ValueError):
                 if stream is not None:
                     stream.close()
 
@@ -123,11 +170,18 @@ class SocketChannel(Channel):
         except OSError as exc:
             raise ImplementationFault(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
         self.sock.settimeout(None)
-        super().__init__(self.sock.makefile("rb"), self.sock.makefile("wb"))
+        super().__init__(self.sock.fileno(), self.sock.makefile("wb"))
+
+    def send(self, line: bytes) -> None:
+        with contextlib.suppress(OSError, ValueError):  # a closed connection: the missing answer will say so
+            super().send(line)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
+        self.stop_reading()
+        with contextlib.suppress(OSError):
+            self.wfile.close()
         self.sock.close()
 
 
@@ -142,7 +196,7 @@ class RemoteImplementation:
         self._handshake: Handshake | None = None
         self._next_id = 0
 
-    def _request(self, message: dict[str, Any], what: str) -> dict[str, Any]:
+    def _request(self, message: dict[str, Any], what: str) -> answers.Answer:
         channel = self._open()
         self._next_id += 1
         request_id = self._next_id
@@ -152,15 +206,19 @@ class RemoteImplementation:
             self._fail(f"{channel.description} gave no answer to {what} within {self.timeout_s:g} seconds")
         if line == EOF_MARK:
             self._fail(f"{channel.description} {channel.ended()} while answering {what}")
+        if line == TOO_LONG:
+            self._fail(
+                f"{channel.description} wrote a line longer than {channel.max_line} bytes while answering {what} "
+                "(the limit is SBTCK_MAX_LINE_BYTES)"
+            )
         assert line is not None
         try:
-            answer = protocol.decode(line)
+            answer = answers.decode_answer(line)
         except protocol.ProtocolError as exc:
             self._fail(f"{channel.description} wrote a line that is not an answer to {what}: {exc}")
-        if answer.get("id") != request_id:
+        if answer.id != request_id:
             self._fail(
-                f"{channel.description} answered request {answer.get('id')!r}, but was asked request "
-                f"{request_id} ({what})"
+                f"{channel.description} answered request {answer.id!r}, but was asked request {request_id} ({what})"
             )
         return answer
 
@@ -184,7 +242,7 @@ class RemoteImplementation:
         if self._handshake is None or self.channel is None:
             answer = self._request({"op": "hello", "protocol": protocol.PROTOCOL_VERSION}, "hello")
             try:
-                self._handshake = protocol.handshake_from(dict(answer.get("result") or {}))
+                self._handshake = answers.handshake_from(dict(answer.result or {}), CAPABILITIES)
             except protocol.ProtocolError as exc:
                 self._fail(str(exc))
         assert self._handshake is not None
@@ -196,7 +254,11 @@ class RemoteImplementation:
         if self.broken is not None:
             raise ImplementationFault(f"not restarted within a scenario after: {self.broken}")
         self.handshake()
-        return protocol.response_from(self._request({"op": "execute", "command": command.to_json()}, command.kind))
+        answer = self._request({"op": "execute", "command": command.to_json()}, command.kind)
+        try:
+            return answers.response_from(answer)
+        except protocol.ProtocolError as exc:
+            self._fail(f"{self._open().description} answered {command.kind} wrongly: {exc}")
 
     def close(self) -> None:
         if self.channel is not None and self.broken is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socketserver
 import sys
 from collections.abc import Callable
@@ -13,6 +15,8 @@ from sbtck.iut.implementation import Implementation
 
 Factory = Callable[[], Implementation]
 LOOPBACK = ("127.0.0.1", "localhost")
+# how long a connection may stay silent before the server closes it
+IDLE_S = float(os.environ.get("SBTCK_SERVE_IDLE_S", "300"))
 
 
 def serve_stream(factory: Factory, rfile: IO[bytes] | Any, wfile: IO[bytes] | Any) -> None:
@@ -44,6 +48,9 @@ def serve_stream(factory: Factory, rfile: IO[bytes] | Any, wfile: IO[bytes] | An
                     answer = {"id": request_id, "ok": False, "error": f"unknown op {op!r}: hello, execute or bye"}
             except (protocol.ProtocolError, ContractError) as exc:
                 answer = {"id": request_id, "ok": False, "error": str(exc), "events": []}
+            except Exception as exc:  # the served implementation's failure on this request, said to the client
+                error = f"the implementation failed on this request: {type(exc).__name__}: {exc}"[:4000]
+                answer = {"id": request_id, "ok": False, "error": error, "events": []}
             wfile.write(protocol.encode(answer))
             wfile.flush()
     finally:
@@ -54,18 +61,33 @@ def serve_stdio(factory: Factory) -> None:
     serve_stream(factory, sys.stdin.buffer, sys.stdout.buffer)
 
 
-def serve_tcp(factory: Factory, address: str, ready: Callable[[str], None] = print) -> None:
-    """One implementation per connection, one connection at a time, on the loopback interface only."""
-    host, _, port = address.rpartition(":")
-    if host not in LOOPBACK or not port.isdigit():
+def serve_tcp(factory: Factory, address: str, ready: Callable[[str], None] = print, idle_s: float = IDLE_S) -> None:
+    """One implementation per connection, connections served at once, on the loopback interface only.
+
+    A connection that sends nothing for ``idle_s`` seconds is closed, so an abandoned client holds nothing.
+    """
+    host, _, port_text = address.rpartition(":")
+    if host not in LOOPBACK:
         raise ValueError(f"--tcp {address!r}: sbtck serves on 127.0.0.1 only; write --tcp 127.0.0.1:PORT")
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ValueError(f"--tcp {address!r}: a port is a number from 0 (any free port) to 65535")
 
     class Handler(socketserver.StreamRequestHandler):
-        def handle(self) -> None:
-            serve_stream(factory, self.rfile, self.wfile)
+        timeout = idle_s
 
-    socketserver.TCPServer.allow_reuse_address = True
-    with socketserver.TCPServer(("127.0.0.1", int(port)), Handler) as server:
+        def handle(self) -> None:
+            with contextlib.suppress(TimeoutError, ConnectionError):
+                serve_stream(factory, self.rfile, self.wfile)
+
+    class Server(socketserver.ThreadingTCPServer):
+        allow_reuse_address = True
+        daemon_threads = True
+
+    try:
+        server = Server(("127.0.0.1", int(port_text)), Handler)
+    except OSError as exc:
+        raise ValueError(f"--tcp {address!r}: cannot listen there ({exc.strerror or exc})") from None
+    with server:
         ready(f"sbtck serve: listening on 127.0.0.1:{server.server_address[1]}")
         sys.stdout.flush()
         server.serve_forever()

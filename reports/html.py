@@ -15,7 +15,6 @@ scrolling block takes the keyboard's focus, and all of it is in ``<main>``
 from __future__ import annotations
 
 from collections import Counter
-from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from sbtck.fixtures import results as r
 from sbtck.fixtures.results import STATUSES, ScenarioRecord, read
 from sbtck.reports import baseline as base
 from sbtck.reports import matrix, timeline, workload
+from sbtck.reports.text import LONG, escape, run_labels, shorten
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:1em;color:#222}
@@ -118,7 +118,7 @@ def _counts(records: list[ScenarioRecord]) -> str:
     )
 
 
-def banner(run: dict[str, Any], records: list[ScenarioRecord]) -> str:
+def banner(run: dict[str, Any], records: list[ScenarioRecord], label: str | None = None) -> str:
     """The verdict first: conforms, does not conform, nothing ran, or interrupted."""
     counts = Counter(rec.status for rec in records)
     impl = run.get("implementation", {})
@@ -132,7 +132,7 @@ def banner(run: dict[str, Any], records: list[ScenarioRecord]) -> str:
         else "no scenario was collected",
         r.INTERRUPTED: f"the run stopped after {len(records)} scenarios; this is not a verdict",
     }[said]
-    name = f"{impl.get('name', '?')} {impl.get('version', '')}".strip()
+    name = label or f"{impl.get('name', '?')} {impl.get('version', '')}".strip()
     return (
         f'<section class="verdict v-{_cls(said)}" aria-label="verdict" data-verdict="{escape(said)}">'
         f'<p class="big"><span aria-hidden="true">{VERDICT_ICONS[said]}</span> {escape(name)}: '
@@ -141,7 +141,7 @@ def banner(run: dict[str, Any], records: list[ScenarioRecord]) -> str:
     )
 
 
-def _summary(run: dict[str, Any], records: list[ScenarioRecord]) -> str:
+def _summary(run: dict[str, Any], label: str) -> str:
     impl = run.get("implementation", {})
     params = "".join(
         f'<tr><th scope="row">{escape(str(k))}</th><td>{escape(str(v))}</td></tr>'
@@ -149,7 +149,7 @@ def _summary(run: dict[str, Any], records: list[ScenarioRecord]) -> str:
     )
     caps = ", ".join(str(c) for c in run.get("profile", {}).get("capabilities", []))
     return (
-        f"<h2>{escape(str(impl.get('name', '?')))} {escape(str(impl.get('version', '')))}</h2>"
+        f"<h2>{escape(shorten(label, 300))}</h2>"
         f"<p>Kit {escape(str(run.get('kit', {}).get('version', '')))}, "
         f"protocol {escape(str(impl.get('protocol', '')))}, "
         f"IUT spec <code>{escape(str(impl.get('spec', '')))}</code>, "
@@ -251,15 +251,17 @@ def _events(events: list[dict[str, Any]]) -> str:
     for e in events:
         extra = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("at_ms", "kind", "second"))
         lines.append(f"second {e.get('second', 0):>6g}  {str(e.get('kind', '')).replace('_', ' '):<24} {extra}")
-    return escape("\n".join(lines))
+    return escape(shorten("\n".join(lines), 20 * LONG))
 
 
 def _scenario(record: ScenarioRecord) -> str:
     steps = []
     for step in record.steps:
-        steps.append(f'<div class="step">{_badge(step.status)} <b>{escape(step.keyword)}</b> {escape(step.text)}</div>')
+        steps.append(
+            f'<div class="step">{_badge(step.status)} <b>{escape(step.keyword)}</b> {escape(shorten(step.text))}</div>'
+        )
         if step.docstring:
-            steps.append(f'<pre class="step" tabindex="0">{escape(step.docstring)}</pre>')
+            steps.append(f'<pre class="step" tabindex="0">{escape(shorten(step.docstring))}</pre>')
         if step.datatable:
             steps.append(f'<div class="step">{_table(step.datatable)}</div>')
     failure = ""
@@ -267,7 +269,7 @@ def _scenario(record: ScenarioRecord) -> str:
         failure = (
             f"<p><b>Failed at:</b> {escape(str(record.failure.get('step', '')))} "
             f"(line {escape(str(record.failure.get('line', '')))})</p>"
-            f'<pre tabindex="0">{escape(str(record.failure.get("message", "")))}</pre>'
+            f'<pre tabindex="0">{escape(shorten(str(record.failure.get("message", ""))))}</pre>'
             f"<p>Rerun: <code>{escape(record.rerun)}</code></p>"
         )
     drawing = timeline.svg(record.events) if _area(record) in ("activation", "periodic") else ""
@@ -289,6 +291,7 @@ def _scenario(record: ScenarioRecord) -> str:
         f'data-area="{escape(_area(record))}" data-rules="{escape(" ".join(record.rules))}">'
         f'<p>{_badge(record.status)} <b>{escape(record.name)}</b> <span class="tags">{tags}</span></p>'
         + (f'<p class="tags">{escape(record.status)}: {escape(record.reason)}</p>' if record.reason else "")
+        + ('<p class="tags"><b>flaky</b>: an earlier attempt of this scenario did not pass</p>' if record.flaky else "")
         + f"{''.join(steps)}{failure}{drawing}{log}</div>"
     )
 
@@ -320,11 +323,12 @@ def render(
 ) -> str:
     first_records = runs[0][1]
     body = ["<h1>sbtck conformance report</h1>"]
-    body.extend(banner(run, records) for run, records in runs)
+    labels = run_labels([run for run, _ in runs])
+    body.extend(banner(run, records, label) for (run, records), label in zip(runs, labels, strict=True))
     if baseline is not None:
         body.append(changes(base.compare(baseline[1], first_records), first_records, baseline[0]))
     body.append(rule_grid(first_records))
-    body.extend(_summary(run, records) for run, records in runs)
+    body.extend(_summary(run, label) for (run, _), label in zip(runs, labels, strict=True))
     if len(runs) > 1:
         body.append(matrix.table(runs))
     if work is not None:

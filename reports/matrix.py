@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from html import escape
 from typing import Any
 
 from sbtck import catalogue
 from sbtck.fixtures.results import ICONS, ScenarioRecord
+from sbtck.reports.text import escape, run_labels
 
 # the worst status of a cell decides its colour and icon (the icon says it without colour)
 SEVERITY = ["failed", "error", "unexpected pass", "expected failure", "not applicable", "passed"]
@@ -25,11 +25,7 @@ def _cell(records: list[ScenarioRecord]) -> str:
 
 
 def table(runs: list[tuple[dict[str, Any], list[ScenarioRecord]]]) -> str:
-    header = "".join(
-        f'<th scope="col">{escape(str(run.get("implementation", {}).get("name", "?")))} '
-        f"{escape(str(run.get('implementation', {}).get('version', '')))}</th>"
-        for run, _ in runs
-    )
+    header = "".join(f'<th scope="col">{escape(label)}</th>' for label in run_labels([run for run, _ in runs]))
     rows = []
     for rule in catalogue.load().rules.values():
         cells = "".join(_cell([r for r in records if rule.id in r.rules]) for _, records in runs)

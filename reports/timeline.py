@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
+
+from sbtck.reports.text import escape
 
 WIDTH, LEFT, ROW = 760, 150, 34
 

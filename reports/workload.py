@@ -11,9 +11,10 @@ The Spark stage writes this JSON beside its Parquet tables:
 from __future__ import annotations
 
 import json
-from html import escape
 from pathlib import Path
 from typing import Any
+
+from sbtck.reports.text import escape
 
 KIND = "sbtck-workload-summary"
 

@@ -35,6 +35,9 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         return EXIT_BAD_INPUT
     chosen: dict[str, str | None] = {key: getattr(args, key) or settings.get(key) for key in config.KEYS}
     out = Path(chosen["out"] or "out/report").resolve()
+    if out.exists() and not out.is_dir():
+        print(f"sbtck: --out {out} is a file; name a folder for the report", file=sys.stderr)
+        return EXIT_BAD_INPUT
     root = kit_root()
     # a node id after -- (the report's rerun command, relative to the kit) replaces the whole suite
     extra = [str(root / arg) if "::" in arg and (root / arg.split("::")[0]).is_file() else arg for arg in extra]
@@ -65,6 +68,10 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         if missing:
             print(f"sbtck: --features: no such file or folder: {', '.join(missing)}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        unreadable = _unreadable_features(paths)
+        if unreadable:
+            print(f"sbtck: --features: {unreadable}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         os.environ["SBTCK_FEATURES"] = os.pathsep.join(str(p) for p in paths)
     code = int(pytest.main(pytest_args + extra))
     if code == PYTEST_NO_TESTS:
@@ -74,6 +81,21 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     if code in (PYTEST_USAGE, PYTEST_INTERRUPTED):
         return EXIT_BAD_INPUT
     return code
+
+
+def _unreadable_features(paths: list[Path]) -> str | None:
+    """The first .feature file that pytest-bdd could not parse, and why, in one line."""
+    from pytest_bdd.parser import FeatureParser
+
+    files = [f for p in paths for f in ([p] if p.is_file() else sorted(p.rglob("*.feature")))]
+    if not files:
+        return f"no .feature file in {', '.join(map(str, paths))}"
+    for path in files:
+        try:
+            FeatureParser(str(path.parent), path.name).parse()
+        except Exception as exc:  # the parser's errors have no common base; any of them makes the file unusable
+            return f"{path}: not a feature file pytest-bdd can read ({type(exc).__name__}: {exc or 'empty'})"
+    return None
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -103,6 +125,9 @@ def _report(args: argparse.Namespace) -> int:
         for path in [*args.results, *([args.baseline] if args.baseline else [])]:
             if not Path(path).is_file():
                 raise ResultsError(f"{path}: no such results file (sbtck run writes one under its --out)")
+        own = [p for p in args.results if Path(p).resolve().parent == out.resolve()]
+        if own:
+            raise ResultsError(f"--out {out} is the folder of the run {own[0]}: its report would be overwritten")
         runs = [read(Path(p)) for p in args.results]
         old = read(Path(args.baseline))[1] if args.baseline else None
         page = html.build(

@@ -24,11 +24,13 @@ def load(folder: Path) -> tuple[dict[str, str], Path | None]:
     if own.is_file():
         source = own
         data = _read(own)
-    elif project.is_file() and "sbtck" in _read(project).get("tool", {}):
+    elif project.is_file() and isinstance(_read(project).get("tool"), dict) and "sbtck" in _read(project)["tool"]:
         source = project
         data = _read(project)["tool"]["sbtck"]
     else:
         return {}, None
+    if not isinstance(data, dict):
+        raise ConfigError(f'{source}: the sbtck settings are a table (key = "value" lines), got {data!r}'[:300])
     settings: dict[str, str] = {}
     for key, value in data.items():
         if key not in KEYS:
@@ -46,6 +48,12 @@ def load(folder: Path) -> tuple[dict[str, str], Path | None]:
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 (byte 0x{exc.object[exc.start]:02x} at {exc.start}); save it as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None

@@ -125,14 +125,18 @@ def test_a_standalone_cluster_gives_the_same_parquet_as_local(spark: Any, tmp_pa
 
 
 def test_a_job_that_cannot_finish_leaves_the_folder_marked_incomplete(tmp_path: Path) -> None:
-    (tmp_path / SUMMARY).write_text("{}")  # an earlier, complete result
+    earlier = Output(tmp_path)  # an earlier, complete result of a job in this folder
+    earlier.prepare()
+    earlier.finish({"worlds": 1})
     done = workload("--master", "local[2,2]", "--worlds", "4", "--iut", "python:tests.fakes.faulty_workers:always_dies",
                     "--out", str(tmp_path))  # fmt: skip
     assert done.returncode == 2
     assert "did not finish" in done.stderr
-    assert not (tmp_path / SUMMARY).exists()
+    # the earlier result is whole again, and the folder says that the latest job did not finish
+    assert json.loads((tmp_path / SUMMARY).read_text()) == {"worlds": 1}
     assert "did not finish" in (tmp_path / INCOMPLETE).read_text()
-    assert not list(tmp_path.glob(".staging-*"))
+    assert "previous, finished job" in (tmp_path / INCOMPLETE).read_text()
+    assert not list(tmp_path.glob(".staging-*")) and not list(tmp_path.glob(".previous-*"))
 
 
 @pytest.mark.parametrize(

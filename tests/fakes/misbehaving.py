@@ -1,12 +1,18 @@
 """An implementation that speaks the protocol like the reference engine until it misbehaves on SEND.
 
     python tests/fakes/misbehaving.py MODE
-MODE: crash | hang | garbage | wrong_id | protocol_2
+MODE: crash | hang | garbage | wrong_id | protocol_2 (on SEND or in the hello answer), or
+  grandchild  on SEND, starts `sleep 90` holding its stdout, then exits
+  daemon      on SEND, a double-forked child in a session of its own holds stdout for 60 s (pid in $SBTCK_FAKE_PIDFILE)
+  endless     on SEND, writes one endless line without a newline
+  caps_string | caps_unknown | params_list | name_number  a hello answer of the wrong shape
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,6 +24,17 @@ from sbtck.iut.contract import command_from_json
 from sbtck.iut.reference import reference
 
 
+def _daemon() -> None:
+    """A child that leaves this process group (as a daemon does) and keeps stdout open."""
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            with open(os.environ["SBTCK_FAKE_PIDFILE"], "w") as pidfile:
+                pidfile.write(str(os.getpid()))
+            time.sleep(60)
+        os._exit(0)
+
+
 def main(mode: str) -> None:
     implementation = reference()
     for line in sys.stdin:
@@ -26,6 +43,14 @@ def main(mode: str) -> None:
             result = protocol.handshake_json(implementation.handshake())
             if mode == "protocol_2":
                 result["protocol"] = "2.0"
+            if mode == "caps_string":
+                result["capabilities"] = "activation"
+            if mode == "caps_unknown":
+                result["capabilities"] = [*result["capabilities"], "time_travel"]
+            if mode == "params_list":
+                result["params"] = [5, 10]
+            if mode == "name_number":
+                result["name"] = 42
             answer = {"id": request["id"], "ok": True, "result": result}
         elif request["op"] == "bye":
             return
@@ -43,6 +68,16 @@ def main(mode: str) -> None:
                     continue
                 if mode == "wrong_id":
                     request["id"] = request["id"] + 100
+                if mode == "grandchild":
+                    subprocess.Popen(["sleep", "90"])  # inherits this process's stdout
+                    sys.exit(0)
+                if mode == "daemon":
+                    _daemon()
+                    sys.exit(0)
+                if mode == "endless":
+                    chunk = "x" * 65536
+                    while True:
+                        sys.stdout.write(chunk)
             answer = protocol.response_json(request["id"], implementation.execute(command))
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()

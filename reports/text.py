@@ -1,0 +1,41 @@
+"""Text from an implementation, made safe and readable for the page.
+
+``escape`` is html.escape that also shows, as ``[U+202E]``, the control
+and bidirectional-formatting characters that would otherwise reorder or
+hide what the page shows; ``shorten`` keeps the page small when a value is
+huge (results.json keeps the whole value).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+# C0 and C1 controls but tab and newline, zero-width and bidi marks, embeddings, overrides and isolates, BOM
+_HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+LONG = 4000
+
+
+def escape(value: object, quote: bool = True) -> str:
+    return _HIDDEN.sub(lambda m: f"[U+{ord(m.group()):04X}]", html.escape(str(value), quote))
+
+
+def shorten(text: str, limit: int = LONG) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f" … [{len(text) - limit} more characters; the whole value is in results.json]"
+
+
+def run_labels(runs: list[dict[str, Any]]) -> list[str]:
+    """A name for each run; runs of implementations with the same name are told apart by spec and start."""
+    names = [
+        f"{run.get('implementation', {}).get('name', '?')} {run.get('implementation', {}).get('version', '')}".strip()
+        for run in runs
+    ]
+    return [
+        f"{name} (run {i + 1}: {run.get('implementation', {}).get('spec', '?')}, {run.get('started', '?')})"
+        if names.count(name) > 1
+        else name
+        for i, (name, run) in enumerate(zip(names, runs, strict=True))
+    ]

@@ -1,0 +1,30 @@
+"""In-process implementations that misbehave towards the kit itself.
+
+``not_an_implementation``: a factory that returns something else.
+``fails_once``: refuses every other START, so that each scenario fails on its
+first attempt and passes on its rerun (pytest-rerunfailures).
+"""
+
+from __future__ import annotations
+
+from sbtck.iut import contract as c
+from sbtck.iut.reference import ReferenceImplementation
+
+
+def not_an_implementation() -> object:
+    return {"name": "a dict, not a broker"}
+
+
+class _FailsOnce(ReferenceImplementation):
+    starts = 0
+
+    def execute(self, command: c.Command) -> c.Response:
+        if isinstance(command, c.Start):
+            self.starts += 1
+            if self.starts % 2:
+                return c.Response(error="refused on the first attempt")
+        return super().execute(command)
+
+
+def fails_once() -> ReferenceImplementation:
+    return _FailsOnce(name="fails once")

@@ -1,0 +1,462 @@
+"""Hostile input and broken implementations: each case ends in one line of error or a scenario error.
+
+Never a traceback, a hang, lost output or a deleted file of the user's. The
+corpus below is every case reported against the kit; tests/test_fuzz.py
+adds random and malformed input.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from html import unescape
+from pathlib import Path
+
+import pytest
+
+from sbtck.fixtures import results as r
+from sbtck.fixtures.yamlfile import DeclarationError
+from sbtck.iut.profile import load_expectations, load_file
+from tests.helpers import ROOT, kit, sbtck
+
+FAKE = ROOT / "tests" / "fakes" / "misbehaving.py"
+SENDING = "ACT-09"  # scenarios that send, so that the fakes misbehave
+
+
+def _fake(mode: str) -> str:
+    return f"cmd:{sys.executable} {FAKE} {mode}"
+
+
+def _one_line(text: str) -> None:
+    assert "Traceback" not in text and "INTERNALERROR" not in text, text[-3000:]
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker.encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+# ---------------------------------------------------------------- processes
+
+
+def test_a_grandchild_holding_stdout_does_not_hold_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SBTCK_REQUEST_TIMEOUT", "2")
+    began = time.monotonic()
+    run = sbtck("--iut", _fake("grandchild"), "--tags", SENDING, out=tmp_path, timeout=120)
+    took = time.monotonic() - began
+    errors = [s for s in run.results()["scenarios"] if s["status"] == r.ERROR]
+    assert errors and run.code == 1
+    # each sending scenario waits its request time-out at most, never the grandchild's 90 s
+    assert took < 10 + 4 * len(errors), took
+    time.sleep(0.5)
+    assert _processes_with("sleep\x0090") == [], "the grandchild outlived its implementation"
+
+
+def test_a_daemonised_grandchild_cannot_hang_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pidfile = tmp_path / "daemon.pid"
+    monkeypatch.setenv("SBTCK_REQUEST_TIMEOUT", "2")
+    monkeypatch.setenv("SBTCK_FAKE_PIDFILE", str(pidfile))
+    began = time.monotonic()
+    try:
+        run = sbtck("--iut", _fake("daemon"), "--tags", "ACT-09 and not ACT-05", out=tmp_path / "o", timeout=120)
+        assert run.code == 1, run.output[-2000:]
+        assert time.monotonic() - began < 60
+    finally:
+        for line in pidfile.read_text().split() if pidfile.exists() else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(line), signal.SIGKILL)
+
+
+def test_an_endless_line_is_an_error_naming_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SBTCK_MAX_LINE_BYTES", "1000000")
+    run = sbtck("--iut", _fake("endless"), "--tags", "ACT-02 or ACT-09", out=tmp_path, timeout=120)
+    errors = [s for s in run.results()["scenarios"] if s["status"] == r.ERROR]
+    assert errors and all("longer than 1000000 bytes" in s["failure"]["message"] for s in errors)
+    assert any(s["status"] == r.PASSED for s in run.results()["scenarios"])
+
+
+def test_ctrl_c_ends_the_run_and_its_implementation_and_keeps_the_last_report(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    assert sbtck(out=out, timeout=120).code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    marker = f"hang-{os.getpid()}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sbtck.cli", "run", "--iut", f"{_fake('hang')} {marker}", "--out", str(out)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "SBTCK_REQUEST_TIMEOUT": "120"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(3)  # into a scenario that sends: the fake hangs there
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 2, output[-2000:]
+    assert "interrupted" in output and "left as it was" in output
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    partial = json.loads((tmp_path / "report.interrupted" / "results.json").read_text())
+    assert partial["interrupted"] is True
+    assert 'data-verdict="interrupted"' in (tmp_path / "report.interrupted" / "index.html").read_text()
+    time.sleep(1.5)
+    assert _processes_with(marker) == []
+
+
+# --------------------------------------------------------------- handshakes
+
+
+@pytest.mark.parametrize(
+    ("mode", "field"),
+    [
+        ("caps_string", "`$.result.capabilities`"),
+        ("caps_unknown", "`$.result.capabilities`"),
+        ("params_list", "`$.result.params`"),
+        ("name_number", "`$.result.name`"),
+        ("protocol_2", "speaks protocol 2.0, the kit 1.0"),
+    ],
+)
+def test_a_wrong_handshake_is_every_scenarios_error_naming_the_field(mode: str, field: str, tmp_path: Path) -> None:
+    run = sbtck("--iut", _fake(mode), "--tags", "ACT-02", out=tmp_path)
+    _one_line(run.output)
+    assert run.code == 1
+    scenarios = run.results()["scenarios"]
+    assert scenarios and all(s["status"] == r.ERROR and field in s["failure"]["message"] for s in scenarios)
+
+
+def test_a_factory_that_returns_no_implementation(tmp_path: Path) -> None:
+    run = sbtck("--iut", "python:tests.fakes.hostile:not_an_implementation", "--tags", "ACT-02", out=tmp_path)
+    _one_line(run.output)
+    messages = {s["failure"]["message"] for s in run.results()["scenarios"]}
+    assert messages and all("not an implementation" in m for m in messages)
+
+
+# ------------------------------------------------------------ declarations
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+)
+DECLARATIONS = {
+    "alias bomb": (BOMB.encode(), "an alias (*a)"),
+    "recursive alias": (b"a: &a [*a]\n", "an alias (*a)"),
+    "infinity": (b"implementation: {name: x}\nparams: {delayed_retry_s: .inf}\n", "inf is not a finite number"),
+    "not a number": (b"implementation: {name: x}\nparams: {delayed_retry_s: .nan}\n", "nan is not a finite number"),
+    "complex key": (b"? {a: 1}\n: 2\n", "a key is a name, not a mapping"),
+    "number key": (b"implementation: {name: x}\n1: 2\n", "is not text"),
+    "control character": (b'implementation: {name: "\x01x"}\n', "special characters are not allowed"),
+    "not UTF-8": (b"implementation: {name: \xff}\n", "not UTF-8 (byte 0xff)"),
+    "params a list": (b"implementation: {name: x}\nparams: [1, 2]\n", "a mapping of parameter names"),
+    "capabilities a string": (b"implementation: {name: x}\ncapabilities: activation\n", "a list of capabilities"),
+    "a list": (b"- a\n- b\n", "a profile is a mapping"),
+    "too large": (b"#" * (1024 * 1024 + 1), "a declaration file is at most"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DECLARATIONS))
+def test_a_hostile_profile_is_one_line_naming_the_file(case: str, tmp_path: Path) -> None:
+    content, said = DECLARATIONS[case]
+    path = tmp_path / "profile.yaml"
+    path.write_bytes(content)
+    began = time.monotonic()
+    with pytest.raises(DeclarationError) as refused:
+        load_file(path)
+    assert time.monotonic() - began < 2
+    message = str(refused.value)
+    assert said in message and str(path) in message and "\n" not in message
+
+
+@pytest.mark.parametrize("case", ["alias bomb", "infinity", "complex key", "control character", "not UTF-8"])
+def test_hostile_expectations_and_topologies_are_one_line(case: str, tmp_path: Path) -> None:
+    from sbtck.fixtures.topology import named
+
+    content, _ = DECLARATIONS[case]
+    (tmp_path / "t.yaml").write_bytes(content)
+    for load in (lambda: load_expectations(tmp_path / "t.yaml"), lambda: named("t", tmp_path)):
+        with pytest.raises(DeclarationError) as refused:
+            load()
+        assert "\n" not in str(refused.value) and "t.yaml" in str(refused.value)
+
+
+def test_a_hostile_profile_through_the_command_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(BOMB)
+    run = sbtck("--profile", str(tmp_path / "p.yaml"), out=tmp_path / "o")
+    _one_line(run.output)
+    assert run.code == 2 and "an alias (*a)" in run.output
+
+
+# ------------------------------------------------------------ the command
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--iut", "cmd:'x"], "No closing quotation"),
+        (["--out", "FILE"], "is a file; name a folder"),
+        (["--features", "EMPTY"], "not a feature file pytest-bdd can read"),
+        (["--tags", "ACT-01 and ("], ""),
+    ],
+)
+def test_bad_run_input_is_one_line(args: list[str], said: str, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("mine")
+    (tmp_path / "empty.feature").write_text("")
+    args = [{"FILE": str(tmp_path / "file"), "EMPTY": str(tmp_path / "empty.feature")}.get(a, a) for a in args]
+    proc = kit("run", *args)
+    _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode == 2 and said in proc.stdout + proc.stderr
+    assert (tmp_path / "file").read_text() == "mine"
+
+
+def test_a_broken_run_leaves_the_previous_report(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    assert sbtck("--tags", "ACT-13", out=out).code == 0
+    before = (out / "index.html").read_bytes()
+    broken = sbtck("--tags", "ACT-01 and (", out=out)
+    assert broken.code == 2
+    assert (out / "index.html").read_bytes() == before
+    assert "conforms on the 0" not in (out / "index.html").read_text()
+
+
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        (b"[tool]\nsbtck = 5\n", "the sbtck settings are a table"),
+        (b'[tool.sbtck]\niut = "\xff"\n', "not UTF-8"),
+    ],
+)
+def test_malformed_settings_are_one_line(settings: bytes, said: str, tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_bytes(settings)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sbtck", "run"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode == 2 and said in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "said"), [("{}", "no list of scenarios"), ('{"scenarios": [', "not a results.json")]
+)
+def test_report_on_a_wrong_results_file_names_it(content: str, said: str, tmp_path: Path) -> None:
+    (tmp_path / "results.json").write_text(content)
+    proc = kit("report", str(tmp_path / "results.json"), "--out", str(tmp_path / "o"))
+    _one_line(proc.stderr)
+    assert proc.returncode == 2 and said in proc.stderr and "results.json" in proc.stderr
+
+
+def test_report_never_overwrites_a_runs_own_folder(tmp_path: Path) -> None:
+    run = sbtck("--tags", "ACT-13", out=tmp_path / "run")
+    page = (run.out / "index.html").read_bytes()
+    proc = kit("report", str(run.out / "results.json"), "--out", str(run.out))
+    assert proc.returncode == 2 and "would be overwritten" in proc.stderr
+    assert (run.out / "index.html").read_bytes() == page
+
+
+# ------------------------------------------------------------------ serving
+
+
+def test_serve_refuses_a_port_out_of_range_and_one_in_use() -> None:
+    proc = kit("serve", "--tcp", "127.0.0.1:99999")
+    assert proc.returncode == 2 and "a port is a number from 0" in proc.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = kit("serve", "--tcp", f"127.0.0.1:{port}")
+    _one_line(proc.stderr)
+    assert proc.returncode == 2 and "cannot listen there" in proc.stderr
+
+
+def test_serve_answers_an_engine_failure_and_goes_on() -> None:
+    lines = [
+        {"id": 1, "op": "execute", "command": {"kind": "start", "at_ms": 0, "topology": 5}},
+        {"id": 2, "op": "hello", "protocol": "1.0"},
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "sbtck", "serve", "--stdio"],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    answers = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert answers[0]["ok"] is False and "failed on this request" in answers[0]["error"]
+    assert answers[1]["ok"] is True and proc.returncode == 0
+    _one_line(proc.stderr)
+
+
+def test_serve_tcp_serves_clients_at_once_and_closes_an_idle_one() -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "sbtck", "serve", "--tcp", "127.0.0.1:0"],
+        env={**os.environ, "SBTCK_SERVE_IDLE_S": "1"},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline().rsplit(":", 1)[1])
+        idle = socket.create_connection(("127.0.0.1", port), timeout=5)  # connects and says nothing
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as busy:
+            busy.sendall(b'{"id": 1, "op": "hello", "protocol": "1.0"}\n')
+            assert json.loads(busy.makefile().readline())["ok"] is True
+        idle.settimeout(5)
+        assert idle.recv(10) == b"", "the idle connection was not closed"
+        idle.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+# --------------------------------------------------------------- workloads
+
+
+def test_workload_out_refuses_what_it_did_not_make(tmp_path: Path) -> None:
+    from sbtck.workloads.output import Output, OutputError
+
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("mine")
+    for folder, said in ((theirs, "not made by sbtck workload"), (Path("/"), "root"), (Path.home(), "home")):
+        with pytest.raises(OutputError, match=said):
+            Output(folder).prepare()
+    assert (theirs / "notes.txt").read_text() == "mine"
+
+
+def test_workload_out_keeps_a_users_file_and_one_job_at_a_time(tmp_path: Path) -> None:
+    from sbtck.workloads.output import INCOMPLETE, SUMMARY, Output, OutputError
+
+    out = tmp_path / "w"
+    first = Output(out)
+    first.prepare()
+    with pytest.raises(OutputError, match="another sbtck workload job"):
+        Output(out).prepare()
+    first.part("reproducers").mkdir()
+    (first.part("reproducers") / "seed-1.feature").write_text("kit's")
+    first.finish({"worlds": 1})
+    (out / "reproducers" / "mine.feature").write_text("user's")
+    # a second job that fails keeps the first job's results, and the user's file
+    second = Output(out)
+    second.prepare()
+    second.fail("it broke")
+    assert json.loads((out / SUMMARY).read_text()) == {"worlds": 1}
+    assert (out / "reproducers" / "seed-1.feature").read_text() == "kit's"
+    assert "previous, finished job" in (out / INCOMPLETE).read_text()
+    # a third that finishes replaces the kit's files only
+    third = Output(out)
+    third.prepare()
+    third.finish({"worlds": 2})
+    assert (out / "reproducers" / "mine.feature").read_text() == "user's"
+    assert not (out / "reproducers" / "seed-1.feature").exists()
+    assert not (out / INCOMPLETE).exists() and json.loads((out / SUMMARY).read_text()) == {"worlds": 2}
+
+
+# ------------------------------------------------------------------ reports
+
+
+def test_the_page_shows_hidden_characters_and_shortens_huge_values(tmp_path: Path) -> None:
+    from sbtck.reports import html
+
+    huge = "y" * 10_000_000
+    record = r.ScenarioRecord(
+        "f.feature::[1] a\u202egnp.exe",
+        "features/activation/01_f.feature",
+        "F",
+        "[1] a\u202egnp.exe\x07",
+        1,
+        [],
+        [],
+        r.FAILED,
+        failure={"step": "", "line": 1, "kind": r.FAILED, "message": huge},
+    )
+    r.write(tmp_path / "results.json", {"implementation": {"name": "x"}}, [record])
+    page = html.build([tmp_path / "results.json"], tmp_path / "index.html").read_text()
+    assert "\u202e" not in page and "\x07" not in page
+    assert "[U+202E]" in page and "[U+0007]" in page
+    assert len(page) < 2_000_000 and "the whole value is in results.json" in page
+    assert len(json.loads((tmp_path / "results.json").read_text())["scenarios"][0]["failure"]["message"]) == len(huge)
+
+
+def test_runs_of_implementations_with_one_name_are_told_apart(tmp_path: Path) -> None:
+    a = sbtck("--tags", "ACT-13", out=tmp_path / "a")
+    b = sbtck("--tags", "ACT-13", "--iut", "python:tests.variants:crashes_on_d2", out=tmp_path / "b")
+    data = json.loads((b.out / "results.json").read_text())
+    data["implementation"]["name"] = a.results()["implementation"]["name"]
+    data["implementation"]["version"] = a.results()["implementation"]["version"]
+    (b.out / "results.json").write_text(json.dumps(data))
+    proc = kit("report", str(a.out / "results.json"), str(b.out / "results.json"), "--out", str(tmp_path / "both"))
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "both" / "index.html").read_text()
+    assert "(run 1: reference" in page and "(run 2: python:tests.variants:crashes_on_d2" in page
+
+
+# -------------------------------------------------------- other plugins
+
+
+def test_reruns_give_one_row_per_scenario_marked_flaky(tmp_path: Path) -> None:
+    proc = kit(
+        "run",
+        "--iut",
+        "python:tests.fakes.hostile:fails_once",
+        "--tags",
+        "ACT-13",
+        "--out",
+        str(tmp_path / "o"),
+        "--",
+        "--reruns",
+        "2",
+        "-p",
+        "rerunfailures",
+    )
+    scenarios = json.loads((tmp_path / "o" / "results.json").read_text())["scenarios"]
+    ids = [s["id"] for s in scenarios]
+    assert len(ids) == len(set(ids))
+    flaky = [s for s in scenarios if s["flaky"]]
+    assert flaky and all(s["status"] == r.PASSED for s in scenarios)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+
+
+def test_other_reporting_plugins_keep_real_time(tmp_path: Path) -> None:
+    proc = kit(
+        "run",
+        "--tags",
+        "ACT-13",
+        "--out",
+        str(tmp_path / "o"),
+        "--",
+        "--cucumberjson",
+        str(tmp_path / "bdd.json"),
+        "--html",
+        str(tmp_path / "pytest-html.html"),
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    durations = [
+        step["result"]["duration"]
+        for feature in json.loads((tmp_path / "bdd.json").read_text())
+        for element in feature["elements"]
+        for step in element["steps"]
+    ]
+    # nanoseconds: a step of a frozen-clock scenario takes well under a minute, never "thousands of years"
+    assert durations and all(0 <= d < 60 * 10**9 for d in durations)
+    html_page = (tmp_path / "pytest-html.html").read_text()
+    blob = json.loads(unescape(html_page.split('data-jsonblob="', 1)[1].split('"', 1)[0]))
+    shown = [t["duration"] for tests in blob["tests"].values() for t in tests]
+    assert shown and all(re.fullmatch(r"\d+ ms|00:00:\d\d", d) for d in shown), shown
