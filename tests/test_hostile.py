@@ -231,14 +231,16 @@ def test_a_broken_run_leaves_the_previous_report(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("settings", "said"),
+    ("name", "settings", "said"),
     [
-        (b"[tool]\nsbtck = 5\n", "the sbtck settings are a table"),
-        (b'[tool.sbtck]\niut = "\xff"\n', "not UTF-8"),
+        ("pyproject.toml", b"[tool]\nsbtck = 5\n", "the sbtck settings are a table"),
+        ("pyproject.toml", b'[tool.sbtck]\niut = "\xff"\n', "not UTF-8"),
+        ("sbtck.toml", b'iut = "\xff"\n', "not UTF-8"),
+        ("sbtck.toml", b"iut = [1\n", "not valid TOML"),
     ],
 )
-def test_malformed_settings_are_one_line(settings: bytes, said: str, tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_bytes(settings)
+def test_malformed_settings_are_one_line(name: str, settings: bytes, said: str, tmp_path: Path) -> None:
+    (tmp_path / name).write_bytes(settings)
     proc = subprocess.run(
         [sys.executable, "-m", "sbtck", "run"],
         cwd=tmp_path,
