@@ -1,0 +1,56 @@
+"""Every output of a run, written so that a broken run never replaces a finished run's report.
+
+The files are built in a staging folder and moved in one by one: a reader
+sees the old report or the new one, never half of each. A run that
+collected nothing leaves the folder as it was; an interrupted run too, and
+its partial report (whose verdict says *interrupted*) goes beside it, to
+``OUT.interrupted``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sbtck.fixtures import results as r
+from sbtck.reports import cucumber, html, junit
+
+
+def build(folder: Path, run: dict[str, Any], records: list[r.ScenarioRecord], baseline: Path | None) -> None:
+    """results.json, and the others made from it: cucumber.json, junit.xml, index.html."""
+    results = folder / "results.json"
+    r.write(results, run, records)
+    cucumber.write(records, folder / "cucumber.json")
+    junit.write(*r.read(results), folder / "junit.xml")
+    html.build([results], folder / "index.html", baseline=baseline)
+
+
+def publish(
+    out: Path, run: dict[str, Any], records: list[r.ScenarioRecord], baseline: Path | None, say: Callable[[str], None]
+) -> Path | None:
+    """Where the report went (None when nothing was written); ``say`` tells the user why, when not to ``out``."""
+    if not records:
+        say(f"sbtck: no scenario ran; the report in {out} is left as it was")
+        return None
+    target = out
+    if run.get("interrupted"):
+        target = interrupted(out)
+        say(
+            f"sbtck: the run was interrupted after {len(records)} scenarios; the report in {out} is left "
+            f"as it was, this run's partial report is in {target}"
+        )
+    staging = target / f".staging-{os.getpid()}"
+    try:
+        build(staging, run, records, baseline)
+        for made in sorted(staging.iterdir()):
+            os.replace(made, target / made.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def interrupted(out: Path) -> Path:
+    return out.with_name(out.name + ".interrupted")
