@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from sbtck.iut.contract import PROTOCOL_VERSION, Event, Handshake, Response
+from sbtck.iut.contract import CAPABILITIES, PROTOCOL_VERSION, Event, Handshake, Response
 from sbtck.iut.protocol import ProtocolError, shown
 
 # what an implementation may put in a handshake parameter
@@ -50,8 +50,8 @@ def decode_answer(line: bytes | str) -> Answer:
         raise ProtocolError(f"not JSON ({exc}): {shown(line)}") from None
 
 
-def handshake_from(result: dict[str, Any], capabilities: tuple[str, ...] | None = None) -> Handshake:
-    """The hello answer's result, checked: ``capabilities`` are the ones the kit knows, when given."""
+def handshake_from(result: dict[str, Any]) -> Handshake:
+    """The hello answer's result, checked: its capabilities must be ones the kit knows."""
     version = str(result.get("protocol", ""))
     if version.split(".")[0] != PROTOCOL_VERSION.split(".")[0]:
         raise ProtocolError(f"the implementation speaks protocol {version or '(none)'}, the kit {PROTOCOL_VERSION}")
@@ -61,21 +61,17 @@ def handshake_from(result: dict[str, Any], capabilities: tuple[str, ...] | None 
         raise ProtocolError(f"the hello answer breaks the protocol: {exc}".replace("`$", "`$.result")) from None
     if not hello.name:
         raise ProtocolError("the hello answer names no implementation ('name')")
-    unknown = [c for c in hello.capabilities if capabilities is not None and c not in capabilities]
+    unknown = [c for c in hello.capabilities if c not in CAPABILITIES]
     if unknown:
         raise ProtocolError(
             f"the hello answer declares unknown capabilities {', '.join(map(repr, unknown))} - at "
-            f"`$.result.capabilities`; known: {', '.join(capabilities or ())}"
+            f"`$.result.capabilities`; known: {', '.join(CAPABILITIES)}"
         )
     return Handshake(hello.name, hello.version, hello.protocol, tuple(hello.capabilities), dict(hello.params))
 
 
-def response_from(answer: Answer | dict[str, Any]) -> Response:
-    if isinstance(answer, dict):
-        try:
-            answer = msgspec.convert(answer, Answer)
-        except msgspec.ValidationError as exc:
-            raise ProtocolError(f"an answer that breaks the protocol: {exc}") from None
+def response_from(answer: Answer) -> Response:
+    """The execute answer as a Response, once each of its events has the declared shape."""
     for i, event in enumerate(answer.events):
         try:
             msgspec.convert(event, EventShape)

@@ -17,6 +17,7 @@ PROTOCOL_VERSION = "1.0"
 
 # What an implementation may declare. A feature or scenario tagged @requires-NAME (NAME with
 # dashes) is not applicable without NAME.
+REQUIRES_TAG = "requires-"
 CAPABILITIES = (
     "activation",  # queue monitors and internal activation
     "external_activation",

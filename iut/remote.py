@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from sbtck.iut import answers, protocol
-from sbtck.iut.contract import CAPABILITIES, Command, Handshake, Response, Start
+from sbtck.iut.contract import Command, Handshake, Response, Start
 
 DEFAULT_TIMEOUT_S = float(os.environ.get("SBTCK_REQUEST_TIMEOUT", "10"))
 # the longest line an implementation may write; read no further, so a runaway writer cannot exhaust memory
@@ -242,7 +242,7 @@ class RemoteImplementation:
         if self._handshake is None or self.channel is None:
             answer = self._request({"op": "hello", "protocol": protocol.PROTOCOL_VERSION}, "hello")
             try:
-                self._handshake = answers.handshake_from(dict(answer.result or {}), CAPABILITIES)
+                self._handshake = answers.handshake_from(dict(answer.result or {}))
             except protocol.ProtocolError as exc:
                 self._fail(str(exc))
         assert self._handshake is not None

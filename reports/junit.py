@@ -34,8 +34,8 @@ from sbtck.fixtures.results import (
     UNEXPECTED_PASS,
     ScenarioRecord,
 )
+from sbtck.iut.contract import REQUIRES_TAG
 
-REQUIRES = "requires-"
 # XML 1.0 cannot carry these characters at all, escaped or not
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
@@ -49,7 +49,7 @@ def _number(record: ScenarioRecord) -> str:
 
 
 def _capabilities(record: ScenarioRecord) -> list[str]:
-    return [t[len(REQUIRES) :] for t in record.tags if t.startswith(REQUIRES)]
+    return [t[len(REQUIRES_TAG) :] for t in record.tags if t.startswith(REQUIRES_TAG)]
 
 
 def _outcome(case: ET.Element, record: ScenarioRecord) -> None:

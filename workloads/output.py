@@ -27,7 +27,6 @@ from typing import IO, Any
 SUMMARY = "summary.json"
 INCOMPLETE = "INCOMPLETE"
 MARKER = ".sbtck-workload"
-PARTS = ("worlds", "failures", "reproducers", SUMMARY)
 
 
 class OutputError(ValueError):
