@@ -15,8 +15,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from sbtck import contract as c
 from sbtck.fixtures import topology
-from sbtck.iut import contract as c
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.reference import reference
 from sbtck.iut.remote import ProcessChannel, RemoteImplementation, SocketChannel

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from sbtck.fixtures.results import FAILED
 from sbtck.iut.loader import factory_for
+from sbtck.reports.results import FAILED
 from sbtck.workloads.generate import generate
 from sbtck.workloads.stage import Checker
 

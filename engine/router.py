@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sbtck.engine import routing
 from sbtck.engine.choosing import Chooser
 from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.events import EventLog
 from sbtck.engine.model import LOCAL, TRANSPORT, Database, Envelope, Instance, Route
 from sbtck.engine.params import EngineParams
+from sbtck.engine.routing import choose, live, locate, match
 from sbtck.engine.transport import Transport
 
 Deliver = Callable[[Envelope, Instance, Database], None]
@@ -85,10 +85,10 @@ class Router:
         self.log.emit(self.clock.now_ms, kind, instance=at.name, **env.fields(), **fields)
 
     # The three steps of routing, as methods so that a test can build a wrong router.
-    live = staticmethod(routing.live)
-    match = staticmethod(routing.match)
-    choose = staticmethod(routing.choose)
-    locate = staticmethod(routing.locate)
+    live = staticmethod(live)
+    match = staticmethod(match)
+    choose = staticmethod(choose)
+    locate = staticmethod(locate)
 
     def may_leave(self, at: Instance, inside: bool) -> bool:
         """RTC-5: a message from outside leaves by a non-LOCAL route only while forwarding is active."""

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from sbtck.iut.contract import CAPABILITIES, PROTOCOL_VERSION, Event, Handshake, Response
+from sbtck.contract import CAPABILITIES, PROTOCOL_VERSION, Event, Handshake, Response
 from sbtck.iut.protocol import ProtocolError, shown
 
 # what an implementation may put in a handshake parameter

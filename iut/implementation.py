@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from sbtck.iut.contract import Command, Handshake, Response
+from sbtck.contract import Command, Handshake, Response
 
 
 class Implementation(Protocol):

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from sbtck import catalogue
+from sbtck.contract import CAPABILITIES, Handshake
 from sbtck.fixtures.yamlfile import DeclarationError, load, read
-from sbtck.iut.contract import CAPABILITIES, Handshake
 
 __all__ = ["CAPABILITIES", "Profile", "ProfileError", "check", "from_handshake", "load_expectations", "load_file"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sbtck.iut.contract import PROTOCOL_VERSION, Handshake, Response
+from sbtck.contract import PROTOCOL_VERSION, Handshake, Response
 
 __all__ = ["PROTOCOL_VERSION", "ProtocolError", "decode", "encode", "handshake_json", "response_json"]
 

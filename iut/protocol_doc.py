@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from sbtck.iut import contract as c
+from sbtck import contract as c
 
 Q = c.QueueRef("sql1", "shop", "TargetQueue")
 ROUTE = {

@@ -9,11 +9,11 @@ from typing import Any
 
 import yaml
 
+from sbtck import contract as c
 from sbtck.engine import Broker, BrokerError, EngineParams, faults, views
 from sbtck.engine.choosing import Chooser
 from sbtck.engine.model import QueueKey
 from sbtck.engine.params import PROFILE_PATH
-from sbtck.iut import contract as c
 
 Handler = Callable[[Broker, Any], Any]
 

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
+from sbtck.contract import Command, Handshake, Response, Start
 from sbtck.iut import answers, protocol
-from sbtck.iut.contract import Command, Handshake, Response, Start
 
 DEFAULT_TIMEOUT_S = float(os.environ.get("SBTCK_REQUEST_TIMEOUT", "10"))
 # the longest line an implementation may write; read no further, so a runaway writer cannot exhaust memory

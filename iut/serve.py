@@ -9,8 +9,8 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
+from sbtck.contract import ContractError, command_from_json
 from sbtck.iut import protocol
-from sbtck.iut.contract import ContractError, command_from_json
 from sbtck.iut.implementation import Implementation
 
 Factory = Callable[[], Implementation]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sbtck.fixtures.results import (
+from sbtck.reports.results import (
     ERROR,
     EXPECTED_FAILURE,
     FAILED,

@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sbtck.fixtures.results import (
+from sbtck.reports.results import (
     ERROR,
     EXPECTED_FAILURE,
     FAILED,

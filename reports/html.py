@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from sbtck import catalogue
-from sbtck.fixtures import results as r
-from sbtck.fixtures.results import STATUSES, ScenarioRecord, read
 from sbtck.reports import baseline as base
 from sbtck.reports import matrix, timeline, workload
+from sbtck.reports import results as r
+from sbtck.reports.results import STATUSES, ScenarioRecord, read
 from sbtck.reports.text import LONG, escape, run_labels, shorten
 
 CSS = """

@@ -26,7 +26,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from sbtck.fixtures.results import (
+from sbtck.contract import REQUIRES_TAG
+from sbtck.reports.results import (
     ERROR,
     EXPECTED_FAILURE,
     FAILED,
@@ -34,7 +35,6 @@ from sbtck.fixtures.results import (
     UNEXPECTED_PASS,
     ScenarioRecord,
 )
-from sbtck.iut.contract import REQUIRES_TAG
 
 # XML 1.0 cannot carry these characters at all, escaped or not
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")

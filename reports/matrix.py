@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any
 
 from sbtck import catalogue
-from sbtck.fixtures.results import ICONS, ScenarioRecord
+from sbtck.reports.results import ICONS, ScenarioRecord
 from sbtck.reports.text import escape, run_labels
 
 # the worst status of a cell decides its colour and icon (the icon says it without colour)

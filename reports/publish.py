@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sbtck.fixtures import results as r
 from sbtck.reports import cucumber, html, junit
+from sbtck.reports import results as r
 
 
 def build(folder: Path, run: dict[str, Any], records: list[r.ScenarioRecord], baseline: Path | None) -> None:

@@ -117,8 +117,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from sbtck.fixtures.results import ResultsError, read
     from sbtck.reports import baseline, cucumber, html, junit, workload
+    from sbtck.reports.results import ResultsError, read
 
     out = Path(args.out)
     try:
@@ -154,7 +154,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _expectations(args: argparse.Namespace) -> int:
-    from sbtck.fixtures.results import ResultsError, expectations_yaml, read
+    from sbtck.reports.results import ResultsError, expectations_yaml, read
 
     try:
         run, records = read(Path(args.source))
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         at = argv.index("--")
         argv, extra = argv[:at], argv[at + 1 :]
-    from sbtck.iut.contract import PROTOCOL_VERSION
+    from sbtck.contract import PROTOCOL_VERSION
 
     parser = argparse.ArgumentParser(
         prog="sbtck",

@@ -10,7 +10,7 @@ from typing import Any
 
 from pytest_bdd import parsers, then
 
-from sbtck.iut import contract as c
+from sbtck import contract as c
 from sbtck.steps.world import World
 
 MONITORS = "sys.dm_broker_queue_monitors"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pytest_bdd import parsers, then
 
-from sbtck.iut import contract as c
+from sbtck import contract as c
 from sbtck.steps.vocabulary import both
 from sbtck.steps.world import World
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from pytest_bdd import given, parsers
 
+from sbtck import contract as c
 from sbtck.fixtures.routes import route_problem
-from sbtck.iut import contract as c
 from sbtck.steps.vocabulary import both
 from sbtck.steps.world import Refused, World
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sbtck.iut import contract as c
+from sbtck import contract as c
 from sbtck.steps.vocabulary import both
 from sbtck.steps.world import World
 

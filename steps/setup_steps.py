@@ -6,8 +6,8 @@ import re
 
 from pytest_bdd import given, parsers
 
+from sbtck import contract as c
 from sbtck.fixtures import topology as topologies
-from sbtck.iut import contract as c
 from sbtck.steps.vocabulary import both
 from sbtck.steps.world import Refused, ScenarioError, World
 

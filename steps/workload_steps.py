@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pytest_bdd import then
 
-from sbtck.iut import contract as c
+from sbtck import contract as c
 from sbtck.steps.world import World
 from sbtck.workloads.generate import WAITING_VIEWS
 from sbtck.workloads.generate import World as Script

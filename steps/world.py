@@ -6,9 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sbtck import contract as c
 from sbtck.fixtures.clock import ScenarioClock
 from sbtck.fixtures.topology import Topology
-from sbtck.iut import contract as c
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.profile import Profile
 from sbtck.steps import timeexpr

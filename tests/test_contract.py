@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sbtck.iut import contract as c
+from sbtck import contract as c
 
 Q = c.QueueRef("sql1", "shop", "Q")
 EXAMPLES: list[c.Command] = [

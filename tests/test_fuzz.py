@@ -16,10 +16,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sbtck import contract as c
 from sbtck.fixtures.topology import parse
 from sbtck.fixtures.yamlfile import DeclarationError
 from sbtck.fixtures.yamlfile import load as checked_yaml
-from sbtck.iut import contract as c
 from sbtck.iut import protocol
 from sbtck.iut.profile import check
 from sbtck.iut.remote import Channel, ImplementationFault, RemoteImplementation

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from sbtck.fixtures import results as r
 from sbtck.fixtures.yamlfile import DeclarationError
 from sbtck.iut.profile import load_expectations, load_file
+from sbtck.reports import results as r
 from tests.helpers import ROOT, kit, sbtck
 
 FAKE = ROOT / "tests" / "fakes" / "misbehaving.py"

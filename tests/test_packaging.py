@@ -82,7 +82,7 @@ def test_the_wheel_carries_features_catalogue_topologies_and_profile(wheel: Path
 def test_the_wheel_registers_the_pytest_plugin_the_command_and_the_reference(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as z:
         declared = z.read(f"sbtck-{__version__}.dist-info/entry_points.txt").decode()
-    assert "[pytest11]\nsbtck = sbtck.fixtures.plugin" in declared
+    assert "[pytest11]\nsbtck = sbtck.plugin" in declared
     assert "sbtck = sbtck.cli:main" in declared
     assert "reference = sbtck.iut.reference:reference" in declared
 
@@ -99,7 +99,7 @@ def test_the_core_needs_no_spark_and_the_extras_are_declared(wheel: Path) -> Non
 
 def test_the_installed_plugin_is_the_entry_point() -> None:
     (plugin,) = [ep for ep in entry_points(group="pytest11") if ep.name == "sbtck"]
-    assert plugin.value == "sbtck.fixtures.plugin"
+    assert plugin.value == "sbtck.plugin"
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -142,7 +142,7 @@ def test_the_folders_are_the_packages_subpackages() -> None:
 
 
 def test_version_with_python_m_and_the_command(tmp_path: Path) -> None:
-    from sbtck.iut.contract import PROTOCOL_VERSION
+    from sbtck.contract import PROTOCOL_VERSION
 
     proc = _python("-m", "sbtck", "--version", cwd=tmp_path)
     assert proc.returncode == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from sbtck.iut import contract as c
+from sbtck import contract as c
 from sbtck.iut.protocol_doc import EXAMPLES, render_commands
 from tests.helpers import ROOT
 

@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 from sbtck import catalogue
-from sbtck.fixtures import results as r
 from sbtck.reports import html
+from sbtck.reports import results as r
 
 EVIL = "<script>alert(1)</script>"
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from sbtck.fixtures import results as r
 from sbtck.reports import html
+from sbtck.reports import results as r
 from tests.helpers import sbtck
 
 CHROMIUM = shutil.which("chromium")

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from sbtck.fixtures import results as r
 from sbtck.reports import baseline
+from sbtck.reports import results as r
 from tests.helpers import ROOT, Run, kit, sbtck
 
 MIXED = "python:tests.fakes.mixed:mixed"
@@ -264,7 +264,7 @@ def test_nothing_ran_is_said_and_is_not_success(tmp_path: Path) -> None:
 
 
 def test_the_workload_spells_statuses_as_the_suite_does() -> None:
-    from sbtck.iut.contract import Handshake
+    from sbtck.contract import Handshake
     from sbtck.workloads.stage import Checker
 
     class _Nothing:

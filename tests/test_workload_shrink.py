@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sbtck.fixtures.results import FAILED
 from sbtck.iut.loader import factory_for
+from sbtck.reports.results import FAILED
 from sbtck.workloads.generate import generate
 from sbtck.workloads.shrink import ddmin, shrink
 from sbtck.workloads.stage import Checker

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from sbtck.fixtures.results import ERROR, FAILED, PASSED
 from sbtck.reports import workload as workload_report
+from sbtck.reports.results import ERROR, FAILED, PASSED
 from sbtck.workloads import job, sparkling
 from sbtck.workloads.generate import generate
 from sbtck.workloads.output import INCOMPLETE, SUMMARY, Output

@@ -7,10 +7,10 @@ scenario; ``test_wrong_variants.py`` runs the suite against each through
 
 from __future__ import annotations
 
+from sbtck import contract as c
 from sbtck.engine import Broker
 from sbtck.engine.activation import ARRIVAL, QueueMonitor, QueueMonitors
 from sbtck.engine.model import Queue, QueueKey
-from sbtck.iut import contract as c
 from sbtck.iut.reference import ReferenceImplementation
 
 

@@ -11,10 +11,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# the suite's statuses, so that summary.json and Parquet spell them as every other output does
-from sbtck.fixtures.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
-from sbtck.iut.contract import Handshake
+from sbtck.contract import Handshake
 from sbtck.iut.implementation import Implementation
+
+# the suite's statuses, so that summary.json and Parquet spell them as every other output does
+from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
 from sbtck.workloads.differential import compare
 from sbtck.workloads.generate import World, generate, needs
 from sbtck.workloads.invariants import Violation, check

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from sbtck.iut.contract import command_from_json
+from sbtck.contract import command_from_json
 from sbtck.iut.implementation import Implementation
 from sbtck.workloads.generate import World
 

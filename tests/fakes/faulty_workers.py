@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from sbtck.iut import contract as c
+from sbtck import contract as c
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.workloads.generate import generate
 

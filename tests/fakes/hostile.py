@@ -7,7 +7,7 @@ first attempt and passes on its rerun (pytest-rerunfailures).
 
 from __future__ import annotations
 
-from sbtck.iut import contract as c
+from sbtck import contract as c
 from sbtck.iut.reference import ReferenceImplementation
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from sbtck.contract import command_from_json
 from sbtck.iut import protocol
-from sbtck.iut.contract import command_from_json
 from sbtck.iut.reference import reference
 
 
