@@ -14,8 +14,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from sbtck.contract import QueueRef
 from sbtck.engine import Broker
-from sbtck.engine.model import QueueKey
 from sbtck.fixtures import topology
 
 TOPOLOGY = """\
@@ -30,7 +30,7 @@ instances:
 
 def engine_run(messages: int, dialogs: int) -> None:
     broker = Broker(topology.parse(TOPOLOGY, "bench").plain, 0)
-    queue = QueueKey("sql1", "shop", "TargetQueue")
+    queue = QueueRef("sql1", "shop", "TargetQueue")
     names = [f"D{i}" for i in range(dialogs)]
     for name in names:
         broker.begin_dialog(0, name, "sql1", "shop", "Initiator", "Target")

@@ -7,10 +7,10 @@ order before the call is applied. The same calls therefore give the same
 event log, in process or behind any adapter.
 """
 
+from sbtck.contract import Event
 from sbtck.engine import faults, views
 from sbtck.engine.broker import Broker
 from sbtck.engine.errors import BrokerError
-from sbtck.engine.events import Event
 from sbtck.engine.params import EngineParams
 
 __all__ = ["Broker", "BrokerError", "EngineParams", "Event", "faults", "views"]

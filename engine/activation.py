@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sbtck.contract import QueueRef
 from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.events import EventLog
-from sbtck.engine.model import Message, Queue, QueueKey, ReaderBehaviour
+from sbtck.engine.model import Message, Queue, ReaderBehaviour
 from sbtck.engine.params import EngineParams
 from sbtck.engine.receiving import Receiving, Session
 
@@ -27,7 +28,7 @@ TIME_OUT = "external activation time-out"
 
 @dataclass
 class QueueMonitor:
-    key: QueueKey
+    key: QueueRef
     last_empty_ms: int | None = None
     last_activated_ms: int | None = None
     notified_until_ms: int | None = None
@@ -36,7 +37,7 @@ class QueueMonitor:
 
 @dataclass
 class ActivatedTask:
-    key: QueueKey
+    key: QueueRef
     ordinal: int
     session: Session
     procedure: ReaderBehaviour
@@ -46,8 +47,8 @@ class ActivatedTask:
 class QueueMonitors:
     def __init__(
         self,
-        queues: dict[QueueKey, Queue],
-        procedures: Callable[[QueueKey, str], ReaderBehaviour],
+        queues: dict[QueueRef, Queue],
+        procedures: Callable[[QueueRef, str], ReaderBehaviour],
         clock: Clockwork,
         log: EventLog,
         params: EngineParams,
@@ -60,9 +61,9 @@ class QueueMonitors:
         self.params = params
         self.new_session = new_session
         self.receiving: Receiving  # set by the broker; the two refer to each other
-        self.monitors: dict[QueueKey, QueueMonitor] = {}
-        self.tasks: dict[QueueKey, list[ActivatedTask]] = {key: [] for key in queues}
-        self._ordinals: dict[QueueKey, int] = {key: 0 for key in queues}
+        self.monitors: dict[QueueRef, QueueMonitor] = {}
+        self.tasks: dict[QueueRef, list[ActivatedTask]] = {key: [] for key in queues}
+        self._ordinals: dict[QueueRef, int] = {key: 0 for key in queues}
 
     # ------------------------------------------------------------ existence
     def should_monitor(self, queue: Queue) -> bool:
@@ -88,7 +89,7 @@ class QueueMonitors:
             return "ACT-07"
         return None
 
-    def waiting_readers(self, key: QueueKey) -> int:
+    def waiting_readers(self, key: QueueRef) -> int:
         """ACT-07/ACT-08: sessions waiting in GET CONVERSATION GROUP or a RECEIVE without WHERE."""
         return self.receiving.tasks_waiting(key)
 
@@ -215,7 +216,7 @@ class QueueMonitors:
         if not self.tasks[task.key]:
             self.evaluate(self.queues[task.key], ALL_EXITED)
 
-    def find_task(self, key: QueueKey, ordinal: int) -> ActivatedTask | None:
+    def find_task(self, key: QueueRef, ordinal: int) -> ActivatedTask | None:
         return next((t for t in self.tasks[key] if t.ordinal == ordinal), None)
 
     # --------------------------------------------------- what readers tell us

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from sbtck.contract import Event, QueueRef
 from sbtck.engine.activation import ARRIVAL, QueueMonitors
 from sbtck.engine.choosing import Chooser, FirstChooser
 from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.dispatcher import Dispatcher
 from sbtck.engine.errors import BrokerError
-from sbtck.engine.events import Event, EventLog
+from sbtck.engine.events import EventLog
 from sbtck.engine.model import (
     Conversation,
     Database,
@@ -19,7 +20,6 @@ from sbtck.engine.model import (
     Instance,
     Message,
     Queue,
-    QueueKey,
     ReaderBehaviour,
 )
 from sbtck.engine.params import EngineParams
@@ -68,7 +68,7 @@ class Broker(QueueStatements):
         self.clock = Clockwork(start_ms)
         self.log = EventLog()
         self.log.emit(start_ms, "broker_started")
-        self.queues: dict[QueueKey, Queue] = {
+        self.queues: dict[QueueRef, Queue] = {
             q.key: q for i in self.instances.values() for d in i.databases.values() for q in d.queues.values()
         }
         self.sessions: dict[str, Session] = {}
@@ -155,7 +155,7 @@ class Broker(QueueStatements):
         )
 
     # ------------------------------------------------------------- lookups
-    def queue(self, key: QueueKey) -> Queue:
+    def queue(self, key: QueueRef) -> Queue:
         try:
             return self.queues[key]
         except KeyError:
@@ -169,7 +169,7 @@ class Broker(QueueStatements):
         except KeyError:
             raise BrokerError(f"no database {database!r} in instance {instance!r}") from None
 
-    def _procedure(self, key: QueueKey, name: str) -> ReaderBehaviour:
+    def _procedure(self, key: QueueRef, name: str) -> ReaderBehaviour:
         procedures = self.instances[key.instance].databases[key.database].procedures
         if name not in procedures:
             raise BrokerError(f"no procedure {name!r} is declared in database {key.database!r}")

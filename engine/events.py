@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-
-@dataclass(frozen=True)
-class Event:
-    """One observable thing the broker did, at a time in epoch milliseconds."""
-
-    at_ms: int
-    kind: str
-    fields: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"at_ms": self.at_ms, "kind": self.kind, **self.fields}
+from sbtck.contract import Event
 
 
 class EventLog:

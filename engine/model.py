@@ -4,15 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True)
-class QueueKey:
-    instance: str
-    database: str
-    queue: str
-
-    def fields(self) -> dict[str, str]:
-        return {"instance": self.instance, "database": self.database, "queue": self.queue}
+from sbtck.contract import QueueRef
 
 
 @dataclass
@@ -62,7 +54,7 @@ class Message:
 
 @dataclass
 class Queue:
-    key: QueueKey
+    key: QueueRef
     queue_id: int
     database_id: int
     activation: Activation
@@ -76,7 +68,7 @@ class Queue:
 @dataclass
 class Service:
     name: str
-    queue: QueueKey
+    queue: QueueRef
 
 
 LOCAL = "LOCAL"

@@ -6,9 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from sbtck.contract import QueueRef
 from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.events import EventLog
-from sbtck.engine.model import Message, Queue, QueueKey
+from sbtck.engine.model import Message, Queue
 
 RECEIVE = "RECEIVE"
 GET_CONVERSATION_GROUP = "GET CONVERSATION GROUP"
@@ -35,15 +36,15 @@ class Session:
     name: str
     spid: int
     in_transaction: bool = False
-    locks: set[tuple[QueueKey, str]] = field(default_factory=set)
-    received: list[tuple[QueueKey, Message]] = field(default_factory=list)
+    locks: set[tuple[QueueRef, str]] = field(default_factory=set)
+    received: list[tuple[QueueRef, Message]] = field(default_factory=list)
     wait: Wait | None = None
 
 
 @dataclass
 class Wait:
     session: Session
-    queue: QueueKey
+    queue: QueueRef
     statement: str
     top: int | None
     where_dialog: str | None
@@ -62,19 +63,19 @@ Result = Callable[[list[Message], str | None], None]
 class Receiving:
     """Hands messages to readers, one reader per conversation group at a time."""
 
-    def __init__(self, queues: dict[QueueKey, Queue], clock: Clockwork, log: EventLog, watcher: QueueWatcher) -> None:
+    def __init__(self, queues: dict[QueueRef, Queue], clock: Clockwork, log: EventLog, watcher: QueueWatcher) -> None:
         self.queues = queues
         self.clock = clock
         self.log = log
         self.watcher = watcher
-        self.locks: dict[tuple[QueueKey, str], Session] = {}
-        self.waits: dict[QueueKey, list[Wait]] = {key: [] for key in queues}
+        self.locks: dict[tuple[QueueRef, str], Session] = {}
+        self.waits: dict[QueueRef, list[Wait]] = {key: [] for key in queues}
 
     # ------------------------------------------------------------ statements
     def receive(
         self,
         session: Session,
-        key: QueueKey,
+        key: QueueRef,
         *,
         statement: str = RECEIVE,
         top: int | None = None,
@@ -107,7 +108,7 @@ class Receiving:
         )
         self.watcher.receive_waiting(queue)
 
-    def tasks_waiting(self, key: QueueKey) -> int:
+    def tasks_waiting(self, key: QueueRef) -> int:
         """Sessions waiting in GET CONVERSATION GROUP or a RECEIVE without WHERE (ACT-07)."""
         return sum(1 for wait in self.waits[key] if not wait.has_where)
 
@@ -146,7 +147,7 @@ class Receiving:
             self.watcher.rolled_back(self.queues[key])
 
     # ----------------------------------------------------------------- queue
-    def serve(self, key: QueueKey) -> None:
+    def serve(self, key: QueueRef) -> None:
         """Give waiting readers, first come first served, what has become available."""
         for wait in list(self.waits[key]):
             if wait in self.waits[key]:
@@ -157,7 +158,7 @@ class Receiving:
         if not session.in_transaction:
             raise ReceivingError(f"{statement} in session {session.name!r}, which has no open transaction")
 
-    def _end_transaction(self, session: Session) -> list[QueueKey]:
+    def _end_transaction(self, session: Session) -> list[QueueRef]:
         touched = list(dict.fromkeys(key for key, _ in session.locks))
         for lock in session.locks:
             self.locks.pop(lock, None)

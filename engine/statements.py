@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from sbtck.contract import QueueRef
 from sbtck.engine.activation import ALTER, QueueMonitors
 from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.errors import BrokerError
 from sbtck.engine.events import EventLog
-from sbtck.engine.model import Conversation, Message, Queue, QueueKey, ReaderBehaviour
+from sbtck.engine.model import Conversation, Message, Queue, ReaderBehaviour
 from sbtck.engine.receiving import GET_CONVERSATION_GROUP, RECEIVE, Receiving, Session
 
 
@@ -22,9 +23,9 @@ class _Broker(Protocol):
     monitors: QueueMonitors
 
     def advance(self, at_ms: int) -> None: ...
-    def queue(self, key: QueueKey) -> Queue: ...
+    def queue(self, key: QueueRef) -> Queue: ...
     def session(self, name: str) -> Session: ...
-    def _procedure(self, key: QueueKey, name: str) -> ReaderBehaviour: ...
+    def _procedure(self, key: QueueRef, name: str) -> ReaderBehaviour: ...
     def _conversation(self, dialog: str) -> Conversation: ...
     def _statement(self, at_ms: int, run: Callable[[], None]) -> None: ...
 
@@ -45,7 +46,7 @@ class QueueStatements:
         self: _Broker,
         at_ms: int,
         session: str,
-        key: QueueKey,
+        key: QueueRef,
         *,
         top: int | None = None,
         where_dialog: str | None = None,
@@ -83,7 +84,7 @@ class QueueStatements:
     def alter_queue(
         self: _Broker,
         at_ms: int,
-        key: QueueKey,
+        key: QueueRef,
         *,
         status: bool | None = None,
         procedure_name: str | None = None,
@@ -109,7 +110,7 @@ class QueueStatements:
         self.monitors.evaluate(queue, ALTER)
         self.clock.run_pending()
 
-    def create_event_notification(self: _Broker, at_ms: int, name: str, key: QueueKey) -> None:
+    def create_event_notification(self: _Broker, at_ms: int, name: str, key: QueueRef) -> None:
         self.advance(at_ms)
         queue = self.queue(key)
         if name in queue.notifications:
@@ -117,7 +118,7 @@ class QueueStatements:
         queue.notifications.append(name)
         self.monitors.sync(queue)
 
-    def drop_event_notification(self: _Broker, at_ms: int, name: str, key: QueueKey) -> None:
+    def drop_event_notification(self: _Broker, at_ms: int, name: str, key: QueueRef) -> None:
         self.advance(at_ms)
         queue = self.queue(key)
         if name not in queue.notifications:
@@ -125,7 +126,7 @@ class QueueStatements:
         queue.notifications.remove(name)
         self.monitors.sync(queue)
 
-    def exit_procedure(self: _Broker, at_ms: int, key: QueueKey, task: int) -> None:
+    def exit_procedure(self: _Broker, at_ms: int, key: QueueRef, task: int) -> None:
         self.advance(at_ms)
         found = self.monitors.find_task(self.queue(key).key, task)
         if found is None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbtck.engine.model import Activation, Database, Instance, Queue, QueueKey, ReaderBehaviour, Route, Service
+from sbtck.contract import QueueRef
+from sbtck.engine.model import Activation, Database, Instance, Queue, ReaderBehaviour, Route, Service
 
 
 class TopologyError(ValueError):
@@ -70,13 +71,13 @@ def build(topology: dict[str, Any], start_ms: int = 0) -> dict[str, Instance]:
             for pspec in dspec.get("procedures", []):
                 db.procedures[pspec["name"]] = _behaviour(pspec)
             for qspec in dspec.get("queues", []):
-                key = QueueKey(instance.name, db.name, qspec["name"])
+                key = QueueRef(instance.name, db.name, qspec["name"])
                 db.queues[key.queue] = Queue(key, next_object_id, db.database_id, _activation(qspec.get("activation")))
                 next_object_id += 1
             for sspec in dspec.get("services", []):
                 if sspec["queue"] not in db.queues:
                     raise TopologyError(f"service {sspec['name']!r} names unknown queue {sspec['queue']!r}")
-                db.services[sspec["name"]] = Service(sspec["name"], QueueKey(instance.name, db.name, sspec["queue"]))
+                db.services[sspec["name"]] = Service(sspec["name"], QueueRef(instance.name, db.name, sspec["queue"]))
             for nspec in dspec.get("event_notifications", []):
                 queue = db.queues.get(nspec["queue"])
                 if queue is None:

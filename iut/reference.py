@@ -12,14 +12,9 @@ import yaml
 from sbtck import contract as c
 from sbtck.engine import Broker, BrokerError, EngineParams, faults, views
 from sbtck.engine.choosing import Chooser
-from sbtck.engine.model import QueueKey
 from sbtck.engine.params import PROFILE_PATH
 
 Handler = Callable[[Broker, Any], Any]
-
-
-def _key(ref: c.QueueRef) -> QueueKey:
-    return QueueKey(ref.instance, ref.database, ref.queue)
 
 
 def _at(action: Callable[[Broker, Any], Any]) -> Handler:
@@ -39,25 +34,25 @@ DISPATCH: dict[type[c.Command], Handler] = {
     c.Receive: lambda b, cmd: b.receive(
         cmd.at_ms,
         cmd.session,
-        _key(cmd.queue),
+        cmd.queue,
         top=cmd.top,
         where_dialog=cmd.where_dialog,
         where_group=cmd.where_group,
         waitfor_ms=cmd.waitfor_ms,
     ),
     c.GetConversationGroup: lambda b, cmd: b.receive(
-        cmd.at_ms, cmd.session, _key(cmd.queue), waitfor_ms=cmd.waitfor_ms, get_conversation_group=True
+        cmd.at_ms, cmd.session, cmd.queue, waitfor_ms=cmd.waitfor_ms, get_conversation_group=True
     ),
     c.AlterQueue: lambda b, cmd: b.alter_queue(
         cmd.at_ms,
-        _key(cmd.queue),
+        cmd.queue,
         status=None if cmd.status is None else cmd.status == "ON",
         procedure_name=cmd.procedure_name,
         max_queue_readers=cmd.max_queue_readers,
     ),
-    c.CreateEventNotification: lambda b, cmd: b.create_event_notification(cmd.at_ms, cmd.name, _key(cmd.queue)),
-    c.DropEventNotification: lambda b, cmd: b.drop_event_notification(cmd.at_ms, cmd.name, _key(cmd.queue)),
-    c.ExitProcedure: lambda b, cmd: b.exit_procedure(cmd.at_ms, _key(cmd.queue), cmd.task),
+    c.CreateEventNotification: lambda b, cmd: b.create_event_notification(cmd.at_ms, cmd.name, cmd.queue),
+    c.DropEventNotification: lambda b, cmd: b.drop_event_notification(cmd.at_ms, cmd.name, cmd.queue),
+    c.ExitProcedure: lambda b, cmd: b.exit_procedure(cmd.at_ms, cmd.queue, cmd.task),
     c.CreateRoute: _at(lambda b, cmd: b.routes.create(cmd.instance, cmd.database, cmd.route)),
     c.AlterRoute: _at(lambda b, cmd: b.routes.alter(cmd.instance, cmd.database, cmd.route)),
     c.DropRoute: _at(lambda b, cmd: b.routes.drop(cmd.instance, cmd.database, cmd.name)),
@@ -120,7 +115,7 @@ class ReferenceImplementation:
     def _events(self) -> list[c.Event]:
         if self.broker is None:
             return []
-        return [c.Event(e.at_ms, e.kind, dict(e.fields)) for e in self.broker.drain_events()]
+        return self.broker.drain_events()
 
     def close(self) -> None:
         self.broker = None

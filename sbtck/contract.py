@@ -48,9 +48,15 @@ class ContractError(ValueError):
 
 @dataclass(frozen=True)
 class QueueRef:
+    """A queue, named as everywhere in the kit: instance, database, queue."""
+
     instance: str
     database: str
     queue: str
+
+    def fields(self) -> dict[str, str]:
+        """The event fields that name the queue."""
+        return {"instance": self.instance, "database": self.database, "queue": self.queue}
 
 
 @dataclass(frozen=True)
@@ -334,7 +340,7 @@ def command_from_json(data: dict[str, Any]) -> Command:
         raise ContractError(f"command {cls.kind!r}: {exc}") from None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Event:
     """An observation: something the implementation did at ``at_ms``."""
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from sbtck.contract import QueueRef
 from sbtck.engine import Broker
-from sbtck.engine.model import QueueKey
 from sbtck.fixtures import topology
 
 TEXT = """\
@@ -30,8 +30,8 @@ instances:
 SERVICES = ("ManualService", "BusyService", "QuickService")
 
 
-def key(queue: str) -> QueueKey:
-    return QueueKey("sql1", "shop", queue)
+def key(queue: str) -> QueueRef:
+    return QueueRef("sql1", "shop", queue)
 
 
 def broker(broker_class: type[Broker] = Broker) -> Broker:

@@ -20,8 +20,8 @@ from hypothesis.stateful import (
     rule,
 )
 
+from sbtck.contract import Event
 from sbtck.engine import Broker, views
-from sbtck.engine.events import Event
 from sbtck.engine.model import Message
 from sbtck.engine.receiving import Receiving, Session, Wait
 from tests.engine_world import SERVICES, broker, key

@@ -8,9 +8,10 @@ scenario; ``test_wrong_variants.py`` runs the suite against each through
 from __future__ import annotations
 
 from sbtck import contract as c
+from sbtck.contract import QueueRef
 from sbtck.engine import Broker
 from sbtck.engine.activation import ARRIVAL, QueueMonitor, QueueMonitors
-from sbtck.engine.model import Queue, QueueKey
+from sbtck.engine.model import Queue
 from sbtck.iut.reference import ReferenceImplementation
 
 
@@ -27,7 +28,7 @@ class _IgnoresMaxQueueReaders(QueueMonitors):
 
 
 class _IgnoresWhereClause(QueueMonitors):
-    def waiting_readers(self, key: QueueKey) -> int:
+    def waiting_readers(self, key: QueueRef) -> int:
         return len(self.receiving.waits[key])
 
     def counts_empty(self, has_where: bool) -> bool:
