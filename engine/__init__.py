@@ -10,7 +10,7 @@ event log, in process or behind any adapter.
 from sbtck.contract import Event
 from sbtck.engine import faults, views
 from sbtck.engine.broker import Broker
-from sbtck.engine.errors import BrokerError
 from sbtck.engine.params import EngineParams
+from sbtck.errors import BrokerError
 
 __all__ = ["Broker", "BrokerError", "EngineParams", "Event", "faults", "views"]

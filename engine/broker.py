@@ -10,26 +10,17 @@ from sbtck.engine.activation import ARRIVAL, QueueMonitors
 from sbtck.engine.choosing import Chooser, FirstChooser
 from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.dispatcher import Dispatcher
-from sbtck.engine.errors import BrokerError
 from sbtck.engine.events import EventLog
-from sbtck.engine.model import (
-    Conversation,
-    Database,
-    Endpoint,
-    Envelope,
-    Instance,
-    Message,
-    Queue,
-    ReaderBehaviour,
-)
+from sbtck.engine.model import Conversation, Database, Endpoint, Envelope, Instance, Message, Queue, ReaderBehaviour
 from sbtck.engine.params import EngineParams
 from sbtck.engine.periodic import SCHEDULE, Maintenance, run_task, tasks_of
 from sbtck.engine.receiving import Receiving, Session
 from sbtck.engine.route_admin import RouteAdmin
 from sbtck.engine.router import Router
 from sbtck.engine.statements import QueueStatements
-from sbtck.engine.topology import TopologyError, build
+from sbtck.engine.topology import build
 from sbtck.engine.transport import Transport
+from sbtck.errors import BrokerError
 
 FIRST_USER_SPID = 51
 T = TypeVar("T")
@@ -61,10 +52,7 @@ class Broker(QueueStatements):
     ) -> None:
         self.params = params or EngineParams.reference()
         self.start_ms = start_ms
-        try:
-            self.instances: dict[str, Instance] = build(topology, start_ms)
-        except TopologyError as exc:
-            raise BrokerError(str(exc)) from exc
+        self.instances: dict[str, Instance] = build(topology, start_ms)
         self.clock = Clockwork(start_ms)
         self.log = EventLog()
         self.log.emit(start_ms, "broker_started")

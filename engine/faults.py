@@ -9,13 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sbtck.engine.dispatcher import RUNNING, STOPPED
+from sbtck.errors import FaultError
 
 if TYPE_CHECKING:
     from sbtck.engine.broker import Broker
-
-
-class FaultError(ValueError):
-    pass
 
 
 def set_reachable(broker: Broker, instance: str, reachable: bool) -> None:

@@ -10,13 +10,10 @@ from sbtck.contract import QueueRef
 from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.events import EventLog
 from sbtck.engine.model import Message, Queue
+from sbtck.errors import ReceivingError
 
 RECEIVE = "RECEIVE"
 GET_CONVERSATION_GROUP = "GET CONVERSATION GROUP"
-
-
-class ReceivingError(ValueError):
-    pass
 
 
 class QueueWatcher(Protocol):

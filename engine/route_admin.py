@@ -9,10 +9,7 @@ from sbtck.engine.events import EventLog
 from sbtck.engine.model import Instance, Route
 from sbtck.engine.router import Router
 from sbtck.engine.topology import route as make_route
-
-
-class RouteAdminError(ValueError):
-    pass
+from sbtck.errors import RouteAdminError
 
 
 class RouteAdmin:

@@ -8,10 +8,10 @@ from typing import Any, Protocol
 from sbtck.contract import QueueRef
 from sbtck.engine.activation import ALTER, QueueMonitors
 from sbtck.engine.clockwork import Clockwork
-from sbtck.engine.errors import BrokerError
 from sbtck.engine.events import EventLog
 from sbtck.engine.model import Conversation, Message, Queue, ReaderBehaviour
 from sbtck.engine.receiving import GET_CONVERSATION_GROUP, RECEIVE, Receiving, Session
+from sbtck.errors import BrokerError
 
 
 class _Broker(Protocol):

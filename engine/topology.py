@@ -10,10 +10,7 @@ from typing import Any
 
 from sbtck.contract import QueueRef
 from sbtck.engine.model import Activation, Database, Instance, Queue, ReaderBehaviour, Route, Service
-
-
-class TopologyError(ValueError):
-    pass
+from sbtck.errors import TopologyRefused
 
 
 def _behaviour(spec: dict[str, Any]) -> ReaderBehaviour:
@@ -56,7 +53,7 @@ def build(topology: dict[str, Any], start_ms: int = 0) -> dict[str, Instance]:
         instance = Instance(ispec["name"], ispec.get("address", ""), forwarding=bool(ispec.get("message_forwarding")))
         instance.msdb_routes = {r["name"]: route(r, start_ms) for r in ispec.get("msdb_routes", [])}
         if instance.name in instances:
-            raise TopologyError(f"instance {instance.name!r} is declared twice")
+            raise TopologyRefused(f"instance {instance.name!r} is declared twice")
         instances[instance.name] = instance
         for dspec in ispec.get("databases", []):
             db = Database(
@@ -76,11 +73,13 @@ def build(topology: dict[str, Any], start_ms: int = 0) -> dict[str, Instance]:
                 next_object_id += 1
             for sspec in dspec.get("services", []):
                 if sspec["queue"] not in db.queues:
-                    raise TopologyError(f"service {sspec['name']!r} names unknown queue {sspec['queue']!r}")
+                    raise TopologyRefused(f"service {sspec['name']!r} names unknown queue {sspec['queue']!r}")
                 db.services[sspec["name"]] = Service(sspec["name"], QueueRef(instance.name, db.name, sspec["queue"]))
             for nspec in dspec.get("event_notifications", []):
                 queue = db.queues.get(nspec["queue"])
                 if queue is None:
-                    raise TopologyError(f"event notification {nspec['name']!r} names unknown queue {nspec['queue']!r}")
+                    raise TopologyRefused(
+                        f"event notification {nspec['name']!r} names unknown queue {nspec['queue']!r}"
+                    )
                 queue.notifications.append(nspec["name"])
     return instances

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sbtck.engine.route_admin import RouteAdminError
+from sbtck.errors import RouteAdminError, ViewError
 
 if TYPE_CHECKING:
     from sbtck.engine.broker import Broker
-
-
-class ViewError(ValueError):
-    pass
 
 
 def dm_broker_queue_monitors(broker: Broker) -> list[dict[str, Any]]:

@@ -11,7 +11,8 @@ from typing import Any
 import msgspec
 
 from sbtck.contract import CAPABILITIES, PROTOCOL_VERSION, Event, Handshake, Response
-from sbtck.iut.protocol import ProtocolError, shown
+from sbtck.errors import ProtocolError
+from sbtck.iut.protocol import shown
 
 # what an implementation may put in a handshake parameter
 Scalar = int | float | str | bool | None

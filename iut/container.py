@@ -14,7 +14,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from sbtck.iut.remote import DEFAULT_TIMEOUT_S, ImplementationFault, RemoteImplementation, SocketChannel
+from sbtck.errors import ImplementationFault
+from sbtck.iut.remote import DEFAULT_TIMEOUT_S, RemoteImplementation, SocketChannel
 
 READY_LINE = "listening"
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from sbtck.errors import IUTSpecError
 from sbtck.iut.implementation import Implementation
 
 GROUP = "sbtck.implementations"
@@ -15,10 +16,6 @@ SPEC_HELP = (
     "'reference', 'python:MODULE:FACTORY', 'cmd:PROGRAM ARGS...', 'tcp:127.0.0.1:PORT', 'image:NAME[:TAG]', "
     f"or the name of an entry point of the group {GROUP}"
 )
-
-
-class IUTSpecError(ValueError):
-    pass
 
 
 def _python(spec: str) -> Callable[[], Implementation]:

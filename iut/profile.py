@@ -14,13 +14,10 @@ from typing import Any
 
 from sbtck import catalogue
 from sbtck.contract import CAPABILITIES, Handshake
-from sbtck.fixtures.yamlfile import DeclarationError, load, read
+from sbtck.errors import ProfileError
+from sbtck.fixtures.yamlfile import load, read
 
 __all__ = ["CAPABILITIES", "Profile", "ProfileError", "check", "from_handshake", "load_expectations", "load_file"]
-
-
-class ProfileError(DeclarationError):
-    pass
 
 
 @dataclass(frozen=True)

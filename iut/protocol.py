@@ -13,12 +13,9 @@ import json
 from typing import Any
 
 from sbtck.contract import PROTOCOL_VERSION, Handshake, Response
+from sbtck.errors import ProtocolError
 
-__all__ = ["PROTOCOL_VERSION", "ProtocolError", "decode", "encode", "handshake_json", "response_json"]
-
-
-class ProtocolError(ValueError):
-    """A line that breaks the protocol."""
+__all__ = ["PROTOCOL_VERSION", "decode", "encode", "handshake_json", "response_json"]
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -10,9 +10,10 @@ from typing import Any
 import yaml
 
 from sbtck import contract as c
-from sbtck.engine import Broker, BrokerError, EngineParams, faults, views
+from sbtck.engine import Broker, EngineParams, faults, views
 from sbtck.engine.choosing import Chooser
 from sbtck.engine.params import PROFILE_PATH
+from sbtck.errors import BrokerError
 
 Handler = Callable[[Broker, Any], Any]
 

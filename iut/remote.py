@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from sbtck.contract import Command, Handshake, Response, Start
+from sbtck.errors import ImplementationFault, ProtocolError
 from sbtck.iut import answers, protocol
 
 DEFAULT_TIMEOUT_S = float(os.environ.get("SBTCK_REQUEST_TIMEOUT", "10"))
@@ -35,10 +36,6 @@ TOO_LONG = b"\0too long"
 POLL_S = 0.2
 # how long an implementation has to end after SIGTERM before its whole process group is killed
 GRACE_S = 1.0
-
-
-class ImplementationFault(Exception):
-    """The implementation broke the protocol or died; the scenario is an error, not a failure."""
 
 
 class Channel:
@@ -214,7 +211,7 @@ class RemoteImplementation:
         assert line is not None
         try:
             answer = answers.decode_answer(line)
-        except protocol.ProtocolError as exc:
+        except ProtocolError as exc:
             self._fail(f"{channel.description} wrote a line that is not an answer to {what}: {exc}")
         if answer.id != request_id:
             self._fail(
@@ -243,7 +240,7 @@ class RemoteImplementation:
             answer = self._request({"op": "hello", "protocol": protocol.PROTOCOL_VERSION}, "hello")
             try:
                 self._handshake = answers.handshake_from(dict(answer.result or {}))
-            except protocol.ProtocolError as exc:
+            except ProtocolError as exc:
                 self._fail(str(exc))
         assert self._handshake is not None
         return self._handshake
@@ -257,7 +254,7 @@ class RemoteImplementation:
         answer = self._request({"op": "execute", "command": command.to_json()}, command.kind)
         try:
             return answers.response_from(answer)
-        except protocol.ProtocolError as exc:
+        except ProtocolError as exc:
             self._fail(f"{self._open().description} answered {command.kind} wrongly: {exc}")
 
     def close(self) -> None:

@@ -9,7 +9,8 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
-from sbtck.contract import ContractError, command_from_json
+from sbtck.contract import command_from_json
+from sbtck.errors import ContractError, ProtocolError
 from sbtck.iut import protocol
 from sbtck.iut.implementation import Implementation
 
@@ -46,7 +47,7 @@ def serve_stream(factory: Factory, rfile: IO[bytes] | Any, wfile: IO[bytes] | An
                     return
                 else:
                     answer = {"id": request_id, "ok": False, "error": f"unknown op {op!r}: hello, execute or bye"}
-            except (protocol.ProtocolError, ContractError) as exc:
+            except (ProtocolError, ContractError) as exc:
                 answer = {"id": request_id, "ok": False, "error": str(exc), "events": []}
             except Exception as exc:  # the served implementation's failure on this request, said to the client
                 error = f"the implementation failed on this request: {type(exc).__name__}: {exc}"[:4000]

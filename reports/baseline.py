@@ -12,14 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sbtck.reports.results import (
-    ERROR,
-    EXPECTED_FAILURE,
-    FAILED,
-    PASSED,
-    UNEXPECTED_PASS,
-    ScenarioRecord,
-)
+from sbtck.reports.results import ERROR, EXPECTED_FAILURE, FAILED, PASSED, UNEXPECTED_PASS, ScenarioRecord
 
 WORKS = frozenset({PASSED, UNEXPECTED_PASS})
 BROKEN = frozenset({FAILED, ERROR, EXPECTED_FAILURE})

@@ -27,14 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from sbtck.contract import REQUIRES_TAG
-from sbtck.reports.results import (
-    ERROR,
-    EXPECTED_FAILURE,
-    FAILED,
-    NOT_APPLICABLE,
-    UNEXPECTED_PASS,
-    ScenarioRecord,
-)
+from sbtck.reports.results import ERROR, EXPECTED_FAILURE, FAILED, NOT_APPLICABLE, UNEXPECTED_PASS, ScenarioRecord
 
 # XML 1.0 cannot carry these characters at all, escaped or not
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")

@@ -14,13 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from sbtck.errors import WorkloadSummaryError
 from sbtck.reports.text import escape
 
 KIND = "sbtck-workload-summary"
-
-
-class WorkloadSummaryError(ValueError):
-    pass
 
 
 def load(path: Path) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from sbtck import __version__, config, workload_cli
+from sbtck.errors import ConfigError, IUTSpecError, ResultsError, WorkloadSummaryError
 from sbtck.resources import kit_root, suite_ini, suite_module
 
 # exit codes of every subcommand (the README's table)
@@ -30,7 +31,7 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
 
     try:
         settings, source = config.load(Path.cwd())
-    except config.ConfigError as exc:
+    except ConfigError as exc:
         print(f"sbtck: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     chosen: dict[str, str | None] = {key: getattr(args, key) or settings.get(key) for key in config.KEYS}
@@ -100,7 +101,7 @@ def _unreadable_features(paths: list[Path]) -> str | None:
 
 def _serve(args: argparse.Namespace) -> int:
     from sbtck.iut import serve
-    from sbtck.iut.loader import IUTSpecError, factory_for
+    from sbtck.iut.loader import factory_for
 
     try:
         factory = factory_for(args.iut)
@@ -117,8 +118,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from sbtck.reports import baseline, cucumber, html, junit, workload
-    from sbtck.reports.results import ResultsError, read
+    from sbtck.reports import baseline, cucumber, html, junit
+    from sbtck.reports.results import read
 
     out = Path(args.out)
     try:
@@ -139,7 +140,7 @@ def _report(args: argparse.Namespace) -> int:
         cucumber.write([rec for _, records in runs for rec in records], out / "cucumber.json")
         if len(runs) == 1:
             junit.write(*runs[0], out / "junit.xml")
-    except (ResultsError, workload.WorkloadSummaryError) as exc:
+    except (ResultsError, WorkloadSummaryError) as exc:
         print(f"sbtck report: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"sbtck report: {page}")
@@ -154,7 +155,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _expectations(args: argparse.Namespace) -> int:
-    from sbtck.reports.results import ResultsError, expectations_yaml, read
+    from sbtck.reports.results import expectations_yaml, read
 
     try:
         run, records = read(Path(args.source))

@@ -10,11 +10,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from sbtck.errors import ConfigError
+
 KEYS = ("iut", "profile", "expectations", "tags", "out")
-
-
-class ConfigError(ValueError):
-    pass
 
 
 def load(folder: Path) -> tuple[dict[str, str], Path | None]:

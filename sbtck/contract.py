@@ -13,6 +13,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from sbtck.errors import ContractError
+
 PROTOCOL_VERSION = "1.0"
 
 # What an implementation may declare. A feature or scenario tagged @requires-NAME (NAME with
@@ -40,10 +42,6 @@ VIEWS = (
     "sbtck.forwarder",
     "sbtck.periodic_state",
 )
-
-
-class ContractError(ValueError):
-    """Data that is not a valid command or response of the contract."""
 
 
 @dataclass(frozen=True)

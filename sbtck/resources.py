@@ -11,9 +11,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-
-class KitDataMissing(RuntimeError):
-    """The installed kit lacks its data: reinstall it with pip from the wheel or the checkout."""
+from sbtck.errors import KitDataMissing
 
 
 def kit_path(*parts: str) -> Path:

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sbtck.errors import IUTSpecError, MasterError, OutputError
+
 
 def _whole(least: int, what: str) -> Any:
     def parse(text: str) -> int:
@@ -59,9 +61,9 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from sbtck.iut.loader import IUTSpecError, factory_for
+    from sbtck.iut.loader import factory_for
     from sbtck.workloads import job, sparkling
-    from sbtck.workloads.output import Output, OutputError
+    from sbtck.workloads.output import Output
 
     # python:MODULE:FACTORY names a module of the current folder, as in sbtck run; executors get the same path
     if os.getcwd() not in sys.path:
@@ -81,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         factory_for(plan.iut)
         sparkling.check_master(plan.master)
         output.prepare()
-    except (IUTSpecError, sparkling.MasterError, OutputError) as exc:
+    except (IUTSpecError, MasterError, OutputError) as exc:
         print(f"sbtck workload: {exc}", file=sys.stderr)
         return 2
     print(f"sbtck workload: {plan.worlds} worlds from seed {plan.seed} on {plan.master}, against {plan.iut}")

@@ -8,9 +8,10 @@ from typing import Any
 from pytest_bdd import given, parsers
 
 from sbtck import contract as c
+from sbtck.errors import Refused
 from sbtck.fixtures.routes import route_problem
 from sbtck.steps.vocabulary import both
-from sbtck.steps.world import Refused, World
+from sbtck.steps.world import World
 
 TABLE = r'(?:database "(?P<database>[^"]+)"|msdb) of "(?P<instance>[^"]+)"'
 ROUTE_OPTION = re.compile(r"^\s*(SERVICE_NAME|BROKER_INSTANCE|ADDRESS|MIRROR_ADDRESS|LIFETIME)\s*=\s*(.+?)\s*$")

@@ -7,9 +7,10 @@ import re
 from pytest_bdd import given, parsers
 
 from sbtck import contract as c
+from sbtck.errors import Refused, ScenarioError
 from sbtck.fixtures import topology as topologies
 from sbtck.steps.vocabulary import both
-from sbtck.steps.world import Refused, ScenarioError, World
+from sbtck.steps.world import World
 
 NAME = r'"(?P<{}>[^"]+)"'
 

@@ -10,11 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from sbtck.errors import TimeExpressionError
+
 TOKEN = re.compile(r"\s*(?:(\d+(?:\.\d+)?)|\{([a-z_]+)\}|([-+*]))")
-
-
-class TimeExpressionError(ValueError):
-    pass
 
 
 def _tokens(text: str) -> list[str | float]:

@@ -7,19 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sbtck import contract as c
+from sbtck.errors import Refused, ScenarioError
 from sbtck.fixtures.clock import ScenarioClock
 from sbtck.fixtures.topology import Topology
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.profile import Profile
 from sbtck.steps import timeexpr
-
-
-class Refused(AssertionError):
-    """The implementation refused a command the scenario expected it to take."""
-
-
-class ScenarioError(ValueError):
-    """The scenario itself is wrong (an unknown name, a time that cannot be): reported as an error."""
 
 
 @dataclass

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from sbtck import contract as c
+from sbtck.errors import ContractError
 
 Q = c.QueueRef("sql1", "shop", "Q")
 EXAMPLES: list[c.Command] = [
@@ -60,7 +61,7 @@ def test_a_command_round_trips_through_json(command: c.Command) -> None:
     ],
 )
 def test_bad_commands_are_refused(data: dict[str, object], message: str) -> None:
-    with pytest.raises(c.ContractError) as caught:
+    with pytest.raises(ContractError) as caught:
         c.command_from_json(data)
     assert message in str(caught.value)
 

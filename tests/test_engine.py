@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sbtck.engine import BrokerError, faults
+from sbtck.engine import faults
 from sbtck.engine.clockwork import Clockwork
+from sbtck.errors import BrokerError
 from tests.engine_world import broker, key
 
 

@@ -17,12 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sbtck import contract as c
+from sbtck.errors import DeclarationError, ImplementationFault, ProtocolError
 from sbtck.fixtures.topology import parse
-from sbtck.fixtures.yamlfile import DeclarationError
 from sbtck.fixtures.yamlfile import load as checked_yaml
 from sbtck.iut import protocol
 from sbtck.iut.profile import check
-from sbtck.iut.remote import Channel, ImplementationFault, RemoteImplementation
+from sbtck.iut.remote import Channel, RemoteImplementation
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
 
@@ -117,7 +117,7 @@ def test_any_execute_answer_is_a_response_or_a_fault(line: bytes) -> None:
 def test_any_request_line_is_decoded_or_refused(line: bytes) -> None:
     try:
         assert isinstance(protocol.decode(line), dict)
-    except protocol.ProtocolError as refused:
+    except ProtocolError as refused:
         assert str(refused)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from sbtck.fixtures.yamlfile import DeclarationError
+from sbtck.errors import DeclarationError, OutputError
 from sbtck.iut.profile import load_expectations, load_file
 from sbtck.reports import results as r
 from tests.helpers import ROOT, kit, sbtck
@@ -332,7 +332,7 @@ def test_serve_tcp_serves_clients_at_once_and_closes_an_idle_one() -> None:
 
 
 def test_workload_out_refuses_what_it_did_not_make(tmp_path: Path) -> None:
-    from sbtck.workloads.output import Output, OutputError
+    from sbtck.workloads.output import Output
 
     theirs = tmp_path / "theirs"
     theirs.mkdir()
@@ -344,7 +344,7 @@ def test_workload_out_refuses_what_it_did_not_make(tmp_path: Path) -> None:
 
 
 def test_workload_out_keeps_a_users_file_and_one_job_at_a_time(tmp_path: Path) -> None:
-    from sbtck.workloads.output import INCOMPLETE, SUMMARY, Output, OutputError
+    from sbtck.workloads.output import INCOMPLETE, SUMMARY, Output
 
     out = tmp_path / "w"
     first = Output(out)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sbtck.iut.loader import IUTSpecError, factory_for
+from sbtck.errors import IUTSpecError
+from sbtck.iut.loader import factory_for
 from tests.helpers import ROOT
 
 NODE_EXAMPLE = ROOT / "examples" / "node-periodic" / "broker.js"

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from sbtck.engine.params import PROFILE_PATH
-from sbtck.iut.profile import ProfileError, check, load_file
+from sbtck.errors import ProfileError
+from sbtck.iut.profile import check, load_file
 from sbtck.iut.reference import reference
 
 

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from sbtck.steps.timeexpr import TimeExpressionError, evaluate
+from sbtck.errors import TimeExpressionError
+from sbtck.steps.timeexpr import evaluate
 
 PARAMS = {"t": 60.0, "w": 5.0}
 

@@ -6,9 +6,8 @@ import re
 
 import pytest
 
+from sbtck.errors import DeclarationError, TopologyError
 from sbtck.fixtures import topology
-from sbtck.fixtures.topology import TopologyError
-from sbtck.fixtures.yamlfile import DeclarationError
 
 GOOD = """\
 instances:

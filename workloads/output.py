@@ -24,13 +24,11 @@ import uuid
 from pathlib import Path
 from typing import IO, Any
 
+from sbtck.errors import OutputError
+
 SUMMARY = "summary.json"
 INCOMPLETE = "INCOMPLETE"
 MARKER = ".sbtck-workload"
-
-
-class OutputError(ValueError):
-    pass
 
 
 class Output:

@@ -12,16 +12,13 @@ from typing import Any
 
 import yaml
 
+from sbtck.errors import DeclarationError, NoStepFor
 from sbtck.workloads.generate import WAITING_VIEWS, World
 
 THEN = (
     "    Then no invariant of the workload stage is broken\n"
     "    And the reference engine, making the same allowed choices, gives the same outcome\n"
 )
-
-
-class NoStepFor(ValueError):
-    pass
 
 
 def topology_yaml(plain: dict[str, Any]) -> str:
@@ -55,7 +52,6 @@ def topology_yaml(plain: dict[str, Any]) -> str:
 def writable(plain: dict[str, Any]) -> bool:
     """Would a topology file with this content pass the kit's checks?"""
     from sbtck.fixtures.topology import parse
-    from sbtck.fixtures.yamlfile import DeclarationError
 
     try:
         parse(topology_yaml(plain), "a shrunk world")

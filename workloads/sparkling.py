@@ -8,13 +8,11 @@ import socket
 import sys
 from typing import Any
 
+from sbtck.errors import MasterError
+
 MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://[^/\s]+|yarn|k8s://\S+|mesos://\S+)$")
 # few large tasks: the driver JVM competes with the Python workers on a small machine
 JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-
-
-class MasterError(ValueError):
-    pass
 
 
 def check_master(master: str, timeout_s: float = 5.0) -> None:

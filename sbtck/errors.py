@@ -1,0 +1,148 @@
+"""Every error the kit raises, under one base; each says what to do about it.
+
+Grouped by whose mistake it is, because that decides a scenario's status:
+what a user declares or names is theirs to change; a scenario's own mistake
+is an *error* of the suite; an implementation that refuses what a scenario
+expected is a *failure* (``Refused`` is therefore an ``AssertionError``); an
+implementation that breaks the protocol or dies is an *error*. The reference
+engine's refusals are answers of a broker, not faults of the kit.
+
+This module imports nothing, so every layer may import it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BrokerError",
+    "ConfigError",
+    "ContractError",
+    "DeclarationError",
+    "FaultError",
+    "IUTSpecError",
+    "ImplementationFault",
+    "KitDataMissing",
+    "MasterError",
+    "NoStepFor",
+    "OutputError",
+    "ProfileError",
+    "ProtocolError",
+    "ReceivingError",
+    "Refused",
+    "ResultsError",
+    "RouteAdminError",
+    "SbtckError",
+    "ScenarioError",
+    "TimeExpressionError",
+    "TopologyError",
+    "TopologyRefused",
+    "ViewError",
+    "WorkloadSummaryError",
+]
+
+
+class SbtckError(Exception):
+    """Something the kit cannot go on with; the message names the thing and what is wrong with it."""
+
+
+# ---------------------------------------------------------------- what a user declares or names
+
+
+class DeclarationError(SbtckError, ValueError):
+    """A declarative file (topology, profile, expectations) that cannot be used: mend the file at the place named."""
+
+
+class TopologyError(DeclarationError):
+    """A topology file that is not a topology: mend the key or line named (a "did you mean" names the near one)."""
+
+
+class ProfileError(DeclarationError):
+    """A profile or handshake value the catalogue does not allow: use a declared capability or parameter."""
+
+
+class ConfigError(SbtckError, ValueError):
+    """sbtck.toml or [tool.sbtck] has a key or value the kit does not know: mend or remove it."""
+
+
+class IUTSpecError(SbtckError, ValueError):
+    """An --iut that names no implementation: use reference, python:MOD:NAME, cmd:..., tcp:HOST:PORT or image:NAME."""
+
+
+class MasterError(SbtckError, ValueError):
+    """A Spark master that cannot be reached: start it, or run with --master local[N]."""
+
+
+class OutputError(SbtckError, ValueError):
+    """An --out folder the workload stage will not write into: name an empty folder or one it wrote before."""
+
+
+class ResultsError(SbtckError, ValueError):
+    """A results.json that cannot be read: name one that ``sbtck run`` wrote (under its --out)."""
+
+
+class WorkloadSummaryError(SbtckError, ValueError):
+    """A workload summary.json that cannot be read: name one that ``sbtck workload`` wrote."""
+
+
+class KitDataMissing(SbtckError, RuntimeError):
+    """The installed kit lacks its data: reinstall it with pip from the wheel or the checkout."""
+
+
+# ---------------------------------------------------------------- what a scenario says
+
+
+class ScenarioError(SbtckError, ValueError):
+    """The scenario itself is wrong (an unknown name, a time that cannot be): mend the feature line reported."""
+
+
+class TimeExpressionError(ScenarioError):
+    """A time in a step that is not ``N seconds``, ``{param}`` or their sums and differences: write it so."""
+
+
+class NoStepFor(SbtckError, ValueError):
+    """A workload operation the step vocabulary cannot say: add a phrase for it to steps/phrases.py."""
+
+
+# ---------------------------------------------------------------- what an implementation does
+
+
+class Refused(SbtckError, AssertionError):
+    """The implementation refused a command the scenario expected it to take: a failure of the implementation."""
+
+
+class ImplementationFault(SbtckError):
+    """The implementation broke the protocol or died: read the stderr tail shown and mend the implementation."""
+
+
+class ProtocolError(SbtckError, ValueError):
+    """A line that breaks the JSON-lines protocol (docs/protocol.md): send what the protocol declares."""
+
+
+class ContractError(SbtckError, ValueError):
+    """Data that is not a valid command or response of the contract: send a kind and fields the contract declares."""
+
+
+# ---------------------------------------------------------------- the reference engine's refusals
+
+
+class BrokerError(SbtckError, ValueError):
+    """A command the reference broker refuses, as Service Broker would; the message says why."""
+
+
+class TopologyRefused(BrokerError):
+    """A topology the engine cannot build (checked files never give one): declare the objects it names."""
+
+
+class FaultError(BrokerError):
+    """A fault or administration command naming what the topology lacks: name an existing instance or database."""
+
+
+class RouteAdminError(BrokerError):
+    """CREATE, ALTER or DROP ROUTE refused: the message names the route and the clause."""
+
+
+class ReceivingError(BrokerError):
+    """A RECEIVE or GET CONVERSATION GROUP refused: name a queue, session and conversation that exist."""
+
+
+class ViewError(BrokerError):
+    """A view the engine does not show, or a query of it that names nothing: name a declared view."""
