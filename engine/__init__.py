@@ -8,9 +8,9 @@ event log, in process or behind any adapter.
 """
 
 from sbtck.contract import Event
-from sbtck.engine import faults, views
+from sbtck.engine import views
 from sbtck.engine.broker import Broker
 from sbtck.engine.params import EngineParams
 from sbtck.errors import BrokerError
 
-__all__ = ["Broker", "BrokerError", "EngineParams", "Event", "faults", "views"]
+__all__ = ["Broker", "BrokerError", "EngineParams", "Event", "views"]

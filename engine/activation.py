@@ -11,10 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sbtck.contract import QueueRef
-from sbtck.engine.clockwork import Clockwork
-from sbtck.engine.events import EventLog
+from sbtck.engine.context import Context
 from sbtck.engine.model import Message, Queue, ReaderBehaviour
-from sbtck.engine.params import EngineParams
 from sbtck.engine.receiving import Receiving, Session
 
 ARRIVAL = "message arrived"
@@ -28,6 +26,8 @@ TIME_OUT = "external activation time-out"
 
 @dataclass
 class QueueMonitor:
+    """ACT-04: what a monitor tracks; messages ready and running procedures are read off the queue and tasks."""
+
     key: QueueRef
     last_empty_ms: int | None = None
     last_activated_ms: int | None = None
@@ -47,23 +47,20 @@ class ActivatedTask:
 class QueueMonitors:
     def __init__(
         self,
-        queues: dict[QueueRef, Queue],
+        ctx: Context,
         procedures: Callable[[QueueRef, str], ReaderBehaviour],
-        clock: Clockwork,
-        log: EventLog,
-        params: EngineParams,
         new_session: Callable[[str], Session],
     ) -> None:
-        self.queues = queues
+        self.queues = ctx.queues
         self.procedures = procedures
-        self.clock = clock
-        self.log = log
-        self.params = params
+        self.clock = ctx.clock
+        self.log = ctx.log
+        self.params = ctx.params
         self.new_session = new_session
         self.receiving: Receiving  # set by the broker; the two refer to each other
         self.monitors: dict[QueueRef, QueueMonitor] = {}
-        self.tasks: dict[QueueRef, list[ActivatedTask]] = {key: [] for key in queues}
-        self._ordinals: dict[QueueRef, int] = {key: 0 for key in queues}
+        self.tasks: dict[QueueRef, list[ActivatedTask]] = {key: [] for key in ctx.queues}
+        self._ordinals: dict[QueueRef, int] = {key: 0 for key in ctx.queues}
 
     # ------------------------------------------------------------ existence
     def should_monitor(self, queue: Queue) -> bool:
@@ -112,11 +109,17 @@ class QueueMonitors:
         return not has_where
 
     # ----------------------------------------------------------- evaluation
+    def on_timer(self) -> None:
+        """PER-1A: on every timer notification each queue monitor looks at its queue."""
+        for key in list(self.monitors):
+            self.evaluate(self.queues[key], TIMER)
+
     def evaluate(self, queue: Queue, trigger: str, arrived_on_empty: bool = False) -> None:
         """ACT-05: a trigger makes the monitor look, once the instant has settled."""
         self.clock.settle(lambda: self._evaluate(queue, trigger, arrived_on_empty))
 
     def _evaluate(self, queue: Queue, trigger: str, arrived_on_empty: bool) -> None:
+        """ACT-01: two decisions in order - is activation necessary, then does it occur (internal and external)."""
         monitor = self.monitors.get(queue.key)
         if monitor is None:
             return

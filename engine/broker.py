@@ -6,14 +6,17 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from sbtck.contract import Event, QueueRef
+from sbtck.engine import views
 from sbtck.engine.activation import ARRIVAL, QueueMonitors
 from sbtck.engine.choosing import Chooser, FirstChooser
 from sbtck.engine.clockwork import Clockwork
+from sbtck.engine.context import Context, command
 from sbtck.engine.dispatcher import Dispatcher
 from sbtck.engine.events import EventLog
+from sbtck.engine.faults import Administration
 from sbtck.engine.model import Conversation, Database, Endpoint, Envelope, Instance, Message, Queue, ReaderBehaviour
 from sbtck.engine.params import EngineParams
-from sbtck.engine.periodic import SCHEDULE, Maintenance, run_task, tasks_of
+from sbtck.engine.periodic import SCHEDULE, Maintenance, Task, tasks_of
 from sbtck.engine.receiving import Receiving, Session
 from sbtck.engine.route_admin import RouteAdmin
 from sbtck.engine.router import Router
@@ -26,7 +29,7 @@ FIRST_USER_SPID = 51
 T = TypeVar("T")
 
 
-class Broker(QueueStatements):
+class Broker(QueueStatements, Administration):
     """Every public call takes the time it happens at, in epoch milliseconds.
 
     Before applying a call the broker runs all work that fell due since the
@@ -41,7 +44,7 @@ class Broker(QueueStatements):
     maintenance_class: type[Maintenance] = Maintenance
     transport_class: type[Transport] = Transport
     chooser_class: type[Chooser] = FirstChooser
-    schedule: dict[str, int] = SCHEDULE
+    schedule: tuple[Task, ...] = SCHEDULE
 
     def __init__(
         self,
@@ -64,41 +67,17 @@ class Broker(QueueStatements):
         self._next_spid = FIRST_USER_SPID
         self._queuing_order = 0
         self._notification = 0
-        self.monitors = self.monitors_class(
-            self.queues, self._procedure, self.clock, self.log, self.params, self._new_session
-        )
-        self.receiving = self.receiving_class(self.queues, self.clock, self.log, self.monitors)
+        ctx = Context(self.instances, self.queues, self.clock, self.log, self.params)
+        self.monitors = self.monitors_class(ctx, self.procedure, self._new_session)
+        self.receiving = self.receiving_class(ctx, self.monitors)
         self.monitors.receiving = self.receiving
-        self.transport = self.transport_class(self.instances, self.clock, self.log, self.params)
+        self.transport = self.transport_class(ctx)
         self.dispatchers = {
-            name: Dispatcher(inst, self.clock, self.log, self.params, self._deliver, self._expected)
-            for name, inst in self.instances.items()
+            name: Dispatcher(ctx, inst, self.deliver, self._expected) for name, inst in self.instances.items()
         }
-        self.router = self.router_class(
-            self.instances,
-            self.clock,
-            self.log,
-            self.params,
-            chooser or self.chooser_class(),
-            self._deliver,
-            self.transport,
-            lambda env, at, db: self.dispatchers[at.name].receive(env, db),
-        )
-        self.maintenance = self.maintenance_class(
-            self.instances,
-            self.clock,
-            self.log,
-            self.params,
-            {i["name"]: int(i.get("cpus", 1)) for i in topology.get("instances", [])},
-            {
-                (i["name"], d["name"]): bool(d.get("master_key", True))
-                for i in topology.get("instances", [])
-                for d in i.get("databases", [])
-            },
-            self._has_dialogs,
-        )
-        self.routes = RouteAdmin(self.instances, self.router, self.clock, self.log)
-        self._sync_database_brokers()
+        self.router = self.router_class(ctx, chooser or self.chooser_class(), self.transport, self)
+        self.maintenance = self.maintenance_class(ctx, self._has_dialogs)
+        self.routes = RouteAdmin(ctx, self.router)
         for queue in self.queues.values():
             self.monitors.sync(queue)
         self._schedule_timer()
@@ -116,21 +95,17 @@ class Broker(QueueStatements):
         self.clock.at(self.start_ms + (self._notification + 1) * period, self._timer_notification)
 
     def _timer_notification(self) -> None:
+        """PER-0: the notifications are counted from broker start; each runs the tasks of its number."""
         self._notification += 1
         tasks = tasks_of(self._notification, self.schedule)
+        names = [task.name for task in tasks]
         for name in self.instances:
             self.log.emit(
-                self.clock.now_ms, "timer_notification", instance=name, number=self._notification, tasks=tasks
+                self.clock.now_ms, "timer_notification", instance=name, number=self._notification, tasks=names
             )
         for task in tasks:
-            run_task(self, task)
-        self._sync_database_brokers()
+            task.run(self)
         self._schedule_timer()
-
-    def _sync_database_brokers(self) -> None:
-        for name, instance in self.instances.items():
-            for db_name, db in instance.databases.items():
-                db.broker_started = self.maintenance.running(name, db_name)
 
     def _expected(self, dialog: str, from_target: bool) -> int:
         return self.conversations[dialog].received[int(from_target)]
@@ -151,19 +126,19 @@ class Broker(QueueStatements):
                 f"no queue {key.queue!r} in database {key.database!r} of instance {key.instance!r}"
             ) from None
 
-    def _database(self, instance: str, database: str) -> Database:
+    def database(self, instance: str, database: str) -> Database:
         try:
             return self.instances[instance].databases[database]
         except KeyError:
             raise BrokerError(f"no database {database!r} in instance {instance!r}") from None
 
-    def _procedure(self, key: QueueRef, name: str) -> ReaderBehaviour:
+    def procedure(self, key: QueueRef, name: str) -> ReaderBehaviour:
         procedures = self.instances[key.instance].databases[key.database].procedures
         if name not in procedures:
             raise BrokerError(f"no procedure {name!r} is declared in database {key.database!r}")
         return procedures[name]
 
-    def _conversation(self, dialog: str) -> Conversation:
+    def conversation(self, dialog: str) -> Conversation:
         try:
             return self.conversations[dialog]
         except KeyError:
@@ -179,9 +154,13 @@ class Broker(QueueStatements):
         return self.sessions.get(name) or self._new_session(name)
 
     # ------------------------------------------------------------- commands
+    @command
+    def advance_time(self) -> None:
+        """Nothing but the time passing: what falls due up to it runs."""
+
+    @command
     def begin_dialog(
         self,
-        at_ms: int,
         dialog: str,
         instance: str,
         database: str,
@@ -190,17 +169,16 @@ class Broker(QueueStatements):
         to_broker_instance: str | None = None,
     ) -> dict[str, Any]:
         """BEGIN DIALOG only creates the initiator's endpoint; routing starts with the first SEND."""
-        self.advance(at_ms)
         if dialog in self.conversations:
             raise BrokerError(f"dialog {dialog!r} has already been begun")
-        db = self._database(instance, database)
+        db = self.database(instance, database)
         if from_service not in db.services:
             raise BrokerError(f"no service {from_service!r} in database {database!r} of instance {instance!r}")
         initiator = Endpoint(instance, database, from_service, db.broker_instance)
         broker = to_broker_instance.upper() if to_broker_instance else None
         self.conversations[dialog] = Conversation(dialog, initiator, to_service, target_broker_instance=broker)
         self.log.emit(
-            at_ms,
+            self.clock.now_ms,
             "dialog_begun",
             dialog=dialog,
             instance=instance,
@@ -211,12 +189,12 @@ class Broker(QueueStatements):
         )
         return {"dialog": dialog}
 
+    @command
     def send(
-        self, at_ms: int, dialog: str, message_type: str = "DEFAULT", body: str = "", from_target: bool = False
+        self, dialog: str, message_type: str = "DEFAULT", body: str = "", from_target: bool = False
     ) -> dict[str, Any]:
         """SEND by the initiator, or by the target when ``from_target`` (a reply)."""
-        self.advance(at_ms)
-        conv = self._conversation(dialog)
+        conv = self.conversation(dialog)
         if from_target:
             if conv.target is None:
                 raise BrokerError(f"dialog {dialog!r} has not reached a target yet, so the target cannot reply")
@@ -243,12 +221,15 @@ class Broker(QueueStatements):
                 body,
             )
             origin, home = self.instances[conv.initiator.instance], conv.initiator.database
-        self.log.emit(at_ms, "message_sent", instance=origin.name, database=home, **env.fields())
+        self.log.emit(self.clock.now_ms, "message_sent", instance=origin.name, database=home, **env.fields())
         self.router.submit(env, origin, home)
-        self.clock.run_pending()
         return {"message_sequence_number": sequence}
 
-    def _deliver(self, env: Envelope, at: Instance, db: Database) -> None:
+    def dispatch(self, env: Envelope, at: Instance, db: Database) -> None:
+        """A message that came over the transport: the receiving instance's dispatcher has it first."""
+        self.dispatchers[at.name].receive(env, db)
+
+    def deliver(self, env: Envelope, at: Instance, db: Database) -> None:
         conv = self.conversations[env.dialog]
         service = db.services[env.to_service]
         if not env.from_target and conv.target is None:
@@ -296,7 +277,6 @@ class Broker(QueueStatements):
             raise
         except (ValueError, KeyError) as exc:
             raise BrokerError(str(exc).strip("'\"")) from exc
-        self._sync_database_brokers()
         self.clock.run_pending()
         return result
 
@@ -305,9 +285,10 @@ class Broker(QueueStatements):
             raise BrokerError(f"no instance {name!r}")
         return self.instances[name]
 
-    def _statement(self, at_ms: int, run: Callable[[], None]) -> None:
-        self.apply(at_ms, run)
-
     # ---------------------------------------------------------- observations
+    @command
+    def query_view(self, view: str, instance: str | None, database: str | None) -> list[dict[str, Any]]:
+        return views.rows(self, view, instance, database)
+
     def drain_events(self) -> list[Event]:
         return self.log.drain()

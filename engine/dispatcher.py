@@ -11,10 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sbtck.engine.clockwork import Clockwork
-from sbtck.engine.events import EventLog
+from sbtck.engine.context import Context
 from sbtck.engine.model import Database, Envelope, Instance
-from sbtck.engine.params import EngineParams
 
 Save = Callable[[Envelope, Instance, Database], None]
 # the next sequence number the receiving endpoint expects: the database's state, which a mirror shares
@@ -32,17 +30,15 @@ class Buffered:
 class Dispatcher:
     def __init__(
         self,
+        ctx: Context,
         instance: Instance,
-        clock: Clockwork,
-        log: EventLog,
-        params: EngineParams,
         save: Save,
         expected: Expected,
     ) -> None:
         self.instance = instance
-        self.clock = clock
-        self.log = log
-        self.params = params
+        self.clock = ctx.clock
+        self.log = ctx.log
+        self.params = ctx.params
         self.save = save
         self.buffers: dict[tuple[str, bool], list[Buffered]] = {}
         self.expected = expected

@@ -116,7 +116,10 @@ class Database:
     routes: dict[str, Route] = field(default_factory=dict)
     # None, or this copy's role in a database mirroring pair: "principal" or "mirror"
     mirroring_role: str | None = None
+    # the one place these live: the periodic tasks change them (PER-5C, PER-5E), delivery reads them
+    master_key: bool = True
     broker_started: bool = True
+    ack_cleanup_running: bool = True
 
     @property
     def online(self) -> bool:
@@ -131,6 +134,7 @@ class Instance:
     msdb_routes: dict[str, Route] = field(default_factory=dict)
     forwarding: bool = False
     reachable: bool = True
+    cpus: int = 1
 
     def by_broker_instance(self, guid: str) -> Database | None:
         return next((d for d in self.databases.values() if d.broker_instance == guid.upper()), None)

@@ -9,95 +9,66 @@ it ran, so a scenario can ask what happened at which notification.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import Protocol
 
-from sbtck.engine.activation import TIMER
-from sbtck.engine.clockwork import Clockwork
-from sbtck.engine.events import EventLog
-from sbtck.engine.model import Instance
-from sbtck.engine.params import EngineParams
-
-if TYPE_CHECKING:
-    from sbtck.engine.broker import Broker
-
-# Each task and the notifications it runs on: every, every 2nd, every 5th. In this order they run.
-SCHEDULE: dict[str, int] = {
-    "queue monitors": 1,  # PER-1A
-    "task handlers": 1,  # PER-1B
-    "message dispatcher": 1,  # PER-1C
-    "transport connections": 2,  # PER-2A
-    "transmitter": 2,  # PER-2B
-    "idle connections": 5,  # PER-5A
-    "forwarder": 5,  # PER-5B
-    "broker start": 5,  # PER-5C
-    "broker configuration notification": 5,  # PER-5D
-    "acknowledged message clean-up": 5,  # PER-5E
-}
+from sbtck.engine.activation import QueueMonitors
+from sbtck.engine.context import Context
+from sbtck.engine.dispatcher import Dispatcher
+from sbtck.engine.model import Database
+from sbtck.engine.router import Router
+from sbtck.engine.transport import Transport
 
 
-def tasks_of(number: int, schedule: dict[str, int] = SCHEDULE) -> list[str]:
-    return [task for task, every in schedule.items() if number % every == 0]
+class Parts(Protocol):
+    """What the periodic tasks act on (the broker has them all)."""
 
-
-@dataclass
-class DatabaseBroker:
-    """A database's broker as the periodic tasks see it."""
-
-    master_key: bool = True
-    started: bool = True
-    ack_cleanup_running: bool = True
+    monitors: QueueMonitors
+    maintenance: Maintenance
+    dispatchers: dict[str, Dispatcher]
+    router: Router
+    transport: Transport
 
 
 @dataclass
 class InstanceTasks:
     task_handlers: int
     failed_handlers: int = 0
-    databases: dict[str, DatabaseBroker] = field(default_factory=dict)
 
 
 class Maintenance:
-    """Task handlers (PER-1B), broker start (PER-5C), BCN (PER-5D) and the ack clean-up (PER-5E)."""
+    """Task handlers (PER-1B), broker start (PER-5C), BCN (PER-5D) and the ack clean-up (PER-5E).
 
-    def __init__(
-        self,
-        instances: dict[str, Instance],
-        clock: Clockwork,
-        log: EventLog,
-        params: EngineParams,
-        cpus: dict[str, int],
-        master_keys: dict[tuple[str, str], bool],
-        has_dialogs: Callable[[str, str], bool],
-    ) -> None:
-        self.clock = clock
-        self.log = log
+    A database's broker state (master key, started, clean-up running) lives on
+    the database itself, where delivery reads it; this part only changes it.
+    """
+
+    def __init__(self, ctx: Context, has_dialogs: Callable[[str, str], bool]) -> None:
+        self.instances = ctx.instances
+        self.clock = ctx.clock
+        self.log = ctx.log
         self.has_dialogs = has_dialogs
         self.state: dict[str, InstanceTasks] = {}
-        for name, instance in instances.items():
-            tasks = InstanceTasks(int(params.task_handlers_per_cpu * cpus.get(name, 1)))
+        for name, instance in ctx.instances.items():
+            tasks = InstanceTasks(int(ctx.params.task_handlers_per_cpu * instance.cpus))
             self.state[name] = tasks
-            log.emit(clock.now_ms, "task_handlers_started", instance=name, count=tasks.task_handlers)
-            for db in instance.databases:
-                broker = DatabaseBroker(master_key=master_keys.get((name, db), True))
-                tasks.databases[db] = broker
-                self._start(name, db, broker, retry=False)
+            self.log.emit(self.clock.now_ms, "task_handlers_started", instance=name, count=tasks.task_handlers)
+            for db in instance.databases.values():
+                self._start(name, db, retry=False)
 
-    def _start(self, instance: str, database: str, broker: DatabaseBroker, *, retry: bool) -> None:
-        broker.started = broker.master_key
-        if broker.started:
+    def _start(self, instance: str, db: Database, *, retry: bool) -> None:
+        db.broker_started = db.master_key
+        if db.broker_started:
             if retry:
-                self.log.emit(self.clock.now_ms, "database_broker_started", instance=instance, database=database)
+                self.log.emit(self.clock.now_ms, "database_broker_started", instance=instance, database=db.name)
         else:
             self.log.emit(
                 self.clock.now_ms,
                 "database_broker_start_failed",
                 instance=instance,
-                database=database,
+                database=db.name,
                 reason="missing master key",
             )
-
-    def running(self, instance: str, database: str) -> bool:
-        return self.state[instance].databases[database].started
 
     # --------------------------------------------------------------- faults
     def fail_handlers(self, instance: str, count: int) -> None:
@@ -109,11 +80,11 @@ class Maintenance:
         self.log.emit(self.clock.now_ms, "task_handlers_failed", instance=instance, count=count)
 
     def create_master_key(self, instance: str, database: str) -> None:
-        self.state[instance].databases[database].master_key = True
+        self.instances[instance].databases[database].master_key = True
         self.log.emit(self.clock.now_ms, "master_key_created", instance=instance, database=database)
 
     def stop_ack_cleanup(self, instance: str, database: str) -> None:
-        self.state[instance].databases[database].ack_cleanup_running = False
+        self.instances[instance].databases[database].ack_cleanup_running = False
         self.log.emit(self.clock.now_ms, "ack_cleanup_stopped", instance=instance, database=database)
 
     # ---------------------------------------------------------------- tasks
@@ -126,9 +97,9 @@ class Maintenance:
 
     def restart_brokers(self, instance: str) -> None:
         """PER-5C: databases whose broker failed to start try again."""
-        for name, broker in self.state[instance].databases.items():
-            if not broker.started:
-                self._start(instance, name, broker, retry=True)
+        for db in self.instances[instance].databases.values():
+            if not db.broker_started:
+                self._start(instance, db, retry=True)
 
     def notify_configuration(self, instance: str) -> None:
         """PER-5D: the Broker Configuration Notification for BCN clients."""
@@ -136,10 +107,10 @@ class Maintenance:
 
     def resume_ack_cleanup(self, instance: str) -> None:
         """PER-5E: for databases with dialogs, the clean-up of acknowledged messages runs again."""
-        for name, broker in self.state[instance].databases.items():
-            if broker.started and not broker.ack_cleanup_running and self.has_dialogs(instance, name):
-                broker.ack_cleanup_running = True
-                self.log.emit(self.clock.now_ms, "ack_cleanup_resumed", instance=instance, database=name)
+        for db in self.instances[instance].databases.values():
+            if db.broker_started and not db.ack_cleanup_running and self.has_dialogs(instance, db.name):
+                db.ack_cleanup_running = True
+                self.log.emit(self.clock.now_ms, "ack_cleanup_resumed", instance=instance, database=db.name)
 
     def rows(self) -> list[dict[str, object]]:
         return [
@@ -147,42 +118,104 @@ class Maintenance:
                 "instance": name,
                 "task_handlers": t.task_handlers,
                 "running_task_handlers": t.task_handlers - t.failed_handlers,
-                "database": db,
-                "broker_started": b.started,
-                "ack_cleanup_running": b.ack_cleanup_running,
+                "database": db.name,
+                "broker_started": db.broker_started,
+                "ack_cleanup_running": db.ack_cleanup_running,
             }
             for name, t in self.state.items()
-            for db, b in t.databases.items()
+            for db in self.instances[name].databases.values()
         ]
 
 
-def run_task(broker: Broker, task: str) -> None:
-    """One task of SCHEDULE, for every instance."""
-    names = list(broker.instances)
-    if task == "queue monitors":
-        for key in list(broker.monitors.monitors):
-            broker.monitors.evaluate(broker.queues[key], TIMER)
-    elif task == "task handlers":
-        for name in names:
-            broker.maintenance.restart_handlers(name)
-    elif task == "message dispatcher":
-        for name in names:
-            broker.dispatchers[name].sweep()
-    elif task == "transport connections":
-        broker.router.connect_and_send()
-    elif task == "transmitter":
-        for name in names:
-            broker.router.reclassify(name)
-    elif task == "idle connections":
-        broker.transport.close_idle()
-    elif task == "forwarder":
-        broker.router.forget_stale_forwarded()
-    elif task == "broker start":
-        for name in names:
-            broker.maintenance.restart_brokers(name)
-    elif task == "broker configuration notification":
-        for name in names:
-            broker.maintenance.notify_configuration(name)
-    elif task == "acknowledged message clean-up":
-        for name in names:
-            broker.maintenance.resume_ack_cleanup(name)
+# ------------------------------------------------------------------ the tasks, one function each
+
+
+def queue_monitors(parts: Parts) -> None:
+    """PER-1A: every queue monitor looks at its queue."""
+    parts.monitors.on_timer()
+
+
+def task_handlers(parts: Parts) -> None:
+    """PER-1B: task handlers that failed to start are started again."""
+    for name in parts.maintenance.state:
+        parts.maintenance.restart_handlers(name)
+
+
+def message_dispatcher(parts: Parts) -> None:
+    """PER-1C: each instance's dispatcher sweeps its buffers."""
+    for dispatcher in parts.dispatchers.values():
+        dispatcher.sweep()
+
+
+def transport_connections(parts: Parts) -> None:
+    """PER-2A: connect where messages wait for a connection, and send."""
+    parts.router.connect_and_send()
+
+
+def transmitter(parts: Parts) -> None:
+    """PER-2B: messages waiting in the transmission queue are classified again."""
+    for name in parts.maintenance.state:
+        parts.router.reclassify(name)
+
+
+def idle_connections(parts: Parts) -> None:
+    """PER-5A: connections idle for too long are closed."""
+    parts.transport.close_idle()
+
+
+def forwarder(parts: Parts) -> None:
+    """PER-5B: forwarded messages kept too long in memory are dropped."""
+    parts.router.forget_stale_forwarded()
+
+
+def broker_start(parts: Parts) -> None:
+    """PER-5C: databases whose broker failed to start try again."""
+    for name in parts.maintenance.state:
+        parts.maintenance.restart_brokers(name)
+
+
+def broker_configuration_notification(parts: Parts) -> None:
+    """PER-5D: the Broker Configuration Notification goes to BCN clients."""
+    for name in parts.maintenance.state:
+        parts.maintenance.notify_configuration(name)
+
+
+def acknowledged_message_cleanup(parts: Parts) -> None:
+    """PER-5E: the clean-up of acknowledged messages runs again where it stopped."""
+    for name in parts.maintenance.state:
+        parts.maintenance.resume_ack_cleanup(name)
+
+
+@dataclass(frozen=True)
+class Task:
+    """A periodic task: its name as timer notifications list it, the notifications it runs on, its rule."""
+
+    name: str
+    every: int
+    rule: str
+    run: Callable[[Parts], None]
+
+
+# In this order they run on a notification that is a multiple of ``every``.
+SCHEDULE: tuple[Task, ...] = (
+    Task("queue monitors", 1, "PER-1A", queue_monitors),
+    Task("task handlers", 1, "PER-1B", task_handlers),
+    Task("message dispatcher", 1, "PER-1C", message_dispatcher),
+    Task("transport connections", 2, "PER-2A", transport_connections),
+    Task("transmitter", 2, "PER-2B", transmitter),
+    Task("idle connections", 5, "PER-5A", idle_connections),
+    Task("forwarder", 5, "PER-5B", forwarder),
+    Task("broker start", 5, "PER-5C", broker_start),
+    Task("broker configuration notification", 5, "PER-5D", broker_configuration_notification),
+    Task("acknowledged message clean-up", 5, "PER-5E", acknowledged_message_cleanup),
+)
+
+
+def tasks_of(number: int, schedule: tuple[Task, ...] = SCHEDULE) -> list[Task]:
+    """PER-0: the tasks the ``number``-th timer notification runs."""
+    return [task for task in schedule if number % task.every == 0]
+
+
+def every(schedule: tuple[Task, ...], **changes: int) -> tuple[Task, ...]:
+    """The schedule with some tasks on other multiples, by function name (a wrong variant's tool)."""
+    return tuple(replace(t, every=changes.get(t.run.__name__, t.every)) for t in schedule)

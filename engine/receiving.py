@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from sbtck.contract import QueueRef
-from sbtck.engine.clockwork import Clockwork
-from sbtck.engine.events import EventLog
+from sbtck.engine.context import Context
 from sbtck.engine.model import Message, Queue
 from sbtck.errors import ReceivingError
 
@@ -60,13 +59,13 @@ Result = Callable[[list[Message], str | None], None]
 class Receiving:
     """Hands messages to readers, one reader per conversation group at a time."""
 
-    def __init__(self, queues: dict[QueueRef, Queue], clock: Clockwork, log: EventLog, watcher: QueueWatcher) -> None:
-        self.queues = queues
-        self.clock = clock
-        self.log = log
+    def __init__(self, ctx: Context, watcher: QueueWatcher) -> None:
+        self.queues = ctx.queues
+        self.clock = ctx.clock
+        self.log = ctx.log
         self.watcher = watcher
         self.locks: dict[tuple[QueueRef, str], Session] = {}
-        self.waits: dict[QueueRef, list[Wait]] = {key: [] for key in queues}
+        self.waits: dict[QueueRef, list[Wait]] = {key: [] for key in ctx.queues}
 
     # ------------------------------------------------------------ statements
     def receive(
@@ -170,6 +169,11 @@ class Receiving:
         return wait.where_group is None or message.group == wait.where_group
 
     def _pick_group(self, wait: Wait) -> str | None:
+        """ACT-09: a group locked by another session is skipped, so a second reader of one conversation waits.
+
+        With every message in one locked group the second reader stays in
+        RECEIVE; that it keeps waiting is what stops further activation (ACT-07).
+        """
         for message in self.queues[wait.queue].messages:
             if not self._matches(wait, message):
                 continue

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbtck.engine.clockwork import Clockwork
-from sbtck.engine.events import EventLog
+from sbtck.engine.context import Context
 from sbtck.engine.model import Instance, Route
 from sbtck.engine.router import Router
 from sbtck.engine.topology import route as make_route
@@ -13,11 +12,11 @@ from sbtck.errors import RouteAdminError
 
 
 class RouteAdmin:
-    def __init__(self, instances: dict[str, Instance], router: Router, clock: Clockwork, log: EventLog) -> None:
-        self.instances = instances
+    def __init__(self, ctx: Context, router: Router) -> None:
+        self.instances = ctx.instances
         self.router = router
-        self.clock = clock
-        self.log = log
+        self.clock = ctx.clock
+        self.log = ctx.log
 
     def _instance(self, name: str) -> Instance:
         if name not in self.instances:

@@ -12,18 +12,26 @@ reclassifies dialogs on every 2nd timer notification (PER-2B).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from sbtck.engine.choosing import Chooser
-from sbtck.engine.clockwork import Clockwork
-from sbtck.engine.events import EventLog
+from sbtck.engine.context import Context
 from sbtck.engine.model import LOCAL, TRANSPORT, Database, Envelope, Instance, Route
-from sbtck.engine.params import EngineParams
 from sbtck.engine.routing import choose, live, locate, match
 from sbtck.engine.transport import Transport
 
-Deliver = Callable[[Envelope, Instance, Database], None]
+
+class Arrivals(Protocol):
+    """Where a routed message ends: named apart so that the two ends cannot be swapped by position."""
+
+    def deliver(self, env: Envelope, at: Instance, db: Database) -> None:
+        """Into the target queue, now."""
+
+    def dispatch(self, env: Envelope, at: Instance, db: Database) -> None:
+        """Through the receiving instance's message dispatcher, which buffers and may drop it (PER-1C)."""
+
+
 DELAYED = "delayed"
 CONNECTING = "waiting for a connection"
 NO_PRINCIPAL = "no partner claims to be principal"
@@ -48,22 +56,17 @@ class Waiting:
 class Router:
     def __init__(
         self,
-        instances: dict[str, Instance],
-        clock: Clockwork,
-        log: EventLog,
-        params: EngineParams,
+        ctx: Context,
         chooser: Chooser,
-        deliver: Deliver,
         transport: Transport,
-        dispatch: Deliver,
+        arrivals: Arrivals,
     ) -> None:
-        self.instances = instances
-        self.clock = clock
-        self.log = log
-        self.params = params
+        self.instances = ctx.instances
+        self.clock = ctx.clock
+        self.log = ctx.log
+        self.params = ctx.params
         self.chooser = chooser
-        self.deliver = deliver
-        self.dispatch = dispatch
+        self.arrivals = arrivals
         self.transport = transport
         self.lost: set[tuple[str, bool, int]] = set()
         self.failed: dict[str, str] = {}
@@ -254,13 +257,14 @@ class Router:
             self._transmit(env, at, route.address, inside, home)
 
     def _local(self, env: Envelope, at: Instance, broker: str | None, home: str | None, via_transport: bool) -> None:
+        """RTL-1: a LOCAL route delivers in this instance; the table it came from was chosen by table_for."""
         db = self.locate(at, env.to_service, broker, home, self.chooser)
         if db is None:
             where = f"the database of broker instance {broker}" if broker else f"instance {at.name}"
             rule = "RTL-2" if broker else "RTL-3"
             self._emit("message_dropped", at, env, rule=rule, reason=f"no service {env.to_service} in {where}")
             return
-        (self.dispatch if via_transport else self.deliver)(env, at, db)
+        (self.arrivals.dispatch if via_transport else self.arrivals.deliver)(env, at, db)
 
     def _delay(self, env: Envelope, at: Instance, inside: bool, home: str | None, why: str) -> None:
         self._emit("conversation_delayed", at, env, step=why)
@@ -285,6 +289,7 @@ class Router:
             self.lost.discard((env.dialog, env.from_target, env.sequence))
             self._emit("message_lost_in_transit", at, env, address=target.address)
             return True
+        # RTX-2: an address that resolves to this very instance arrives as from outside, through msdb.sys.routes
         self.route(env, target, inside=False, home=None, via_transport=True)
         return True
 
@@ -322,7 +327,8 @@ class Router:
                 address=known,
                 answer=self.claims_principal(known, route, env),
             )
-        # RTR-2: the first time, both addresses are asked; afterwards only the partner
+        # RTR-2: the first time, both addresses are asked; afterwards only the partner (RTR-4: the principal lost,
+        # the message goes to the partner once it claims the role, and waits until one does)
         claiming = [address for address in to_ask if self._probe(at, env, route, address)]
         if claiming:
             self.principals[key] = claiming[0]

@@ -31,6 +31,7 @@ def _same_broker(route: Route, broker: str) -> bool:
     return route.broker_instance is not None and route.broker_instance.upper() == broker.upper()
 
 
+# RTR-1: matching gives mirror addresses no special attention; only choosing does (RTC-1).
 def match(
     routes: list[Route],
     service: str,

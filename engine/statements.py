@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from sbtck.contract import QueueRef
 from sbtck.engine.activation import ALTER, QueueMonitors
 from sbtck.engine.clockwork import Clockwork
+from sbtck.engine.context import command
 from sbtck.engine.events import EventLog
 from sbtck.engine.model import Conversation, Message, Queue, ReaderBehaviour
 from sbtck.engine.receiving import GET_CONVERSATION_GROUP, RECEIVE, Receiving, Session
@@ -22,29 +23,37 @@ class _Broker(Protocol):
     receiving: Receiving
     monitors: QueueMonitors
 
-    def advance(self, at_ms: int) -> None: ...
+    def apply(self, at_ms: int, action: Callable[[], T]) -> T: ...
     def queue(self, key: QueueRef) -> Queue: ...
     def session(self, name: str) -> Session: ...
-    def _procedure(self, key: QueueRef, name: str) -> ReaderBehaviour: ...
-    def _conversation(self, dialog: str) -> Conversation: ...
-    def _statement(self, at_ms: int, run: Callable[[], None]) -> None: ...
+    def procedure(self, key: QueueRef, name: str) -> ReaderBehaviour: ...
+    def conversation(self, dialog: str) -> Conversation: ...
+
+
+T = TypeVar("T")
 
 
 class QueueStatements:
-    """A part of the Broker (mypy's self-type mixin): its methods see the Broker as ``_Broker``."""
+    """A part of the Broker (mypy's self-type mixin): its methods see the Broker as ``_Broker``.
 
-    def begin_transaction(self: _Broker, at_ms: int, session: str) -> None:
-        self._statement(at_ms, lambda: self.receiving.begin(self.session(session)))
+    Every method is a ``command``: called with the time first, applied through ``Broker.apply``.
+    """
 
-    def commit(self: _Broker, at_ms: int, session: str) -> None:
-        self._statement(at_ms, lambda: self.receiving.commit(self.session(session)))
+    @command
+    def begin_transaction(self: _Broker, session: str) -> None:
+        self.receiving.begin(self.session(session))
 
-    def rollback(self: _Broker, at_ms: int, session: str) -> None:
-        self._statement(at_ms, lambda: self.receiving.rollback(self.session(session)))
+    @command
+    def commit(self: _Broker, session: str) -> None:
+        self.receiving.commit(self.session(session))
 
+    @command
+    def rollback(self: _Broker, session: str) -> None:
+        self.receiving.rollback(self.session(session))
+
+    @command
     def receive(
         self: _Broker,
-        at_ms: int,
         session: str,
         key: QueueRef,
         *,
@@ -54,47 +63,49 @@ class QueueStatements:
         waitfor_ms: int | None = None,
         get_conversation_group: bool = False,
     ) -> dict[str, Any]:
-        self.advance(at_ms)
+        """RECEIVE or GET CONVERSATION GROUP; a result that waits says so and is never filled in later.
+
+        A waiting statement's rows come with the event that ends its wait
+        (``rows_returned`` or ``empty_result``), as a real session sees them
+        when its statement returns; the answer given now is final.
+        """
         self.queue(key)
         if where_dialog is not None:
-            self._conversation(where_dialog)
-        outcome: dict[str, Any] = {"status": "waiting"}
+            self.conversation(where_dialog)
+        answer: dict[str, Any] = {"status": "waiting"}
+        returned = False
 
         def answered(rows: list[Message], group: str | None) -> None:
-            outcome.update(
-                status="empty" if group is None else "rows", rows=[m.row() for m in rows], conversation_group=group
-            )
+            if not returned:
+                status = "empty" if group is None else "rows"
+                answer.update(status=status, rows=[m.row() for m in rows], conversation_group=group)
 
-        statement = GET_CONVERSATION_GROUP if get_conversation_group else RECEIVE
-        self._statement(
-            at_ms,
-            lambda: self.receiving.receive(
-                self.session(session),
-                key,
-                statement=statement,
-                top=top,
-                where_dialog=where_dialog,
-                where_group=where_group,
-                waitfor_ms=waitfor_ms,
-                on_result=answered,
-            ),
+        self.receiving.receive(
+            self.session(session),
+            key,
+            statement=GET_CONVERSATION_GROUP if get_conversation_group else RECEIVE,
+            top=top,
+            where_dialog=where_dialog,
+            where_group=where_group,
+            waitfor_ms=waitfor_ms,
+            on_result=answered,
         )
-        return outcome
+        returned = True
+        return answer
 
+    @command
     def alter_queue(
         self: _Broker,
-        at_ms: int,
         key: QueueRef,
         *,
         status: bool | None = None,
         procedure_name: str | None = None,
         max_queue_readers: int | None = None,
     ) -> None:
-        self.advance(at_ms)
         queue = self.queue(key)
         activation = queue.activation
         if procedure_name is not None:
-            self._procedure(key, procedure_name)
+            self.procedure(key, procedure_name)
         if max_queue_readers is not None and max_queue_readers < 0:
             raise BrokerError(f"MAX_QUEUE_READERS must be 0 or more, not {max_queue_readers}")
         if (status if status is not None else activation.status) and not (procedure_name or activation.procedure_name):
@@ -105,31 +116,29 @@ class QueueStatements:
             activation.procedure_name = procedure_name
         if max_queue_readers is not None:
             activation.max_queue_readers = max_queue_readers
-        self.log.emit(at_ms, "queue_altered", **key.fields())
+        self.log.emit(self.clock.now_ms, "queue_altered", **key.fields())
         self.monitors.sync(queue)
         self.monitors.evaluate(queue, ALTER)
-        self.clock.run_pending()
 
-    def create_event_notification(self: _Broker, at_ms: int, name: str, key: QueueRef) -> None:
-        self.advance(at_ms)
+    @command
+    def create_event_notification(self: _Broker, name: str, key: QueueRef) -> None:
         queue = self.queue(key)
         if name in queue.notifications:
             raise BrokerError(f"event notification {name!r} already exists on queue {key.queue!r}")
         queue.notifications.append(name)
         self.monitors.sync(queue)
 
-    def drop_event_notification(self: _Broker, at_ms: int, name: str, key: QueueRef) -> None:
-        self.advance(at_ms)
+    @command
+    def drop_event_notification(self: _Broker, name: str, key: QueueRef) -> None:
         queue = self.queue(key)
         if name not in queue.notifications:
             raise BrokerError(f"no event notification {name!r} on queue {key.queue!r}")
         queue.notifications.remove(name)
         self.monitors.sync(queue)
 
-    def exit_procedure(self: _Broker, at_ms: int, key: QueueRef, task: int) -> None:
-        self.advance(at_ms)
+    @command
+    def exit_procedure(self: _Broker, key: QueueRef, task: int) -> None:
         found = self.monitors.find_task(self.queue(key).key, task)
         if found is None:
             raise BrokerError(f"activated task {task} of queue {key.queue!r} is not running")
         self.monitors.exit_procedure(found, "exited")
-        self.clock.run_pending()

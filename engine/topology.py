@@ -50,7 +50,12 @@ def build(topology: dict[str, Any], start_ms: int = 0) -> dict[str, Instance]:
     next_database_id = 5  # ids 1-4 belong to the system databases
     next_object_id = 1_000
     for ispec in topology.get("instances", []):
-        instance = Instance(ispec["name"], ispec.get("address", ""), forwarding=bool(ispec.get("message_forwarding")))
+        instance = Instance(
+            ispec["name"],
+            ispec.get("address", ""),
+            forwarding=bool(ispec.get("message_forwarding")),
+            cpus=int(ispec.get("cpus", 1)),
+        )
         instance.msdb_routes = {r["name"]: route(r, start_ms) for r in ispec.get("msdb_routes", [])}
         if instance.name in instances:
             raise TopologyRefused(f"instance {instance.name!r} is declared twice")
@@ -61,6 +66,7 @@ def build(topology: dict[str, Any], start_ms: int = 0) -> dict[str, Instance]:
                 next_database_id,
                 str(dspec.get("broker_instance", "")).upper(),
                 mirroring_role=dspec.get("mirroring_role"),
+                master_key=bool(dspec.get("master_key", True)),
             )
             db.routes = {r["name"]: route(r, start_ms) for r in dspec.get("routes", [])}
             next_database_id += 1

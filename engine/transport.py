@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sbtck.engine.clockwork import Clockwork
-from sbtck.engine.events import EventLog
+from sbtck.engine.context import Context
 from sbtck.engine.model import Instance
-from sbtck.engine.params import EngineParams
 
 Link = tuple[str, str]  # (instance, destination address, upper case)
 
@@ -28,11 +26,11 @@ class Connection:
 class Transport:
     connect_on_send = True
 
-    def __init__(self, instances: dict[str, Instance], clock: Clockwork, log: EventLog, params: EngineParams) -> None:
-        self.instances = instances
-        self.clock = clock
-        self.log = log
-        self.params = params
+    def __init__(self, ctx: Context) -> None:
+        self.instances = ctx.instances
+        self.clock = ctx.clock
+        self.log = ctx.log
+        self.params = ctx.params
         self.connections: dict[Link, Connection] = {}
         self.suppressed_until: dict[Link, int] = {}
 

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
 
 
 def dm_broker_queue_monitors(broker: Broker) -> list[dict[str, Any]]:
+    """ACT-03: one row per active queue monitor of the instance."""
     rows = []
     for key, monitor in broker.monitors.monitors.items():
         queue = broker.queues[key]
@@ -61,6 +62,7 @@ def conversation_endpoints(broker: Broker) -> list[dict[str, Any]]:
 
 
 def dm_broker_activated_tasks(broker: Broker) -> list[dict[str, Any]]:
+    """ACT-11: one row per procedure started by activation and still running."""
     return [
         {
             "spid": task.session.spid,

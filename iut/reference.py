@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,7 +9,7 @@ from typing import Any
 import yaml
 
 from sbtck import contract as c
-from sbtck.engine import Broker, EngineParams, faults, views
+from sbtck.engine import Broker, EngineParams
 from sbtck.engine.choosing import Chooser
 from sbtck.engine.params import PROFILE_PATH
 from sbtck.errors import BrokerError
@@ -18,13 +17,9 @@ from sbtck.errors import BrokerError
 Handler = Callable[[Broker, Any], Any]
 
 
-def _at(action: Callable[[Broker, Any], Any]) -> Handler:
-    """A command applied at its time, through Broker.apply."""
-    return lambda b, cmd: b.apply(cmd.at_ms, lambda: action(b, cmd))
-
-
+# Every command the same way: the broker's method of that name, the time first (see engine.context.command).
 DISPATCH: dict[type[c.Command], Handler] = {
-    c.AdvanceTime: lambda b, cmd: b.advance(cmd.at_ms),
+    c.AdvanceTime: lambda b, cmd: b.advance_time(cmd.at_ms),
     c.BeginDialog: lambda b, cmd: b.begin_dialog(
         cmd.at_ms, cmd.dialog, cmd.instance, cmd.database, cmd.from_service, cmd.to_service, cmd.to_broker_instance
     ),
@@ -54,21 +49,21 @@ DISPATCH: dict[type[c.Command], Handler] = {
     c.CreateEventNotification: lambda b, cmd: b.create_event_notification(cmd.at_ms, cmd.name, cmd.queue),
     c.DropEventNotification: lambda b, cmd: b.drop_event_notification(cmd.at_ms, cmd.name, cmd.queue),
     c.ExitProcedure: lambda b, cmd: b.exit_procedure(cmd.at_ms, cmd.queue, cmd.task),
-    c.CreateRoute: _at(lambda b, cmd: b.routes.create(cmd.instance, cmd.database, cmd.route)),
-    c.AlterRoute: _at(lambda b, cmd: b.routes.alter(cmd.instance, cmd.database, cmd.route)),
-    c.DropRoute: _at(lambda b, cmd: b.routes.drop(cmd.instance, cmd.database, cmd.name)),
-    c.AnswerRoutingRequest: _at(lambda b, cmd: b.routes.answer_routing_request(cmd.instance, cmd.database, cmd.route)),
-    c.SetMessageForwarding: _at(lambda b, cmd: b.routes.set_forwarding(cmd.instance, cmd.active)),
-    c.SetReachable: _at(lambda b, cmd: faults.set_reachable(b, cmd.instance, cmd.reachable)),
-    c.Failover: _at(lambda b, cmd: b.routes.make_principal(cmd.instance, cmd.database)),
-    c.FailTaskHandlers: _at(lambda b, cmd: faults.fail_task_handlers(b, cmd.instance, cmd.count)),
-    c.SetDispatcherSaving: _at(lambda b, cmd: faults.set_dispatcher_saving(b, cmd.instance, cmd.mode, cmd.delay_s)),
-    c.LoseInTransit: _at(lambda b, cmd: faults.lose_in_transit(b, cmd.dialog, cmd.sequence, cmd.from_target)),
-    c.DropConnection: _at(lambda b, cmd: faults.drop_connection(b, cmd.instance, cmd.address)),
-    c.FailTransmission: _at(lambda b, cmd: faults.fail_transmission(b, cmd.dialog, cmd.reason)),
-    c.CreateMasterKey: _at(lambda b, cmd: faults.create_master_key(b, cmd.instance, cmd.database)),
-    c.StopAckCleanup: _at(lambda b, cmd: faults.stop_ack_cleanup(b, cmd.instance, cmd.database)),
-    c.QueryView: _at(lambda b, cmd: {"rows": views.rows(b, cmd.view, cmd.instance, cmd.database)}),
+    c.CreateRoute: lambda b, cmd: b.create_route(cmd.at_ms, cmd.instance, cmd.database, cmd.route),
+    c.AlterRoute: lambda b, cmd: b.alter_route(cmd.at_ms, cmd.instance, cmd.database, cmd.route),
+    c.DropRoute: lambda b, cmd: b.drop_route(cmd.at_ms, cmd.instance, cmd.database, cmd.name),
+    c.AnswerRoutingRequest: lambda b, cmd: b.answer_routing_request(cmd.at_ms, cmd.instance, cmd.database, cmd.route),
+    c.SetMessageForwarding: lambda b, cmd: b.set_message_forwarding(cmd.at_ms, cmd.instance, cmd.active),
+    c.SetReachable: lambda b, cmd: b.set_reachable(cmd.at_ms, cmd.instance, cmd.reachable),
+    c.Failover: lambda b, cmd: b.failover(cmd.at_ms, cmd.instance, cmd.database),
+    c.FailTaskHandlers: lambda b, cmd: b.fail_task_handlers(cmd.at_ms, cmd.instance, cmd.count),
+    c.SetDispatcherSaving: lambda b, cmd: b.set_dispatcher_saving(cmd.at_ms, cmd.instance, cmd.mode, cmd.delay_s),
+    c.LoseInTransit: lambda b, cmd: b.lose_in_transit(cmd.at_ms, cmd.dialog, cmd.sequence, cmd.from_target),
+    c.DropConnection: lambda b, cmd: b.drop_connection(cmd.at_ms, cmd.instance, cmd.address),
+    c.FailTransmission: lambda b, cmd: b.fail_transmission(cmd.at_ms, cmd.dialog, cmd.reason),
+    c.CreateMasterKey: lambda b, cmd: b.create_master_key(cmd.at_ms, cmd.instance, cmd.database),
+    c.StopAckCleanup: lambda b, cmd: b.stop_ack_cleanup(cmd.at_ms, cmd.instance, cmd.database),
+    c.QueryView: lambda b, cmd: {"rows": b.query_view(cmd.at_ms, cmd.view, cmd.instance, cmd.database)},
 }
 
 
@@ -110,8 +105,7 @@ class ReferenceImplementation:
                 result = DISPATCH[type(command)](self.broker, command)
         except BrokerError as exc:
             return c.Response(error=str(exc), events=self._events())
-        # a snapshot: the engine goes on updating what it returned (a RECEIVE that waits ends later)
-        return c.Response(result=copy.deepcopy(result) if result else {}, events=self._events())
+        return c.Response(result=result or {}, events=self._events())
 
     def _events(self) -> list[c.Event]:
         if self.broker is None:

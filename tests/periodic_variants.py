@@ -7,7 +7,7 @@ from typing import Any
 
 from sbtck.engine import Broker, EngineParams
 from sbtck.engine.choosing import Chooser
-from sbtck.engine.periodic import SCHEDULE, Maintenance
+from sbtck.engine.periodic import SCHEDULE, Maintenance, Task, every
 from sbtck.engine.router import Router
 from sbtck.engine.transport import Transport
 from sbtck.iut.reference import ReferenceImplementation
@@ -33,8 +33,8 @@ def _with_params(name: str, **changes: int) -> ReferenceImplementation:
     return _implementation(name, __init__=init)
 
 
-def _every(**every: int) -> dict[str, int]:
-    return {**SCHEDULE, **{task.replace("_", " "): n for task, n in every.items()}}
+def _every(**changes: int) -> tuple[Task, ...]:
+    return every(SCHEDULE, **changes)
 
 
 def idle_close_every_notification() -> ReferenceImplementation:

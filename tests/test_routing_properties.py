@@ -22,7 +22,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from sbtck.engine import Broker, faults
+from sbtck.engine import Broker
 from sbtck.engine.router import Router
 from sbtck.fixtures import topology
 from tests.helpers import assert_machine_fails
@@ -94,23 +94,23 @@ class RoutingMachine(RuleBasedStateMachine):
 
     @rule(instance=st.sampled_from(["sql2", "sql5"]), reachable=st.booleans())
     def reachability(self, instance: str, reachable: bool) -> None:
-        self.b.apply(self.now, lambda: faults.set_reachable(self.b, instance, reachable))
+        self.b.set_reachable(self.now, instance, reachable)
         self._absorb()
 
     @rule(mode=st.sampled_from(["running", "stopped"]), delay=st.sampled_from([0, 4, 12]))
     def dispatcher(self, mode: str, delay: int) -> None:
-        self.b.apply(self.now, lambda: faults.set_dispatcher_saving(self.b, "sql2", mode, delay))
+        self.b.set_dispatcher_saving(self.now, "sql2", mode, delay)
         self._absorb()
 
     @precondition(lambda self: self.sent)
     @rule(data=st.data())
     def lose(self, data: st.DataObject) -> None:
         dialog, _, seq = data.draw(st.sampled_from(sorted(self.sent)))
-        self.b.apply(self.now, lambda: faults.lose_in_transit(self.b, dialog, seq + 1, False))
+        self.b.lose_in_transit(self.now, dialog, seq + 1, False)
 
     @rule(forwarding=st.booleans())
     def forwarding(self, forwarding: bool) -> None:
-        self.b.apply(self.now, lambda: self.b.routes.set_forwarding("sql5", forwarding))
+        self.b.set_message_forwarding(self.now, "sql5", forwarding)
 
     @rule(ms=st.integers(0, 40_000))
     def time_passes(self, ms: int) -> None:
