@@ -32,6 +32,7 @@ __all__ = [
     "RouteAdminError",
     "SbtckError",
     "ScenarioError",
+    "TemplateError",
     "TimeExpressionError",
     "TopologyError",
     "TopologyRefused",
@@ -96,6 +97,10 @@ class ScenarioError(SbtckError, ValueError):
 
 class TimeExpressionError(ScenarioError):
     """A time in a step that is not ``N seconds``, ``{param}`` or their sums and differences: write it so."""
+
+
+class TemplateError(SbtckError, ValueError):
+    """A step phrase in steps/phrases.py that its notation cannot read or say: mend the phrase named."""
 
 
 class NoStepFor(SbtckError, ValueError):

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_bdd import parsers, then
-
 from sbtck import contract as c
+from sbtck.steps import phrases as p
+from sbtck.steps.vocabulary import step
 from sbtck.steps.world import World
 
 MONITORS = "sys.dm_broker_queue_monitors"
@@ -27,7 +27,7 @@ def _rows_for(world: World, view: str, queue: str) -> list[dict[str, Any]]:
     ]
 
 
-@then(parsers.re(r'queue "(?P<queue>[^"]+)" has (?P<no>a|no) queue monitor'))
+@step(p.HAS_MONITOR)
 def has_monitor(world: World, queue: str, no: str) -> None:
     rows = _rows_for(world, MONITORS, queue)
     if no == "a":
@@ -54,7 +54,7 @@ def _expected(world: World, column: str, text: str) -> str:
     return text
 
 
-@then(parsers.re(r'sys.dm_broker_queue_monitors shows for queue "(?P<queue>[^"]+)":'))
+@step(p.MONITOR_ROW)
 def monitor_row(world: World, queue: str, datatable: list[list[str]]) -> None:
     rows = _rows_for(world, MONITORS, queue)
     assert len(rows) == 1, f"expected one row for queue {queue!r} in {MONITORS}, got {rows}"
@@ -67,7 +67,7 @@ def monitor_row(world: World, queue: str, datatable: list[list[str]]) -> None:
         )
 
 
-@then(parsers.re(r'(?P<count>no|\d+) activated tasks? (?:runs?|are running|is running) for queue "(?P<queue>[^"]+)"'))
+@step(p.TASK_COUNT)
 def task_count(world: World, count: str, queue: str) -> None:
     rows = _rows_for(world, TASKS, queue)
     want = 0 if count == "no" else int(count)
@@ -76,7 +76,7 @@ def task_count(world: World, count: str, queue: str) -> None:
     )
 
 
-@then(parsers.re(r'sys.dm_broker_activated_tasks shows for queue "(?P<queue>[^"]+)":'))
+@step(p.TASK_ROWS)
 def task_rows(world: World, queue: str, datatable: list[list[str]]) -> None:
     header, *expected = datatable
     rows = _rows_for(world, TASKS, queue)
@@ -127,12 +127,7 @@ def _render(world: World, event: c.Event, header: list[str]) -> list[str]:
     return out
 
 
-SPAN = r"(?: from second (?P<since>.+?))?(?: until second (?P<until>.+?))?"
-WHOSE = r'(?: for queue "(?P<queue>[^"]+)")?(?: for dialog "(?P<dialog>[^"]+)")?(?: at "(?P<instance>[^"]+)")?'
-LOG = r"the log" + WHOSE + " shows exactly" + SPAN + ":"
-
-
-@then(parsers.re(LOG))
+@step(p.LOG_SHOWS)
 def log_shows(
     world: World,
     queue: str | None,
@@ -182,13 +177,13 @@ def _last_answer(world: World, session: str) -> c.Event:
     return answers[-1]
 
 
-@then(parsers.re(r'session "(?P<session>[^"]+)" is waiting'))
+@step(p.SESSION_WAITING)
 def session_waiting(world: World, session: str) -> None:
     last = _last_answer(world, session)
     assert last.kind == "reader_waiting", f"session {session!r} is not waiting; its last answer: {last.to_json()}"
 
 
-@then(parsers.re(r'session "(?P<session>[^"]+)" got an empty result'))
+@step(p.SESSION_EMPTY)
 def session_empty(world: World, session: str) -> None:
     last = _last_answer(world, session)
     assert last.kind == "empty_result", (
@@ -196,7 +191,7 @@ def session_empty(world: World, session: str) -> None:
     )
 
 
-@then(parsers.re(r'session "(?P<session>[^"]+)" got the messages? (?P<messages>.+)'))
+@step(p.SESSION_ROWS)
 def session_rows(world: World, session: str, messages: str) -> None:
     """Messages are written DIALOG:SEQUENCE, comma-separated, in the order RECEIVE returned them."""
     last = _last_answer(world, session)
@@ -207,7 +202,7 @@ def session_rows(world: World, session: str, messages: str) -> None:
     )
 
 
-@then(parsers.re(r'session "(?P<session>[^"]+)" got the conversation group of dialog "(?P<dialog>[^"]+)"'))
+@step(p.SESSION_GROUP)
 def session_group(world: World, session: str, dialog: str) -> None:
     last = _last_answer(world, session)
     want = next(
@@ -225,16 +220,7 @@ def session_group(world: World, session: str, dialog: str) -> None:
     )
 
 
-COUNT = (
-    r"the log"
-    + WHOSE
-    + r' has (?P<count>.+?) "(?P<event>[^"]+)" events?'
-    + r'(?: where (?P<field>\w+) is "(?P<value>[^"]*)")?'
-    + SPAN
-)
-
-
-@then(parsers.re(COUNT))
+@step(p.LOG_COUNTS)
 def log_counts(
     world: World,
     queue: str | None,

@@ -5,15 +5,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pytest_bdd import given, parsers
-
 from sbtck import contract as c
 from sbtck.errors import Refused
 from sbtck.fixtures.routes import route_problem
-from sbtck.steps.vocabulary import both
+from sbtck.steps import phrases as p
+from sbtck.steps.vocabulary import step
 from sbtck.steps.world import World
 
-TABLE = r'(?:database "(?P<database>[^"]+)"|msdb) of "(?P<instance>[^"]+)"'
 ROUTE_OPTION = re.compile(r"^\s*(SERVICE_NAME|BROKER_INSTANCE|ADDRESS|MIRROR_ADDRESS|LIFETIME)\s*=\s*(.+?)\s*$")
 COLUMNS = {"service_name", "broker_instance", "address", "mirror_address", "lifetime_s"}
 OPTION_KEYS = {
@@ -23,19 +21,6 @@ OPTION_KEYS = {
     "MIRROR_ADDRESS": "mirror_address",
     "LIFETIME": "lifetime_s",
 }
-
-
-def _broker_instance(world: World, text: str) -> str:
-    """A GUID, or INSTANCE.DATABASE naming the database whose broker instance it is."""
-    if "." in text and "-" not in text:
-        instance, database = text.split(".", 1)
-        assert world.topology is not None
-        for i in world.topology.plain["instances"]:
-            for d in i["databases"]:
-                if (i["name"], d["name"]) == (instance, database):
-                    return str(d["broker_instance"])
-        raise Refused(f"no database {text!r} in the topology, so no broker instance of it")
-    return text
 
 
 def _route(world: World, name: str, values: dict[str, str]) -> dict[str, Any]:
@@ -52,7 +37,7 @@ def _route(world: World, name: str, values: dict[str, str]) -> dict[str, Any]:
                 raise Refused(f"route {name}: LIFETIME {text!r} is not a number of seconds")
             route[key] = float(text)
         elif key == "broker_instance":
-            route[key] = _broker_instance(world, text)
+            route[key] = world.broker_instance(text)
         else:
             route[key] = text
     return route
@@ -68,7 +53,7 @@ def _check(world: World, route: dict[str, Any]) -> None:
         raise Refused(f"route {route['name']}: {problem[1]}")
 
 
-@given(parsers.re(r"the routes in " + TABLE + " are:"))
+@step(p.ROUTES_ARE)
 def routes_are(world: World, database: str | None, instance: str, datatable: list[list[str]]) -> None:
     """Replaces the whole table, AutoCreatedLocal included, with the rows given."""
     header, *rows = datatable
@@ -84,9 +69,6 @@ def routes_are(world: World, database: str | None, instance: str, datatable: lis
         world.run(c.CreateRoute(at, instance, database, route))
 
 
-ROUTE_DDL = r"in " + TABLE + r": (?P<verb>CREATE|ALTER) ROUTE (?P<name>\w+) WITH (?P<options>.+)"
-
-
 def _options(world: World, name: str, options: str) -> dict[str, Any]:
     values: dict[str, str] = {}
     for option in re.split(r",\s*(?=[A-Z_]+\s*=)", options):
@@ -100,7 +82,7 @@ def _options(world: World, name: str, options: str) -> dict[str, Any]:
     return _route(world, name, values)
 
 
-@both(ROUTE_DDL)
+@step(p.ROUTE_DDL)
 def route_ddl(world: World, database: str | None, instance: str, verb: str, name: str, options: str) -> None:
     route = _options(world, name, options)
     at = world.at()
@@ -111,70 +93,34 @@ def route_ddl(world: World, database: str | None, instance: str, verb: str, name
         world.run(c.AlterRoute(at, instance, database, route))
 
 
-DROP = r"in " + TABLE + r": DROP ROUTE (?P<name>\w+)"
-
-
-@both(DROP)
+@step(p.DROP_ROUTE)
 def drop_route(world: World, database: str | None, instance: str, name: str) -> None:
     world.run(c.DropRoute(world.at(), instance, database, name))
 
 
-ANSWER = (
-    r'the dynamic routing service answers for service "(?P<service>[^"]+)" in '
-    + TABLE
-    + r" with ADDRESS = (?P<address>\S+)"
-)
-
-
-@both(ANSWER)
+@step(p.ANSWER_ROUTING_REQUEST)
 def answer_request(world: World, service: str, database: str | None, instance: str, address: str) -> None:
     route = _route(world, f"Dynamic_{service}", {"service_name": service, "address": address})
     _check(world, route)
     world.run(c.AnswerRoutingRequest(world.at(), instance, database, route))
 
 
-FORWARDING = r'message forwarding is (?P<state>enabled|disabled) on "(?P<instance>[^"]+)"'
-
-
-@both(FORWARDING)
+@step(p.FORWARDING)
 def forwarding(world: World, state: str, instance: str) -> None:
     world.run(c.SetMessageForwarding(world.at(), world.instance(instance), state == "enabled"))
 
 
-REACH = r'instance "(?P<instance>[^"]+)" (?P<state>cannot be reached|can be reached again)'
-
-
-@both(REACH)
+@step(p.REACHABLE)
 def reachable(world: World, instance: str, state: str) -> None:
     world.run(c.SetReachable(world.at(), world.instance(instance), state == "can be reached again"))
 
 
-FAILOVER = r'the copy of database "(?P<database>[^"]+)" on "(?P<instance>[^"]+)" becomes the principal'
-
-
-@both(FAILOVER)
+@step(p.FAILOVER)
 def failover(world: World, database: str, instance: str) -> None:
     world.run(c.Failover(world.at(), world.instance(instance), database))
 
 
-BEGIN = (
-    r'dialog "(?P<dialog>[^"]+)" is begun from service "(?P<initiator>[^"]+)" to service "(?P<target>[^"]+)"'
-    r" on the broker instance of (?P<broker>\S+)"
-)
-
-
-@both(BEGIN)
-def begin_to_broker(world: World, dialog: str, initiator: str, target: str, broker: str) -> None:
-    at = world.at()
-    assert world.topology is not None
-    instance, database, service = world.topology.service(initiator)
-    world.run(c.BeginDialog(at, dialog, instance, database, service, target, _broker_instance(world, broker)))
-
-
-REPLY = r'(?:a reply is|(?P<count>\d+) replies are) sent on dialog "(?P<dialog>[^"]+)"'
-
-
-@both(REPLY)
+@step(p.REPLY)
 def reply(world: World, dialog: str, count: str | None) -> None:
     for _ in range(int(count or 1)):
         world.run(c.Send(world.at(), dialog, from_target=True))

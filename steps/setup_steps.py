@@ -4,54 +4,42 @@ from __future__ import annotations
 
 import re
 
-from pytest_bdd import given, parsers
-
 from sbtck import contract as c
 from sbtck.errors import Refused, ScenarioError
 from sbtck.fixtures import topology as topologies
-from sbtck.steps.vocabulary import both
+from sbtck.steps import phrases as p
+from sbtck.steps.vocabulary import step
 from sbtck.steps.world import World
 
-NAME = r'"(?P<{}>[^"]+)"'
 
-
-@given(parsers.re(r"the topology " + NAME.format("name")))
+@step(p.NAMED_TOPOLOGY)
 def named_topology(world: World, name: str) -> None:
     world.start(topologies.named(name))
 
 
-@given("the topology:")
+@step(p.INLINE_TOPOLOGY)
 def inline_topology(world: World, docstring: str) -> None:
     path, line = world.step_at
     # the docstring's first line of text stands two lines below its step
     world.start(topologies.parse(docstring, path, line_offset=line + 1))
 
 
-@both(
-    r"dialog {} is begun from service {} to service {}".format(
-        NAME.format("dialog"), NAME.format("initiator"), NAME.format("target")
-    )
-)
-def begin_dialog(world: World, dialog: str, initiator: str, target: str) -> None:
+@step(p.BEGIN_DIALOG)
+def begin_dialog(world: World, dialog: str, initiator: str, target: str, broker: str | None) -> None:
     at = world.at()
     assert world.topology is not None
     instance, database, service = world.topology.service(initiator)
-    world.run(c.BeginDialog(at, dialog, instance, database, service, target))
+    to_broker = None if broker is None else world.broker_instance(broker)
+    world.run(c.BeginDialog(at, dialog, instance, database, service, target, to_broker))
 
 
-SEND = r"(?:a message is|(?P<count>\d+) messages are) sent on dialog " + NAME.format("dialog")
-
-
-@both(SEND)
+@step(p.SEND)
 def send(world: World, dialog: str, count: str | None) -> None:
     for _ in range(int(count or 1)):
         world.run(c.Send(world.at(), dialog))
 
 
-TIME = r"time passes to second (?P<second>.+)"
-
-
-@both(TIME)
+@step(p.TIME_PASSES)
 def time_passes(world: World, second: str) -> None:
     world.at()
     try:
@@ -61,11 +49,10 @@ def time_passes(world: World, second: str) -> None:
     world.run(c.AdvanceTime(world.clock.now_ms()))
 
 
-ALTER = r"ALTER QUEUE {} WITH ACTIVATION \((?P<options>[^)]*)\)".format(NAME.format("queue"))
 OPTION = re.compile(r"^\s*(STATUS|PROCEDURE_NAME|MAX_QUEUE_READERS)\s*=\s*(\S+)\s*$")
 
 
-@both(ALTER)
+@step(p.ALTER_QUEUE)
 def alter_queue(world: World, queue: str, options: str) -> None:
     values: dict[str, str] = {}
     for option in options.split(","):
@@ -93,25 +80,16 @@ def alter_queue(world: World, queue: str, options: str) -> None:
     )
 
 
-CREATE = r"CREATE EVENT NOTIFICATION {} ON QUEUE {} FOR QUEUE_ACTIVATION".format(
-    NAME.format("name"), NAME.format("queue")
-)
-DROP = r"DROP EVENT NOTIFICATION {} ON QUEUE {}".format(NAME.format("name"), NAME.format("queue"))
-
-
-@both(CREATE)
+@step(p.CREATE_NOTIFICATION)
 def create_notification(world: World, name: str, queue: str) -> None:
     world.run(c.CreateEventNotification(world.at(), name, world.queue(queue)))
 
 
-@both(DROP)
+@step(p.DROP_NOTIFICATION)
 def drop_notification(world: World, name: str, queue: str) -> None:
     world.run(c.DropEventNotification(world.at(), name, world.queue(queue)))
 
 
-EXIT = r"activated task (?P<task>\d+) of queue {} exits".format(NAME.format("queue"))
-
-
-@both(EXIT)
+@step(p.PROCEDURE_EXITS)
 def procedure_exits(world: World, task: str, queue: str) -> None:
     world.run(c.ExitProcedure(world.at(), world.queue(queue), int(task)))

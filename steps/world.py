@@ -75,6 +75,18 @@ class World:
             raise ScenarioError(f"no instance {name!r} in topology {self.topology.source}; known: {', '.join(known)}")
         return name
 
+    def broker_instance(self, text: str) -> str:
+        """A GUID, or INSTANCE.DATABASE naming the database whose broker instance it is."""
+        if "." not in text or "-" in text:
+            return text
+        assert self.topology is not None
+        instance, database = text.split(".", 1)
+        for i in self.topology.plain["instances"]:
+            for d in i["databases"]:
+                if (i["name"], d["name"]) == (instance, database):
+                    return str(d["broker_instance"])
+        raise Refused(f"no database {text!r} in the topology, so no broker instance of it")
+
     def queue(self, name: str) -> c.QueueRef:
         self.at()
         assert self.topology is not None

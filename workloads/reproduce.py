@@ -8,17 +8,17 @@ the implementation that failed and passes on the reference engine.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 from typing import Any
 
 import yaml
 
 from sbtck.errors import DeclarationError, NoStepFor
+from sbtck.steps import phrases as p
+from sbtck.steps.phrases import Phrase
 from sbtck.workloads.generate import WAITING_VIEWS, World
 
-THEN = (
-    "    Then no invariant of the workload stage is broken\n"
-    "    And the reference engine, making the same allowed choices, gives the same outcome\n"
-)
+THEN = f"    Then {p.INVARIANTS_HOLD.source}\n    And {p.SAME_AS_REFERENCE.source}\n"
 
 
 def topology_yaml(plain: dict[str, Any]) -> str:
@@ -94,10 +94,6 @@ def _routes(routes: list[dict[str, Any]], key: str) -> dict[str, Any]:
     return out
 
 
-def _wait(ms: int | None) -> str:
-    return "" if ms is None else f" waiting up to {ms / 1000:g} seconds"
-
-
 def _options(route: dict[str, Any]) -> str:
     parts = []
     for key, option in (
@@ -113,92 +109,116 @@ def _options(route: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _table(op: dict[str, Any]) -> str:
-    return f'database "{op["database"]}" of "{op["instance"]}"' if op["database"] else f'msdb of "{op["instance"]}"'
+def _seconds(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000
 
 
-# commands whose step is their fields put into a sentence
-TEMPLATES = {
-    "begin_transaction": 'session "{session}" begins a transaction',
-    "commit": 'session "{session}" commits',
-    "rollback": 'session "{session}" rolls back',
-    "create_event_notification": 'CREATE EVENT NOTIFICATION "{name}" ON QUEUE "{queue[queue]}" FOR QUEUE_ACTIVATION',
-    "drop_event_notification": 'DROP EVENT NOTIFICATION "{name}" ON QUEUE "{queue[queue]}"',
-    "drop_connection": 'the connection from "{instance}" to "{address}" drops',
-    "failover": 'the copy of database "{database}" on "{instance}" becomes the principal',
-    "create_master_key": 'CREATE MASTER KEY in database "{database}" on "{instance}"',
-    "drop_route": "in {table}: DROP ROUTE {name}",
-}
+def _alter_options(op: dict[str, Any]) -> str:
+    options = [f"STATUS = {op['status']}"] if op["status"] else []
+    return ", ".join(
+        options + ([] if op["max_queue_readers"] is None else [f"MAX_QUEUE_READERS = {op['max_queue_readers']}"])
+    )
 
 
-def _sentence(op: dict[str, Any], start_ms: int) -> str:
-    kind = op["kind"]
-    if kind == "advance_time":
-        return f"time passes to second {(op['at_ms'] - start_ms) / 1000:g}"
-    if kind == "begin_dialog":
-        text = f'dialog "{op["dialog"]}" is begun from service "{op["from_service"]}" to service "{op["to_service"]}"'
-        return text + (f" on the broker instance of {op['to_broker_instance']}" if op["to_broker_instance"] else "")
-    if kind == "send":
-        return f'a {"reply" if op["from_target"] else "message"} is sent on dialog "{op["dialog"]}"'
-    if kind in ("receive", "get_conversation_group"):
-        return _receive(op)
-    if kind == "alter_queue":
-        options = [f"STATUS = {op['status']}"] if op["status"] else []
-        options += [] if op["max_queue_readers"] is None else [f"MAX_QUEUE_READERS = {op['max_queue_readers']}"]
-        return f'ALTER QUEUE "{op["queue"]["queue"]}" WITH ACTIVATION ({", ".join(options)})'
-    if kind == "set_reachable":
-        return f'instance "{op["instance"]}" {"can be reached again" if op["reachable"] else "cannot be reached"}'
-    if kind == "set_message_forwarding":
-        return f'message forwarding is {"enabled" if op["active"] else "disabled"} on "{op["instance"]}"'
-    if kind == "lose_in_transit" and not op["from_target"]:
-        return f'the network loses message {op["sequence"]} of dialog "{op["dialog"]}"'
-    if kind == "fail_transmission":
-        why = "for lack of memory" if op["reason"] == "resource" else "security validation"
-        return f'the transmission of dialog "{op["dialog"]}" fails {why}'
-    if kind == "fail_task_handlers":
-        n = op["count"]
-        return f'{n} task handler{"s" if n != 1 else ""} of "{op["instance"]}" fail{"" if n != 1 else "s"}'
-    if kind == "set_dispatcher_saving":
-        return _dispatcher(op)
-    if kind in ("create_route", "alter_route", "answer_routing_request"):
-        return _route_step(op)
-    raise NoStepFor(f"no step in the vocabulary writes a {kind!r} command: {op}")
-
-
-def _receive(op: dict[str, Any]) -> str:
-    who, queue, wait = f'session "{op["session"]}"', f'"{op["queue"]["queue"]}"', _wait(op["waitfor_ms"])
-    if op["kind"] == "get_conversation_group":
-        return f"{who} gets a conversation group from queue {queue}{wait}"
-    top = "" if op["top"] is None else f"top {op['top']} "
-    where = "" if op["where_dialog"] is None else f' where the dialog is "{op["where_dialog"]}"'
-    return f"{who} receives {top}from queue {queue}{where}{wait}"
-
-
-def _dispatcher(op: dict[str, Any]) -> str:
+def _saving(op: dict[str, Any]) -> dict[str, Any]:
     if op["mode"] == "stopped":
-        return f'the dispatcher of "{op["instance"]}" stops saving messages'
-    if not op["delay_s"]:
-        return f'the dispatcher of "{op["instance"]}" saves messages again'
-    return f'the dispatcher of "{op["instance"]}" saves each message {op["delay_s"]:g} seconds after it arrives'
+        return {"how": "stops saving messages"}
+    return {"delay": op["delay_s"]} if op["delay_s"] else {"how": "saves messages again"}
 
 
-def _route_step(op: dict[str, Any]) -> str:
+def _route_ddl(op: dict[str, Any], verb: str) -> dict[str, Any]:
     route = op["route"]
-    if op["kind"] == "answer_routing_request":
-        where = f'for service "{route["service_name"]}" in {_table(op)}'
-        return f"the dynamic routing service answers {where} with ADDRESS = {route['address']}"
-    verb = "CREATE" if op["kind"] == "create_route" else "ALTER"
-    return f"in {_table(op)}: {verb} ROUTE {route['name']} WITH {_options(route)}"
+    return {
+        "database": op["database"],
+        "instance": op["instance"],
+        "verb": verb,
+        "name": route["name"],
+        "options": _options(route),
+    }
+
+
+# Each contract command the generator writes: the phrase that says it, and its slot values.
+SAYS: dict[str, Callable[[dict[str, Any], int], tuple[Phrase, dict[str, Any]]]] = {
+    "advance_time": lambda op, start: (p.TIME_PASSES, {"second": f"{(op['at_ms'] - start) / 1000:g}"}),
+    "begin_dialog": lambda op, _: (
+        p.BEGIN_DIALOG,
+        {
+            "dialog": op["dialog"],
+            "initiator": op["from_service"],
+            "target": op["to_service"],
+            "broker": op["to_broker_instance"],
+        },
+    ),
+    "send": lambda op, _: (p.REPLY if op["from_target"] else p.SEND, {"dialog": op["dialog"]}),
+    "begin_transaction": lambda op, _: (p.BEGIN_TRANSACTION, {"session": op["session"]}),
+    "commit": lambda op, _: (p.COMMIT, {"session": op["session"]}),
+    "rollback": lambda op, _: (p.ROLLBACK, {"session": op["session"]}),
+    "receive": lambda op, _: (
+        p.RECEIVE,
+        {
+            "session": op["session"],
+            "queue": op["queue"]["queue"],
+            "top": op["top"],
+            "dialog": op["where_dialog"],
+            "wait": _seconds(op["waitfor_ms"]),
+        },
+    ),
+    "get_conversation_group": lambda op, _: (
+        p.GET_CONVERSATION_GROUP,
+        {"session": op["session"], "queue": op["queue"]["queue"], "wait": _seconds(op["waitfor_ms"])},
+    ),
+    "alter_queue": lambda op, _: (p.ALTER_QUEUE, {"queue": op["queue"]["queue"], "options": _alter_options(op)}),
+    "create_event_notification": lambda op, _: (
+        p.CREATE_NOTIFICATION,
+        {"name": op["name"], "queue": op["queue"]["queue"]},
+    ),
+    "drop_event_notification": lambda op, _: (p.DROP_NOTIFICATION, {"name": op["name"], "queue": op["queue"]["queue"]}),
+    "set_reachable": lambda op, _: (
+        p.REACHABLE,
+        {"instance": op["instance"], "state": "can be reached again" if op["reachable"] else "cannot be reached"},
+    ),
+    "set_message_forwarding": lambda op, _: (
+        p.FORWARDING,
+        {"instance": op["instance"], "state": "enabled" if op["active"] else "disabled"},
+    ),
+    "failover": lambda op, _: (p.FAILOVER, {"database": op["database"], "instance": op["instance"]}),
+    "fail_task_handlers": lambda op, _: (p.HANDLERS_FAIL, {"count": op["count"], "instance": op["instance"]}),
+    "set_dispatcher_saving": lambda op, _: (p.DISPATCHER_SAVING, {"instance": op["instance"], **_saving(op)}),
+    "drop_connection": lambda op, _: (p.CONNECTION_DROPS, {"instance": op["instance"], "address": op["address"]}),
+    "fail_transmission": lambda op, _: (
+        p.TRANSMISSION_FAILS,
+        {"dialog": op["dialog"], "why": "for lack of memory" if op["reason"] == "resource" else "security validation"},
+    ),
+    "create_master_key": lambda op, _: (p.MASTER_KEY, {"database": op["database"], "instance": op["instance"]}),
+    "create_route": lambda op, _: (p.ROUTE_DDL, _route_ddl(op, "CREATE")),
+    "alter_route": lambda op, _: (p.ROUTE_DDL, _route_ddl(op, "ALTER")),
+    "drop_route": lambda op, _: (
+        p.DROP_ROUTE,
+        {"database": op["database"], "instance": op["instance"], "name": op["name"]},
+    ),
+    "answer_routing_request": lambda op, _: (
+        p.ANSWER_ROUTING_REQUEST,
+        {
+            "service": op["route"]["service_name"],
+            "database": op["database"],
+            "instance": op["instance"],
+            "address": op["route"]["address"],
+        },
+    ),
+}
 
 
 def step(op: dict[str, Any], start_ms: int) -> str | None:
     """The step that runs this command, or None for one the Then steps run themselves."""
     if op["kind"] == "query_view" and op["view"] in WAITING_VIEWS:
         return None
-    template = TEMPLATES.get(op["kind"])
-    if template is not None:
-        return template.format(table=_table(op) if "instance" in op and "database" in op else "", **op)
-    return _sentence(op, start_ms)
+    says = SAYS.get(op["kind"])
+    if op["kind"] == "lose_in_transit" and not op["from_target"]:
+        return p.LOSE.text(sequence=op["sequence"], dialog=op["dialog"])
+    if says is None:
+        raise NoStepFor(f"no step in the vocabulary writes a {op['kind']!r} command: {op}")
+    phrase, values = says(op, start_ms)
+    return phrase.text(**values)
 
 
 def feature(world: World, rules: list[str], implementation: str, found_by: str) -> str:

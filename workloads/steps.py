@@ -1,10 +1,10 @@
-"""The Then steps of the workload stage's reproducers: the whole recorded trace, checked as the stage checks it."""
+"""The Then steps of the workload stage's reproducers: the recorded trace, checked as the stage checks it."""
 
 from __future__ import annotations
 
-from pytest_bdd import then
-
 from sbtck import contract as c
+from sbtck.steps import phrases as p
+from sbtck.steps.vocabulary import step
 from sbtck.steps.world import World
 from sbtck.workloads.generate import WAITING_VIEWS
 from sbtck.workloads.generate import World as Script
@@ -30,14 +30,14 @@ def _report(found: list[str]) -> None:
         raise AssertionError("the workload stage's checks fail:\n  " + "\n  ".join(found))
 
 
-@then("no invariant of the workload stage is broken")
+@step(p.INVARIANTS_HOLD)
 def invariants_hold(world: World) -> None:
     script, trace = _recorded(world)
     found, _ = violations(script, trace, None)
     _report([f"{v.rule} at {_where(script, v.at_step)}: {v.detail}" for v in found])
 
 
-@then("the reference engine, making the same allowed choices, gives the same outcome")
+@step(p.SAME_AS_REFERENCE)
 def same_as_reference(world: World) -> None:
     script, trace = _recorded(world)
     found, _ = violations(script, trace, world.implementation.handshake())
