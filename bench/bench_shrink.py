@@ -20,7 +20,7 @@ from sbtck.workloads.stage import Checker
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=2000)
-    parser.add_argument("--iut", default="python:tests.variants:ignores_max_queue_readers")
+    parser.add_argument("--iut", default="python:tests.variants.activation:ignores_max_queue_readers")
     args = parser.parse_args()
     checker = Checker(factory_for(args.iut), differential=True, conversations=args.conversations)
     for seed in range(50):

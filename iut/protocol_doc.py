@@ -2,7 +2,7 @@
 
     python -m sbtck.iut.protocol_doc > /tmp/commands.md
 
-tests/test_protocol_doc.py fails when the document and the contract differ.
+tests/contract/test_protocol_doc.py fails when the document and the contract differ.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ and colour), then what changed against a baseline, then every rule at a
 glance. A status is never told by colour alone: each has an icon, and its
 word for screen readers. Every table has header cells with a scope, every
 scrolling block takes the keyboard's focus, and all of it is in ``<main>``
-(axe-core checks the page in tests/test_report_browser.py).
+(axe-core checks the page in tests/reports/test_browser.py).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ scenarios fail) and falls over on anything sent on a dialog named D2 (some scena
 from __future__ import annotations
 
 from sbtck.iut.reference import ReferenceImplementation
-from tests.routing_variants import pinning_ignored
-from tests.variants import _Crashes
+from tests.variants.activation import _Crashes
+from tests.variants.routing import pinning_ignored
 
 
 def mixed() -> ReferenceImplementation:

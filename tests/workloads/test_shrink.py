@@ -11,13 +11,13 @@ from sbtck.reports.results import FAILED
 from sbtck.workloads.generate import generate
 from sbtck.workloads.shrink import ddmin, shrink
 from sbtck.workloads.stage import Checker
-from tests import periodic_variants, routing_variants, variants
 from tests.helpers import sbtck
+from tests.variants import activation, periodic, routing
 
 VARIANTS = (
-    [f"tests.variants:{v}" for v in variants.VARIANTS]
-    + [f"tests.routing_variants:{v}" for v in routing_variants.VARIANTS]
-    + [f"tests.periodic_variants:{v}" for v in periodic_variants.VARIANTS]
+    [f"tests.variants.activation:{v}" for v in activation.VARIANTS]
+    + [f"tests.variants.routing:{v}" for v in routing.VARIANTS]
+    + [f"tests.variants.periodic:{v}" for v in periodic.VARIANTS]
 )
 # every variant shows in the first worlds; the stage is not asked to be lucky
 SEARCH = 300

@@ -19,11 +19,11 @@ from sbtck.workloads.output import INCOMPLETE, SUMMARY, Output
 from sbtck.workloads.trace import run as run_world
 from tests.fakes import faulty_workers
 from tests.helpers import kit
-from tests.spark_cluster import standalone
+from tests.workloads.spark_cluster import standalone
 
 # one JVM for the module, on one xdist worker: a session costs seconds, two would fight over two cores
 pytestmark = pytest.mark.xdist_group("spark")
-WRONG = "python:tests.variants:ignores_max_queue_readers"
+WRONG = "python:tests.variants.activation:ignores_max_queue_readers"
 
 
 @pytest.fixture(scope="module")

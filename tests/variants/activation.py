@@ -2,7 +2,7 @@
 
 The suite has teeth only if every one of these fails at least one
 scenario; ``test_wrong_variants.py`` runs the suite against each through
-``--iut python:tests.variants:NAME``.
+``--iut python:tests.variants.activation:NAME``.
 """
 
 from __future__ import annotations

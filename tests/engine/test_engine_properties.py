@@ -24,7 +24,7 @@ from sbtck.contract import Event
 from sbtck.engine import Broker, views
 from sbtck.engine.model import Message
 from sbtck.engine.receiving import Receiving, Session, Wait
-from tests.engine_world import SERVICES, broker, key
+from tests.engine.world import SERVICES, broker, key
 from tests.helpers import assert_machine_fails
 
 QUEUES = ("Manual", "Busy", "Quick")
@@ -213,7 +213,9 @@ def _machine(name: str, **attrs: object) -> type[BrokerMachine]:
         _machine("IgnoresLocks", receiving_class=_IgnoresLocks),
         _machine("LosesOnRollback", receiving_class=_LosesOnRollback),
         _machine("Duplicates", receiving_class=_Duplicates),
-        _machine("IgnoresMax", monitors_class=__import__("tests.variants", fromlist=["x"])._IgnoresMaxQueueReaders),
+        _machine(
+            "IgnoresMax", monitors_class=__import__("tests.variants.activation", fromlist=["x"])._IgnoresMaxQueueReaders
+        ),
     ],
     ids=lambda m: m.__name__,
 )

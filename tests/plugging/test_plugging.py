@@ -81,7 +81,7 @@ def test_an_expectations_file_marks_known_failures(tmp_path: Path) -> None:
     proc = _run(
         [
             "--iut",
-            "python:tests.variants:ignores_max_queue_readers",
+            "python:tests.variants.activation:ignores_max_queue_readers",
             "--expectations",
             str(tmp_path / "expected.yaml"),
             "--tags",

@@ -118,7 +118,7 @@ def test_expected_failures_and_unexpected_passes(tmp_path: Path) -> None:
     profile = _profile(tmp_path, expected_failures=[fails, passes])
     run = sbtck(
         "--iut",
-        "python:tests.variants:ignores_max_queue_readers",
+        "python:tests.variants.activation:ignores_max_queue_readers",
         "--profile",
         str(profile),
         "--tags",
@@ -131,7 +131,7 @@ def test_expected_failures_and_unexpected_passes(tmp_path: Path) -> None:
 
 
 def test_an_implementation_that_crashes_is_an_error_and_the_run_goes_on(tmp_path: Path) -> None:
-    run = sbtck("--iut", "python:tests.variants:crashes_on_d2", out=tmp_path)
+    run = sbtck("--iut", "python:tests.variants.activation:crashes_on_d2", out=tmp_path)
     assert run.code == 1
     results = run.results()["scenarios"]
     errors = [s for s in results if s["status"] == "error"]
@@ -228,7 +228,7 @@ def test_bad_input_in_a_scenario_is_an_error_naming_the_place_and_the_run_contin
 def test_the_rerun_command_of_a_failure_runs_that_scenario_alone(tmp_path: Path) -> None:
     import shlex
 
-    run = sbtck("--iut", "python:tests.routing_variants:pinning_ignored", out=tmp_path / "all")
+    run = sbtck("--iut", "python:tests.variants.routing:pinning_ignored", out=tmp_path / "all")
     failed = [s for s in run.results()["scenarios"] if s["status"] == "failed"]
     assert len(failed) == 1
     words = shlex.split(failed[0]["rerun"])

@@ -6,7 +6,7 @@ import ast
 import inspect
 
 from sbtck import errors
-from tests.test_layers import KNOWN
+from tests.lint.test_layers import KNOWN
 
 
 def test_no_exception_class_outside_the_errors_module() -> None:

@@ -1,7 +1,7 @@
 """Hostile input and broken implementations: each case ends in one line of error or a scenario error.
 
 Never a traceback, a hang, lost output or a deleted file of the user's. The
-corpus below is every case reported against the kit; tests/test_fuzz.py
+corpus below is every case reported against the kit; tests/contract/test_fuzz.py
 adds random and malformed input.
 """
 
@@ -399,7 +399,7 @@ def test_the_page_shows_hidden_characters_and_shortens_huge_values(tmp_path: Pat
 
 def test_runs_of_implementations_with_one_name_are_told_apart(tmp_path: Path) -> None:
     a = sbtck("--tags", "ACT-13", out=tmp_path / "a")
-    b = sbtck("--tags", "ACT-13", "--iut", "python:tests.variants:crashes_on_d2", out=tmp_path / "b")
+    b = sbtck("--tags", "ACT-13", "--iut", "python:tests.variants.activation:crashes_on_d2", out=tmp_path / "b")
     data = json.loads((b.out / "results.json").read_text())
     data["implementation"]["name"] = a.results()["implementation"]["name"]
     data["implementation"]["version"] = a.results()["implementation"]["version"]
@@ -407,7 +407,7 @@ def test_runs_of_implementations_with_one_name_are_told_apart(tmp_path: Path) ->
     proc = kit("report", str(a.out / "results.json"), str(b.out / "results.json"), "--out", str(tmp_path / "both"))
     assert proc.returncode == 0, proc.stderr
     page = (tmp_path / "both" / "index.html").read_text()
-    assert "(run 1: reference" in page and "(run 2: python:tests.variants:crashes_on_d2" in page
+    assert "(run 1: reference" in page and "(run 2: python:tests.variants.activation:crashes_on_d2" in page
 
 
 # -------------------------------------------------------- other plugins

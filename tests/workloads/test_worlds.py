@@ -17,8 +17,8 @@ from sbtck.workloads.generate import generate, needs
 from sbtck.workloads.invariants import check
 from sbtck.workloads.reproduce import step, topology_yaml
 from sbtck.workloads.trace import run
-from tests import routing_variants, variants
-from tests.test_engine_properties import _Duplicates, _IgnoresLocks
+from tests.engine.test_engine_properties import _Duplicates, _IgnoresLocks
+from tests.variants import activation, routing
 
 SEEDS = range(300)
 
@@ -82,7 +82,7 @@ def test_the_reference_engine_keeps_every_invariant() -> None:
 def test_the_differential_check_accepts_the_reference_and_its_other_allowed_choices() -> None:
     for seed in SEEDS:
         world = generate(seed)
-        for implementation in (reference(), routing_variants.last_choices()):
+        for implementation in (reference(), routing.last_choices()):
             found, _ = compare(world, run(world, implementation), implementation.handshake().params)
             assert found == [], (seed, implementation.name, found)
 
@@ -134,7 +134,7 @@ def _with(**parts: object) -> Callable[[], ReferenceImplementation]:
 @pytest.mark.parametrize(
     ("factory", "rule"),
     [
-        (variants.ignores_max_queue_readers, "ACT-10"),
+        (activation.ignores_max_queue_readers, "ACT-10"),
         (_with(receiving_class=_IgnoresLocks), "ACT-09"),
         (_with(receiving_class=_Duplicates), "INV-messages"),
     ],

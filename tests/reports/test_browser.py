@@ -48,7 +48,7 @@ def browser() -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def failing_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("report")
-    run = sbtck("--iut", "python:tests.routing_variants:pinning_ignored", out=out)
+    run = sbtck("--iut", "python:tests.variants.routing:pinning_ignored", out=out)
     assert run.code == 1
     return out / "index.html"
 
@@ -63,7 +63,7 @@ def passing_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def erroring_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("erroring")
-    assert sbtck("--iut", "python:tests.variants:crashes_on_d2", out=out).code == 1
+    assert sbtck("--iut", "python:tests.variants.activation:crashes_on_d2", out=out).code == 1
     return out / "index.html"
 
 

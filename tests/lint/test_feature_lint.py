@@ -14,7 +14,7 @@ from sbtck import catalogue
 from sbtck.catalogue import RULE_ID
 from sbtck.iut.profile import CAPABILITIES
 
-FEATURES = Path(__file__).resolve().parents[1] / "features"
+FEATURES = Path(__file__).resolve().parents[2] / "features"
 FILE_NAME = re.compile(r"^\d{2}_[a-z0-9_]+\.feature$")
 NUMBERED = re.compile(r"^\[(\d+)\] \S")
 KNOWN_TAGS = {"informative"} | {f"requires-{cap.replace('_', '-')}" for cap in CAPABILITIES}

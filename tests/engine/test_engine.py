@@ -10,9 +10,9 @@ import pytest
 from sbtck import catalogue
 from sbtck.engine.clockwork import Clockwork
 from sbtck.errors import BrokerError
-from tests.engine_world import broker, key
+from tests.engine.world import broker, key
 
-ENGINE = Path(__file__).resolve().parents[1] / "engine"
+ENGINE = Path(__file__).resolve().parents[2] / "engine"
 
 
 def _seqs(outcome: dict[str, object]) -> list[tuple[str, int]]:

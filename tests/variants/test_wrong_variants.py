@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from tests import periodic_variants, routing_variants, variants
 from tests.helpers import sbtck
+from tests.variants import activation, periodic, routing
 
 ALL = (
-    [f"tests.variants:{v}" for v in variants.VARIANTS]
-    + [f"tests.routing_variants:{v}" for v in routing_variants.VARIANTS]
-    + [f"tests.periodic_variants:{v}" for v in periodic_variants.VARIANTS]
+    [f"tests.variants.activation:{v}" for v in activation.VARIANTS]
+    + [f"tests.variants.routing:{v}" for v in routing.VARIANTS]
+    + [f"tests.variants.periodic:{v}" for v in periodic.VARIANTS]
 )
 
 
@@ -33,6 +33,6 @@ def test_the_reference_engine_itself_passes(tmp_path: Path) -> None:
 
 def test_no_scenario_depends_on_which_allowed_choice_is_made(tmp_path: Path) -> None:
     """Where the documents let the broker pick, the other pick passes every scenario too."""
-    run = sbtck("--iut", "python:tests.routing_variants:last_choices", out=tmp_path)
+    run = sbtck("--iut", "python:tests.variants.routing:last_choices", out=tmp_path)
     assert run.code == 0, run.output[-3000:]
     assert set(run.statuses().values()) == {"passed"}
