@@ -1,10 +1,30 @@
 """The differential check: the reference engine, run on the same world, must be able to produce the same trace.
 
-Where the documents leave a choice open (RTC-1..4 route, RTM-3 broker
-instance) the reference follows the choice the implementation reported in
-its log, if that choice is an allowed one; where they leave a value open
-(rules.yaml params), it takes the implementation's declared value. So a
-difference that remains is one no allowed behaviour explains.
+Design note
+-----------
+The question is not "does the implementation behave like the reference?"
+but "is there an allowed behaviour that explains what it did?". What the
+check keeps true, so that a difference it reports is the implementation's:
+
+1. **Open choices follow the implementation.** Where the documents leave a
+   choice open (RTC-1..4 route, RTM-3 broker instance, RTL-3 database order)
+   the reference asks ``FollowingChooser``, which picks what the
+   implementation reported for the same routing attempt, if that pick is
+   among the allowed ones; otherwise the reference's own first choice, and the
+   difference shows. The reference never sees a choice it could not make.
+2. **Open values are the implementation's.** The reference runs with the
+   parameter values the implementation declared (``reference_params``).
+3. **Compared where the documents give an order, and no further.** Events
+   are compared step by step (per command), and within a step only events
+   of the same kind and instant can pair up, one for one, regardless of
+   their order in the answer; fields one side does not report are not a
+   difference, and lists compare as sets (``_canonical``).
+4. **The first difference is the one reported.** Later steps depend on
+   earlier ones, so after the first differing step the rest says nothing new;
+   the check stops there and names the step, both sides' events and the
+   rules those events speak for (``rules_of``), or DIFF when none does.
+5. **Refusals count.** A command one side takes and the other refuses is a
+   difference by itself, before any event is looked at.
 """
 
 from __future__ import annotations

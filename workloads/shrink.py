@@ -1,8 +1,37 @@
 """Delta debugging of a failing world: conversations, then operations, then topology elements, then time steps.
 
-Each pass keeps a change only if the world still fails the same way: the
-rule the shrinker was asked to keep is still broken, and no command is
-refused by both sides (such a command is noise in a reproducer).
+Design note
+-----------
+The shrinker turns a world of thousands of operations into a reproducer a
+person can read. It treats the implementation as a black box: the only
+question it may ask is ``test(world)``, "does this smaller world still fail
+the same way?", and every answer costs a full run on both sides. What it
+keeps true, whatever it removes:
+
+1. **Same failure.** A candidate is kept only if ``test`` holds: the rule the
+   shrinker was asked to keep is still broken (by the invariants or the
+   differential check). Another rule breaking instead does not count, so the
+   reproducer is tagged with the rule it really shows.
+2. **A world the kit can state.** Every candidate is still a world of the
+   generator's form: its first command starts the topology, time only moves
+   forward, and only by ``advance_time`` (``_explicit`` puts one back where a
+   dropped operation left a jump), so the reproducer can say it in steps.
+   Removing a queue removes its services and notifications with it, and
+   removing a conversation every command that names it; a command left naming
+   what is gone is refused by both sides and dropped at the end (6).
+3. **Monotone progress.** A pass only ever replaces the world with a strictly
+   smaller candidate (fewer conversations, operations, elements or
+   milliseconds); the outer loop stops when a whole round of passes changed
+   none of (operations, elements, last instant), so it ends without a budget.
+4. **Bounded cost.** Every ``test`` call spends one unit of ``budget``;
+   ``ddmin`` and the time pass stop when it is gone, and the best world so
+   far is returned, never a half-applied cut.
+5. **Coarse before fine.** Whole conversations go first (each takes many
+   operations with it), then single operations by ddmin's halving, then
+   topology, then time: the early passes make the later ones cheap.
+6. **No refused noise.** ``_tidy`` finally drops commands both sides refuse:
+   a reproducer's every step must be taken by the reference engine, or it
+   would fail on the reference for the wrong reason.
 """
 
 from __future__ import annotations
