@@ -14,6 +14,7 @@ from sbtck.contract import QueueRef
 from sbtck.engine.context import Context
 from sbtck.engine.model import Message, Queue, ReaderBehaviour
 from sbtck.engine.receiving import Receiving, Session
+from sbtck.observations import Kind
 
 ARRIVAL = "message arrived"
 RECEIVE = "RECEIVE"
@@ -72,10 +73,10 @@ class QueueMonitors:
         present = queue.key in self.monitors
         if wanted and not present:
             self.monitors[queue.key] = QueueMonitor(queue.key)
-            self.log.emit(self.clock.now_ms, "monitor_created", **queue.key.fields())
+            self.log.emit(self.clock.now_ms, Kind.MONITOR_CREATED, **queue.key.fields())
         elif present and not wanted:
             self.monitors.pop(queue.key).cancel_time_out()
-            self.log.emit(self.clock.now_ms, "monitor_removed", **queue.key.fields())
+            self.log.emit(self.clock.now_ms, Kind.MONITOR_REMOVED, **queue.key.fields())
 
     # ------------------------------------------------------------ decisions
     def necessary(self, queue: Queue, monitor: QueueMonitor, trigger: str, arrived_on_empty: bool) -> str | None:
@@ -127,23 +128,23 @@ class QueueMonitors:
         if reason is None:
             return
         now = self.clock.now_ms
-        self.log.emit(now, "activation_necessary", rule=reason, trigger=trigger, **queue.key.fields())
+        self.log.emit(now, Kind.ACTIVATION_NECESSARY, rule=reason, trigger=trigger, **queue.key.fields())
         if queue.activation.status and queue.activation.procedure_name:
             if self.internal_occurs(queue):
                 self.start_procedure(queue, monitor)
             else:
-                self.log.emit(now, "activation_withheld", reason="MAX_QUEUE_READERS", **queue.key.fields())
+                self.log.emit(now, Kind.ACTIVATION_WITHHELD, reason="MAX_QUEUE_READERS", **queue.key.fields())
         if queue.notifications:
             if self.external_occurs(monitor):
                 self.notify(queue, monitor)
             else:
-                self.log.emit(now, "activation_withheld", reason="notification time-out", **queue.key.fields())
+                self.log.emit(now, Kind.ACTIVATION_WITHHELD, reason="notification time-out", **queue.key.fields())
 
     def notify(self, queue: Queue, monitor: QueueMonitor) -> None:
         now = self.clock.now_ms
         for name in queue.notifications:
             self.log.emit(
-                now, "event_notification", event_type="QUEUE_ACTIVATION", notification=name, **queue.key.fields()
+                now, Kind.EVENT_NOTIFICATION, event_type="QUEUE_ACTIVATION", notification=name, **queue.key.fields()
             )
         monitor.last_activated_ms = now
         until = now + self.params.external_activation_timeout_s * 1000
@@ -153,7 +154,7 @@ class QueueMonitors:
 
     def _time_out(self, queue: Queue, monitor: QueueMonitor) -> None:
         monitor.notified_until_ms = None
-        self.log.emit(self.clock.now_ms, "activation_time_out", **queue.key.fields())
+        self.log.emit(self.clock.now_ms, Kind.ACTIVATION_TIME_OUT, **queue.key.fields())
         self.evaluate(queue, TIME_OUT)
 
     # ----------------------------------------------------------- procedures
@@ -167,7 +168,7 @@ class QueueMonitors:
         monitor.last_activated_ms = self.clock.now_ms
         self.log.emit(
             self.clock.now_ms,
-            "procedure_started",
+            Kind.PROCEDURE_STARTED,
             task=ordinal,
             spid=session.spid,
             procedure_name=name,
@@ -210,7 +211,7 @@ class QueueMonitors:
             self.receiving.rollback(task.session)
         self.log.emit(
             self.clock.now_ms,
-            "procedure_exited",
+            Kind.PROCEDURE_EXITED,
             task=task.ordinal,
             spid=task.session.spid,
             reason=reason,

@@ -24,6 +24,7 @@ from sbtck.engine.statements import QueueStatements
 from sbtck.engine.topology import build
 from sbtck.engine.transport import Transport
 from sbtck.errors import BrokerError
+from sbtck.observations import Kind
 
 FIRST_USER_SPID = 51
 T = TypeVar("T")
@@ -58,7 +59,7 @@ class Broker(QueueStatements, Administration):
         self.instances: dict[str, Instance] = build(topology, start_ms)
         self.clock = Clockwork(start_ms)
         self.log = EventLog()
-        self.log.emit(start_ms, "broker_started")
+        self.log.emit(start_ms, Kind.BROKER_STARTED)
         self.queues: dict[QueueRef, Queue] = {
             q.key: q for i in self.instances.values() for d in i.databases.values() for q in d.queues.values()
         }
@@ -101,7 +102,7 @@ class Broker(QueueStatements, Administration):
         names = [task.name for task in tasks]
         for name in self.instances:
             self.log.emit(
-                self.clock.now_ms, "timer_notification", instance=name, number=self._notification, tasks=names
+                self.clock.now_ms, Kind.TIMER_NOTIFICATION, instance=name, number=self._notification, tasks=names
             )
         for task in tasks:
             task.run(self)
@@ -179,7 +180,7 @@ class Broker(QueueStatements, Administration):
         self.conversations[dialog] = Conversation(dialog, initiator, to_service, target_broker_instance=broker)
         self.log.emit(
             self.clock.now_ms,
-            "dialog_begun",
+            Kind.DIALOG_BEGUN,
             dialog=dialog,
             instance=instance,
             database=database,
@@ -221,7 +222,7 @@ class Broker(QueueStatements, Administration):
                 body,
             )
             origin, home = self.instances[conv.initiator.instance], conv.initiator.database
-        self.log.emit(self.clock.now_ms, "message_sent", instance=origin.name, database=home, **env.fields())
+        self.log.emit(self.clock.now_ms, Kind.MESSAGE_SENT, instance=origin.name, database=home, **env.fields())
         self.router.submit(env, origin, home)
         return {"message_sequence_number": sequence}
 
@@ -244,7 +245,7 @@ class Broker(QueueStatements, Administration):
         queue.messages.append(message)
         self.log.emit(
             self.clock.now_ms,
-            "message_arrived",
+            Kind.MESSAGE_ARRIVED,
             **env.fields(),
             service=service.name,
             conversation_group=message.group,
@@ -261,7 +262,7 @@ class Broker(QueueStatements, Administration):
         conv.target_broker_instance = db.broker_instance
         self.log.emit(
             self.clock.now_ms,
-            "acknowledged",
+            Kind.ACKNOWLEDGED,
             instance=conv.initiator.instance,
             dialog=conv.dialog,
             broker_instance=db.broker_instance,

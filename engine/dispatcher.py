@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from sbtck.engine.context import Context
 from sbtck.engine.model import Database, Envelope, Instance
+from sbtck.observations import Kind
 
 Save = Callable[[Envelope, Instance, Database], None]
 # the next sequence number the receiving endpoint expects: the database's state, which a mirror shares
@@ -45,7 +46,7 @@ class Dispatcher:
         self.mode = RUNNING
         self.delay_ms = 0
 
-    def _emit(self, kind: str, item: Buffered, **fields: object) -> None:
+    def _emit(self, kind: Kind, item: Buffered, **fields: object) -> None:
         self.log.emit(
             self.clock.now_ms,
             kind,
@@ -60,7 +61,7 @@ class Dispatcher:
         key = (env.dialog, env.from_target)
         self.buffers.setdefault(key, []).append(item)
         self.buffers[key].sort(key=lambda b: b.envelope.sequence)
-        self._emit("dispatcher_buffered", item)
+        self._emit(Kind.DISPATCHER_BUFFERED, item)
         if self.mode == RUNNING and self.delay_ms:
             self.clock.at(self.clock.now_ms + self.delay_ms, lambda: self._save_in_order(key))
         else:
@@ -80,7 +81,7 @@ class Dispatcher:
     def set_saving(self, mode: str, delay_ms: int) -> None:
         self.mode, self.delay_ms = mode, delay_ms
         self.log.emit(
-            self.clock.now_ms, "dispatcher_saving", instance=self.instance.name, mode=mode, delay_s=delay_ms / 1000
+            self.clock.now_ms, Kind.DISPATCHER_SAVING, instance=self.instance.name, mode=mode, delay_s=delay_ms / 1000
         )
         for key in list(self.buffers):
             self._save_in_order(key)
@@ -92,9 +93,9 @@ class Dispatcher:
             keep = []
             for item in line:
                 if not self._in_order(key, item) and not self._follows(key, item, line):
-                    self._emit("dispatcher_deleted", item, reason="out of order")
+                    self._emit(Kind.DISPATCHER_DELETED, item, reason="out of order")
                 elif self.clock.now_ms - item.arrived_ms >= stale:
-                    self._emit("dispatcher_deleted", item, reason="stale")
+                    self._emit(Kind.DISPATCHER_DELETED, item, reason="stale")
                 else:
                     keep.append(item)
             line[:] = keep

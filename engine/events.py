@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sbtck.contract import Event
+from sbtck.observations import Kind
 
 
 class EventLog:
@@ -14,7 +15,7 @@ class EventLog:
         self.events: list[Event] = []
         self._drained = 0
 
-    def emit(self, at_ms: int, kind: str, **fields: Any) -> None:
+    def emit(self, at_ms: int, kind: Kind, **fields: Any) -> None:
         self.events.append(Event(at_ms, kind, fields))
 
     def drain(self) -> list[Event]:

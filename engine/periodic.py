@@ -18,6 +18,7 @@ from sbtck.engine.dispatcher import Dispatcher
 from sbtck.engine.model import Database
 from sbtck.engine.router import Router
 from sbtck.engine.transport import Transport
+from sbtck.observations import Kind
 
 
 class Parts(Protocol):
@@ -52,7 +53,7 @@ class Maintenance:
         for name, instance in ctx.instances.items():
             tasks = InstanceTasks(int(ctx.params.task_handlers_per_cpu * instance.cpus))
             self.state[name] = tasks
-            self.log.emit(self.clock.now_ms, "task_handlers_started", instance=name, count=tasks.task_handlers)
+            self.log.emit(self.clock.now_ms, Kind.TASK_HANDLERS_STARTED, instance=name, count=tasks.task_handlers)
             for db in instance.databases.values():
                 self._start(name, db, retry=False)
 
@@ -60,11 +61,11 @@ class Maintenance:
         db.broker_started = db.master_key
         if db.broker_started:
             if retry:
-                self.log.emit(self.clock.now_ms, "database_broker_started", instance=instance, database=db.name)
+                self.log.emit(self.clock.now_ms, Kind.DATABASE_BROKER_STARTED, instance=instance, database=db.name)
         else:
             self.log.emit(
                 self.clock.now_ms,
-                "database_broker_start_failed",
+                Kind.DATABASE_BROKER_START_FAILED,
                 instance=instance,
                 database=db.name,
                 reason="missing master key",
@@ -77,22 +78,24 @@ class Maintenance:
         if count > running:
             raise ValueError(f"instance {instance!r} has {running} running task handlers, so {count} cannot fail")
         tasks.failed_handlers += count
-        self.log.emit(self.clock.now_ms, "task_handlers_failed", instance=instance, count=count)
+        self.log.emit(self.clock.now_ms, Kind.TASK_HANDLERS_FAILED, instance=instance, count=count)
 
     def create_master_key(self, instance: str, database: str) -> None:
         self.instances[instance].databases[database].master_key = True
-        self.log.emit(self.clock.now_ms, "master_key_created", instance=instance, database=database)
+        self.log.emit(self.clock.now_ms, Kind.MASTER_KEY_CREATED, instance=instance, database=database)
 
     def stop_ack_cleanup(self, instance: str, database: str) -> None:
         self.instances[instance].databases[database].ack_cleanup_running = False
-        self.log.emit(self.clock.now_ms, "ack_cleanup_stopped", instance=instance, database=database)
+        self.log.emit(self.clock.now_ms, Kind.ACK_CLEANUP_STOPPED, instance=instance, database=database)
 
     # ---------------------------------------------------------------- tasks
     def restart_handlers(self, instance: str) -> None:
         """PER-1B: every notification, handlers that failed to start are started again."""
         tasks = self.state[instance]
         if tasks.failed_handlers:
-            self.log.emit(self.clock.now_ms, "task_handlers_restarted", instance=instance, count=tasks.failed_handlers)
+            self.log.emit(
+                self.clock.now_ms, Kind.TASK_HANDLERS_RESTARTED, instance=instance, count=tasks.failed_handlers
+            )
             tasks.failed_handlers = 0
 
     def restart_brokers(self, instance: str) -> None:
@@ -103,14 +106,14 @@ class Maintenance:
 
     def notify_configuration(self, instance: str) -> None:
         """PER-5D: the Broker Configuration Notification for BCN clients."""
-        self.log.emit(self.clock.now_ms, "broker_configuration_notification", instance=instance)
+        self.log.emit(self.clock.now_ms, Kind.BROKER_CONFIGURATION_NOTIFICATION, instance=instance)
 
     def resume_ack_cleanup(self, instance: str) -> None:
         """PER-5E: for databases with dialogs, the clean-up of acknowledged messages runs again."""
         for db in self.instances[instance].databases.values():
             if db.broker_started and not db.ack_cleanup_running and self.has_dialogs(instance, db.name):
                 db.ack_cleanup_running = True
-                self.log.emit(self.clock.now_ms, "ack_cleanup_resumed", instance=instance, database=db.name)
+                self.log.emit(self.clock.now_ms, Kind.ACK_CLEANUP_RESUMED, instance=instance, database=db.name)
 
     def rows(self) -> list[dict[str, object]]:
         return [

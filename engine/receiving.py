@@ -10,6 +10,7 @@ from sbtck.contract import QueueRef
 from sbtck.engine.context import Context
 from sbtck.engine.model import Message, Queue
 from sbtck.errors import ReceivingError
+from sbtck.observations import Kind
 
 RECEIVE = "RECEIVE"
 GET_CONVERSATION_GROUP = "GET CONVERSATION GROUP"
@@ -96,7 +97,7 @@ class Receiving:
         wait.cancel_deadline = lambda: setattr(due, "cancelled", True)
         self.log.emit(
             self.clock.now_ms,
-            "reader_waiting",
+            Kind.READER_WAITING,
             session=session.name,
             statement=statement,
             has_where=wait.has_where,
@@ -124,7 +125,7 @@ class Receiving:
     def commit(self, session: Session) -> None:
         self._require_transaction(session, "COMMIT")
         touched = self._end_transaction(session)
-        self.log.emit(self.clock.now_ms, "transaction_committed", session=session.name)
+        self.log.emit(self.clock.now_ms, Kind.TRANSACTION_COMMITTED, session=session.name)
         for key in touched:
             self.serve(key)
 
@@ -136,7 +137,7 @@ class Receiving:
             queue = self.queues[key]
             queue.messages.append(message)
             queue.messages.sort(key=lambda m: m.queuing_order)
-        self.log.emit(self.clock.now_ms, "transaction_rolled_back", session=session.name, returned=len(returned))
+        self.log.emit(self.clock.now_ms, Kind.TRANSACTION_ROLLED_BACK, session=session.name, returned=len(returned))
         for key in touched:
             self.serve(key)
         for key in dict.fromkeys(key for key, _ in returned):
@@ -215,6 +216,8 @@ class Receiving:
             fields["rows"] = [m.row() for m in rows]
         else:
             fields["conversation_group"] = group
-        self.log.emit(self.clock.now_ms, "empty_result" if empty else "rows_returned", **fields, **wait.queue.fields())
+        self.log.emit(
+            self.clock.now_ms, Kind.EMPTY_RESULT if empty else Kind.ROWS_RETURNED, **fields, **wait.queue.fields()
+        )
         self.watcher.receive_finished(self.queues[wait.queue], empty=empty, has_where=wait.has_where)
         wait.on_result(rows, group)

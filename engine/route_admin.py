@@ -9,6 +9,7 @@ from sbtck.engine.model import Instance, Route
 from sbtck.engine.router import Router
 from sbtck.engine.topology import route as make_route
 from sbtck.errors import RouteAdminError
+from sbtck.observations import Kind
 
 
 class RouteAdmin:
@@ -48,7 +49,7 @@ class RouteAdmin:
         table[route.name] = route
         self.router.route_changed(instance)
         self.log.emit(
-            self.clock.now_ms, "route_created", instance=instance, database=database or "msdb", route=route.name
+            self.clock.now_ms, Kind.ROUTE_CREATED, instance=instance, database=database or "msdb", route=route.name
         )
 
     def alter(self, instance: str, database: str | None, spec: dict[str, Any]) -> None:
@@ -72,7 +73,7 @@ class RouteAdmin:
         table[route.name] = route
         self.router.route_changed(instance)
         self.log.emit(
-            self.clock.now_ms, "route_altered", instance=instance, database=database or "msdb", route=route.name
+            self.clock.now_ms, Kind.ROUTE_ALTERED, instance=instance, database=database or "msdb", route=route.name
         )
 
     def drop(self, instance: str, database: str | None, name: str) -> None:
@@ -81,7 +82,7 @@ class RouteAdmin:
             raise RouteAdminError(f"no route {name!r} in {database or 'msdb'} of {instance}")
         del table[name]
         self.router.route_changed(instance)
-        self.log.emit(self.clock.now_ms, "route_dropped", instance=instance, database=database or "msdb", route=name)
+        self.log.emit(self.clock.now_ms, Kind.ROUTE_DROPPED, instance=instance, database=database or "msdb", route=name)
 
     def answer_routing_request(self, instance: str, database: str | None, spec: dict[str, Any]) -> None:
         """The dynamic routing service answers by creating the route it found (RTM-4)."""
@@ -93,12 +94,12 @@ class RouteAdmin:
 
     def set_forwarding(self, instance: str, active: bool) -> None:
         self._instance(instance).forwarding = active
-        self.log.emit(self.clock.now_ms, "message_forwarding", instance=instance, active=active)
+        self.log.emit(self.clock.now_ms, Kind.MESSAGE_FORWARDING, instance=instance, active=active)
 
     def set_reachable(self, instance: str, reachable: bool) -> None:
         self._instance(instance).reachable = reachable
         self.log.emit(
-            self.clock.now_ms, "instance_reachable" if reachable else "instance_unreachable", instance=instance
+            self.clock.now_ms, Kind.INSTANCE_REACHABLE if reachable else Kind.INSTANCE_UNREACHABLE, instance=instance
         )
 
     def make_principal(self, instance: str, database: str) -> None:
@@ -112,4 +113,4 @@ class RouteAdmin:
                 if copy.broker_instance == db.broker_instance and copy is not db:
                     copy.mirroring_role = "mirror"
         db.mirroring_role = "principal"
-        self.log.emit(self.clock.now_ms, "mirroring_failover", instance=instance, database=database)
+        self.log.emit(self.clock.now_ms, Kind.MIRRORING_FAILOVER, instance=instance, database=database)

@@ -20,6 +20,7 @@ from sbtck.engine.context import Context
 from sbtck.engine.model import LOCAL, TRANSPORT, Database, Envelope, Instance, Route
 from sbtck.engine.routing import choose, live, locate, match
 from sbtck.engine.transport import Transport
+from sbtck.observations import Kind
 
 
 class Arrivals(Protocol):
@@ -84,7 +85,7 @@ class Router:
     def by_address(self, address: str) -> Instance | None:
         return next((i for i in self.instances.values() if i.address.upper() == address.upper()), None)
 
-    def _emit(self, kind: str, at: Instance, env: Envelope, **fields: object) -> None:
+    def _emit(self, kind: Kind, at: Instance, env: Envelope, **fields: object) -> None:
         self.log.emit(self.clock.now_ms, kind, instance=at.name, **env.fields(), **fields)
 
     # The three steps of routing, as methods so that a test can build a wrong router.
@@ -126,7 +127,7 @@ class Router:
             line.insert(0, waiting)
         else:
             line.append(waiting)
-        self._emit("transmission_pending", at, env, status=status if address is None else f"{status} to {address}")
+        self._emit(Kind.TRANSMISSION_PENDING, at, env, status=status if address is None else f"{status} to {address}")
         return waiting
 
     def _retry(self, waiting: Waiting) -> None:
@@ -135,7 +136,7 @@ class Router:
         while line and line[0] is waiting:
             line.pop(0)
             env, at = waiting.envelope, self.instances[waiting.instance]
-            self._emit("routing_retried", at, env)
+            self._emit(Kind.ROUTING_RETRIED, at, env)
             self._retrying = env
             try:
                 self.route(env, at, inside=waiting.inside, home=waiting.home, via_transport=not waiting.inside)
@@ -172,7 +173,7 @@ class Router:
         chosen = [h for h in heads if h.status == FAILED or expired or h.order < changed]
         self.log.emit(
             self.clock.now_ms,
-            "transmitter_reclassified",
+            Kind.TRANSMITTER_RECLASSIFIED,
             instance=instance,
             dialogs=[h.envelope.dialog for h in chosen],
         )
@@ -194,7 +195,7 @@ class Router:
         for key, line in list(self.lines.items()):
             for waiting in [w for w in line if not w.inside and self.clock.now_ms - w.received_ms >= limit]:
                 line.remove(waiting)
-                self._emit("forwarded_message_deleted", self.instances[waiting.instance], waiting.envelope)
+                self._emit(Kind.FORWARDED_MESSAGE_DELETED, self.instances[waiting.instance], waiting.envelope)
             if not line:
                 del self.lines[key]
 
@@ -203,7 +204,7 @@ class Router:
         self, env: Envelope, at: Instance, *, inside: bool, home: str | None, via_transport: bool = False
     ) -> None:
         if not inside and env.from_target and env.to_broker_instance and at.by_broker_instance(env.to_broker_instance):
-            self._emit("reply_recognised", at, env, broker_instance=env.to_broker_instance)  # RTE-05
+            self._emit(Kind.REPLY_RECOGNISED, at, env, broker_instance=env.to_broker_instance)  # RTE-05
             self._local(env, at, env.to_broker_instance, None, via_transport)
             return
         # one routing attempt of this message: the choices below are for it (routes_matched reports it)
@@ -220,7 +221,7 @@ class Router:
             self.chooser,
         )
         self._emit(
-            "routes_matched",
+            Kind.ROUTES_MATCHED,
             at,
             env,
             table=table,
@@ -230,7 +231,7 @@ class Router:
         )
         if found.request is not None:
             pending.add((found.request.name, env.to_service))
-            self._emit("routing_requested", at, env, route=found.request.name, service=env.to_service, table=table)
+            self._emit(Kind.ROUTING_REQUESTED, at, env, route=found.request.name, service=env.to_service, table=table)
         if found.delayed:
             self._delay(env, at, inside, home, found.step)
             return
@@ -239,15 +240,15 @@ class Router:
             self._delay(env, at, inside, home, "no route could be chosen")
             return
         route = choice.route
-        self._emit("route_chosen", at, env, step=choice.step, route=route.name, candidates=choice.candidates)
+        self._emit(Kind.ROUTE_CHOSEN, at, env, step=choice.step, route=route.name, candidates=choice.candidates)
         if route.address.upper() == LOCAL:
             self._local(env, at, env.to_broker_instance or route.broker_instance, home, via_transport)
             return
         if not self.may_leave(at, inside):
-            self._emit("message_dropped", at, env, rule="RTC-5", reason="message forwarding is not active")
+            self._emit(Kind.MESSAGE_DROPPED, at, env, rule="RTC-5", reason="message forwarding is not active")
             return
         if not inside and self.hop_limit_reached(env):
-            self._emit("message_dropped", at, env, rule="RTX-1", reason="forwarded too many times")
+            self._emit(Kind.MESSAGE_DROPPED, at, env, rule="RTX-1", reason="forwarded too many times")
             return
         if route.mirror_address:
             self._mirrored(env, at, route, inside, home)
@@ -262,12 +263,12 @@ class Router:
         if db is None:
             where = f"the database of broker instance {broker}" if broker else f"instance {at.name}"
             rule = "RTL-2" if broker else "RTL-3"
-            self._emit("message_dropped", at, env, rule=rule, reason=f"no service {env.to_service} in {where}")
+            self._emit(Kind.MESSAGE_DROPPED, at, env, rule=rule, reason=f"no service {env.to_service} in {where}")
             return
         (self.arrivals.dispatch if via_transport else self.arrivals.deliver)(env, at, db)
 
     def _delay(self, env: Envelope, at: Instance, inside: bool, home: str | None, why: str) -> None:
-        self._emit("conversation_delayed", at, env, step=why)
+        self._emit(Kind.CONVERSATION_DELAYED, at, env, step=why)
         waiting = self._wait(env, at, inside, home, DELAYED)
         self.clock.at(self.clock.now_ms + int(self.params.delayed_retry_s * 1000), lambda: self._retry(waiting))
 
@@ -283,11 +284,11 @@ class Router:
         self.transport.used(at.name, address)
         if not inside:
             env.hops += 1
-            self._emit("message_forwarded", at, env, address=target.address, hops=env.hops)
-        self._emit("message_transmitted", at, env, address=target.address, to_instance=target.name)
+            self._emit(Kind.MESSAGE_FORWARDED, at, env, address=target.address, hops=env.hops)
+        self._emit(Kind.MESSAGE_TRANSMITTED, at, env, address=target.address, to_instance=target.name)
         if (env.dialog, env.from_target, env.sequence) in self.lost:
             self.lost.discard((env.dialog, env.from_target, env.sequence))
-            self._emit("message_lost_in_transit", at, env, address=target.address)
+            self._emit(Kind.MESSAGE_LOST_IN_TRANSIT, at, env, address=target.address)
             return True
         # RTX-2: an address that resolves to this very instance arrives as from outside, through msdb.sys.routes
         self.route(env, target, inside=False, home=None, via_transport=True)
@@ -306,7 +307,7 @@ class Router:
 
     def _probe(self, at: Instance, env: Envelope, route: Route, address: str) -> bool:
         answer = self.claims_principal(address, route, env)
-        self._emit("principal_probe", at, env, route=route.name, address=address, answer=answer)
+        self._emit(Kind.PRINCIPAL_PROBE, at, env, route=route.name, address=address, answer=answer)
         return answer == "principal"
 
     def _mirrored(self, env: Envelope, at: Instance, route: Route, inside: bool, home: str | None) -> None:
@@ -320,7 +321,7 @@ class Router:
         to_ask = pair if known is None else [a for a in pair if a != known]
         if known is not None:
             self._emit(
-                "principal_lost",
+                Kind.PRINCIPAL_LOST,
                 at,
                 env,
                 route=route.name,

@@ -13,6 +13,7 @@ from sbtck.engine.events import EventLog
 from sbtck.engine.model import Conversation, Message, Queue, ReaderBehaviour
 from sbtck.engine.receiving import GET_CONVERSATION_GROUP, RECEIVE, Receiving, Session
 from sbtck.errors import BrokerError
+from sbtck.observations import Kind
 
 
 class _Broker(Protocol):
@@ -116,7 +117,7 @@ class QueueStatements:
             activation.procedure_name = procedure_name
         if max_queue_readers is not None:
             activation.max_queue_readers = max_queue_readers
-        self.log.emit(self.clock.now_ms, "queue_altered", **key.fields())
+        self.log.emit(self.clock.now_ms, Kind.QUEUE_ALTERED, **key.fields())
         self.monitors.sync(queue)
         self.monitors.evaluate(queue, ALTER)
 

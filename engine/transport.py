@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from sbtck.engine.context import Context
 from sbtck.engine.model import Instance
+from sbtck.observations import Kind
 
 Link = tuple[str, str]  # (instance, destination address, upper case)
 
@@ -34,7 +35,7 @@ class Transport:
         self.connections: dict[Link, Connection] = {}
         self.suppressed_until: dict[Link, int] = {}
 
-    def _emit(self, kind: str, link: Link, **fields: object) -> None:
+    def _emit(self, kind: Kind, link: Link, **fields: object) -> None:
         self.log.emit(self.clock.now_ms, kind, instance=link[0], address=link[1], **fields)
 
     def _target(self, address: str) -> Instance | None:
@@ -48,10 +49,10 @@ class Transport:
         target = self._target(link[1])
         if target is not None and target.reachable:
             self.connections[link] = Connection(self.clock.now_ms, self.clock.now_ms)
-            self._emit("connection_attempt", link, result="connected")
+            self._emit(Kind.CONNECTION_ATTEMPT, link, result="connected")
             return True
         self.suppressed_until[link] = self.clock.now_ms + int(self.params.suppress_after_failed_connect_s * 1000)
-        self._emit("connection_attempt", link, result="refused")
+        self._emit(Kind.CONNECTION_ATTEMPT, link, result="refused")
         return False
 
     def ready(self, instance: str, address: str) -> bool:
@@ -69,7 +70,7 @@ class Transport:
     def disconnect(self, link: Link, reason: str) -> None:
         if self.connections.pop(link, None) is not None:
             self.suppressed_until[link] = self.clock.now_ms + int(self.params.suppress_after_disconnect_s * 1000)
-            self._emit("connection_closed", link, reason=reason)
+            self._emit(Kind.CONNECTION_CLOSED, link, reason=reason)
 
     def drop_links_to(self, address: str) -> None:
         for link in [link for link in self.connections if link[1] == address.upper()]:
@@ -89,7 +90,7 @@ class Transport:
         for link, conn in list(self.connections.items()):
             if self.clock.now_ms - conn.last_activity_ms >= limit:
                 del self.connections[link]
-                self._emit("connection_closed", link, reason="idle")
+                self._emit(Kind.CONNECTION_CLOSED, link, reason="idle")
 
     def rows(self) -> list[dict[str, object]]:
         return [

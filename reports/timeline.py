@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sbtck.observations import Kind
 from sbtck.reports.text import escape
 
 WIDTH, LEFT, ROW = 760, 150, 34
@@ -38,23 +39,23 @@ def tracks(events: list[dict[str, Any]]) -> dict[str, list[tuple[float, int]]]:
 
     for e in events:
         second, kind, queue = float(e.get("second", 0)), e.get("kind"), e.get("queue")
-        if kind == "message_arrived" and queue:
+        if kind == Kind.MESSAGE_ARRIVED and queue:
             depth[queue] = depth.get(queue, 0) + 1
             note(f"queue depth: {queue}", second, depth[queue])
-        elif kind == "rows_returned" and queue:
+        elif kind == Kind.ROWS_RETURNED and queue:
             depth[queue] = depth.get(queue, 0) - len(e.get("rows") or [])
             last_queue[str(e.get("session"))] = queue
             note(f"queue depth: {queue}", second, depth[queue])
-        elif kind == "transaction_rolled_back" and e.get("returned") and str(e.get("session")) in last_queue:
+        elif kind == Kind.TRANSACTION_ROLLED_BACK and e.get("returned") and str(e.get("session")) in last_queue:
             queue = last_queue[str(e.get("session"))]
             depth[queue] = depth.get(queue, 0) + int(e["returned"])
             note(f"queue depth: {queue}", second, depth[queue])
-        elif kind in ("procedure_started", "procedure_exited") and queue:
-            readers[queue] = readers.get(queue, 0) + (1 if kind == "procedure_started" else -1)
+        elif kind in (Kind.PROCEDURE_STARTED, Kind.PROCEDURE_EXITED) and queue:
+            readers[queue] = readers.get(queue, 0) + (1 if kind == Kind.PROCEDURE_STARTED else -1)
             note(f"readers: {queue}", second, readers[queue])
-        elif (kind == "connection_attempt" and e.get("result") == "connected") or kind == "connection_closed":
+        elif (kind == Kind.CONNECTION_ATTEMPT and e.get("result") == "connected") or kind == Kind.CONNECTION_CLOSED:
             link = f"connection: {e.get('instance')} to {str(e.get('address', '')).lower()}"
-            links[link] = 1 if kind == "connection_attempt" else 0
+            links[link] = 1 if kind == Kind.CONNECTION_ATTEMPT else 0
             note(link, second, links[link])
     return out
 
@@ -62,7 +63,7 @@ def tracks(events: list[dict[str, Any]]) -> dict[str, list[tuple[float, int]]]:
 def svg(events: list[dict[str, Any]]) -> str:
     """The timeline, or "" when the scenario has nothing to draw."""
     lines = tracks(events)
-    notifications = sorted({float(e.get("second", 0)) for e in events if e.get("kind") == "timer_notification"})
+    notifications = sorted({float(e.get("second", 0)) for e in events if e.get("kind") == Kind.TIMER_NOTIFICATION})
     if not lines and not notifications:
         return ""
     end = max([float(e.get("second", 0)) for e in events] + [5.0])

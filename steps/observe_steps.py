@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sbtck import contract as c
+from sbtck.observations import Kind
 from sbtck.steps import phrases as p
 from sbtck.steps.vocabulary import step
 from sbtck.steps.world import World
@@ -171,7 +172,7 @@ def _last_answer(world: World, session: str) -> c.Event:
     answers = [
         e
         for e in world.log
-        if e.fields.get("session") == session and e.kind in ("rows_returned", "empty_result", "reader_waiting")
+        if e.fields.get("session") == session and e.kind in (Kind.ROWS_RETURNED, Kind.EMPTY_RESULT, Kind.READER_WAITING)
     ]
     assert answers, f"session {session!r} has run no RECEIVE or GET CONVERSATION GROUP\nlog:\n{world.log_text()}"
     return answers[-1]
@@ -180,13 +181,13 @@ def _last_answer(world: World, session: str) -> c.Event:
 @step(p.SESSION_WAITING)
 def session_waiting(world: World, session: str) -> None:
     last = _last_answer(world, session)
-    assert last.kind == "reader_waiting", f"session {session!r} is not waiting; its last answer: {last.to_json()}"
+    assert last.kind == Kind.READER_WAITING, f"session {session!r} is not waiting; its last answer: {last.to_json()}"
 
 
 @step(p.SESSION_EMPTY)
 def session_empty(world: World, session: str) -> None:
     last = _last_answer(world, session)
-    assert last.kind == "empty_result", (
+    assert last.kind == Kind.EMPTY_RESULT, (
         f"expected an empty result for session {session!r}; its last answer: {last.to_json()}"
     )
 
@@ -197,7 +198,7 @@ def session_rows(world: World, session: str, messages: str) -> None:
     last = _last_answer(world, session)
     got = [f"{r['dialog']}:{r['message_sequence_number']}" for r in last.fields.get("rows", [])]
     want = [m.strip() for m in messages.split(",")]
-    assert last.kind == "rows_returned" and got == want, (
+    assert last.kind == Kind.ROWS_RETURNED and got == want, (
         f"session {session!r}: expected {', '.join(want)}, got {last.kind} {', '.join(got)}\nlog:\n{world.log_text()}"
     )
 
@@ -209,13 +210,13 @@ def session_group(world: World, session: str, dialog: str) -> None:
         (
             e.fields.get("conversation_group")
             for e in world.log
-            if e.kind == "message_arrived" and e.fields.get("dialog") == dialog
+            if e.kind == Kind.MESSAGE_ARRIVED and e.fields.get("dialog") == dialog
         ),
         None,
     )
     got = last.fields.get("conversation_group")
     assert want is not None, f"no message of dialog {dialog!r} has arrived, so it has no conversation group yet"
-    assert last.kind == "rows_returned" and got == want, (
+    assert last.kind == Kind.ROWS_RETURNED and got == want, (
         f"session {session!r}: expected the group {want!r} of dialog {dialog!r}, got {last.to_json()}"
     )
 

@@ -37,46 +37,47 @@ from typing import Any
 from sbtck.engine import EngineParams
 from sbtck.engine.choosing import BROKER_INSTANCE, DATABASE_ORDER, ROUTE, FirstChooser
 from sbtck.iut.reference import ReferenceImplementation
+from sbtck.observations import Kind
 from sbtck.workloads.generate import World
 from sbtck.workloads.invariants import Violation
 from sbtck.workloads.trace import Trace, run
 
 RULE_ID = re.compile(r"^(ACT|RTE|RTM|RTC|RTL|RTX|RTR|PER)-[0-9A-Z]+$")
 # the rules an event speaks for, when its fields name none
-RULES_OF_EVENT = {
-    "procedure_started": "ACT-05",
-    "procedure_exited": "ACT-05",
-    "activation_necessary": "ACT-05",
-    "activation_withheld": "ACT-10",
-    "queue_activation": "ACT-11",
-    "activation_time_out": "ACT-12",
-    "monitor_created": "ACT-03",
-    "monitor_removed": "ACT-03",
-    "empty_result": "ACT-07",
-    "rows_returned": "ACT-09",
-    "message_arrived": "RTL-1",
-    "routes_matched": "RTM-0",
-    "route_chosen": "RTC-0",
-    "conversation_delayed": "RTM-8",
-    "routing_retried": "RTM-8",
-    "routing_requested": "RTM-4",
-    "reply_recognised": "RTE-05",
-    "principal_probe": "RTR-3",
-    "mirroring_failover": "RTR-4",
-    "message_forwarded": "RTX-1",
-    "timer_notification": "PER-0",
-    "task_handlers_started": "PER-1B",
-    "task_handlers_restarted": "PER-1B",
-    "dispatcher_buffered": "PER-1C",
-    "dispatcher_deleted": "PER-1C",
-    "connection_attempt": "PER-2A",
-    "transmission_pending": "PER-2B",
-    "message_transmitted": "PER-2A",
-    "connection_closed": "PER-5A",
-    "forwarded_message_deleted": "PER-5B",
-    "database_broker_started": "PER-5C",
-    "broker_configuration_notification": "PER-5D",
-    "ack_cleanup_resumed": "PER-5E",
+RULES_OF_EVENT: dict[Kind, str] = {
+    Kind.PROCEDURE_STARTED: "ACT-05",
+    Kind.PROCEDURE_EXITED: "ACT-05",
+    Kind.ACTIVATION_NECESSARY: "ACT-05",
+    Kind.ACTIVATION_WITHHELD: "ACT-10",
+    Kind.EVENT_NOTIFICATION: "ACT-12",
+    Kind.ACTIVATION_TIME_OUT: "ACT-12",
+    Kind.MONITOR_CREATED: "ACT-03",
+    Kind.MONITOR_REMOVED: "ACT-03",
+    Kind.EMPTY_RESULT: "ACT-07",
+    Kind.ROWS_RETURNED: "ACT-09",
+    Kind.MESSAGE_ARRIVED: "RTL-1",
+    Kind.ROUTES_MATCHED: "RTM-0",
+    Kind.ROUTE_CHOSEN: "RTC-0",
+    Kind.CONVERSATION_DELAYED: "RTM-8",
+    Kind.ROUTING_RETRIED: "RTM-8",
+    Kind.ROUTING_REQUESTED: "RTM-4",
+    Kind.REPLY_RECOGNISED: "RTE-05",
+    Kind.PRINCIPAL_PROBE: "RTR-3",
+    Kind.MIRRORING_FAILOVER: "RTR-4",
+    Kind.MESSAGE_FORWARDED: "RTX-1",
+    Kind.TIMER_NOTIFICATION: "PER-0",
+    Kind.TASK_HANDLERS_STARTED: "PER-1B",
+    Kind.TASK_HANDLERS_RESTARTED: "PER-1B",
+    Kind.DISPATCHER_BUFFERED: "PER-1C",
+    Kind.DISPATCHER_DELETED: "PER-1C",
+    Kind.CONNECTION_ATTEMPT: "PER-2A",
+    Kind.TRANSMISSION_PENDING: "PER-2B",
+    Kind.MESSAGE_TRANSMITTED: "PER-2A",
+    Kind.CONNECTION_CLOSED: "PER-5A",
+    Kind.FORWARDED_MESSAGE_DELETED: "PER-5B",
+    Kind.DATABASE_BROKER_STARTED: "PER-5C",
+    Kind.BROKER_CONFIGURATION_NOTIFICATION: "PER-5D",
+    Kind.ACK_CLEANUP_RESUMED: "PER-5E",
 }
 DIFFERENCE = "DIFF"  # one of sbtck.catalogue.KIT_RULES
 
@@ -104,13 +105,13 @@ class FollowingChooser:
             if "dialog" not in e or "instance" not in e:
                 continue
             attempts = self.attempts.setdefault(_key(e["instance"], e), [])
-            if e["kind"] == "routes_matched":
+            if e["kind"] == Kind.ROUTES_MATCHED:
                 attempts.append({BROKER_INSTANCE: str(e["broker_instance"])} if e.get("broker_instance") else {})
             elif not attempts:
                 continue
-            elif e["kind"] == "route_chosen":
+            elif e["kind"] == Kind.ROUTE_CHOSEN:
                 attempts[-1][ROUTE] = str(e.get("route"))
-            elif e["kind"] in ("dispatcher_buffered", "message_arrived") and e.get("database"):
+            elif e["kind"] in (Kind.DISPATCHER_BUFFERED, Kind.MESSAGE_ARRIVED) and e.get("database"):
                 attempts[-1].setdefault(DATABASE_ORDER, str(e["database"]))
         self.seen: dict[tuple[str, str, int, bool], int] = {}
         self.current: dict[str, str] = {}

@@ -10,10 +10,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from sbtck.observations import Kind
 from sbtck.workloads.generate import WAITING_VIEWS, World
 from sbtck.workloads.trace import Trace
 
-GONE = ("message_dropped", "dispatcher_deleted", "forwarded_message_deleted", "message_lost_in_transit")
+GONE = (Kind.MESSAGE_DROPPED, Kind.DISPATCHER_DELETED, Kind.FORWARDED_MESSAGE_DELETED, Kind.MESSAGE_LOST_IN_TRANSIT)
 Msg = tuple[str, bool, int]
 
 
@@ -62,7 +63,7 @@ def check(world: World, trace: Trace) -> list[Violation]:
             kind = e["kind"]
             key = (str(e.get("instance")), str(e.get("database")), str(e.get("queue")))
             session = str(e.get("session", ""))
-            if kind == "procedure_started":
+            if kind == Kind.PROCEDURE_STARTED:
                 if running[key] >= limit.get(key, 0):
                     found.append(
                         Violation(
@@ -73,15 +74,15 @@ def check(world: World, trace: Trace) -> list[Violation]:
                         )
                     )
                 running[key] += 1
-            elif kind == "procedure_exited":
+            elif kind == Kind.PROCEDURE_EXITED:
                 running[key] -= 1
-            elif kind == "message_sent":
+            elif kind == Kind.MESSAGE_SENT:
                 sent[_msg(e)] += 1
-            elif kind == "message_arrived":
+            elif kind == Kind.MESSAGE_ARRIVED:
                 arrived.append(_msg(e))
             elif kind in GONE:
                 gone[_msg(e)] += 1
-            elif kind == "rows_returned" and e.get("statement") == "RECEIVE":
+            elif kind == Kind.ROWS_RETURNED and e.get("statement") == "RECEIVE":
                 for row in e.get("rows", []):
                     msg = (str(row["dialog"]), False, int(row["message_sequence_number"]))
                     lock = (*key, str(row["conversation_group"]))
@@ -92,13 +93,13 @@ def check(world: World, trace: Trace) -> list[Violation]:
                         pending.setdefault(session, []).append((msg, lock))
                     else:
                         committed.append(msg)
-            elif kind in ("transaction_committed", "transaction_rolled_back"):
+            elif kind in (Kind.TRANSACTION_COMMITTED, Kind.TRANSACTION_ROLLED_BACK):
                 for msg, lock in pending.pop(session, []):
                     holders.pop(lock, None)
-                    if kind == "transaction_committed":
+                    if kind == Kind.TRANSACTION_COMMITTED:
                         committed.append(msg)
                 in_transaction.discard(session)
-            elif kind == "timer_notification":
+            elif kind == Kind.TIMER_NOTIFICATION:
                 instance = str(e.get("instance"))
                 number = notifications.get(instance, 0) + 1
                 notifications[instance] = number

@@ -8,6 +8,7 @@ import pytest
 
 from sbtck import contract as c
 from sbtck.errors import ContractError
+from sbtck.observations import Kind
 
 Q = c.QueueRef("sql1", "shop", "Q")
 EXAMPLES: list[c.Command] = [
@@ -67,5 +68,5 @@ def test_bad_commands_are_refused(data: dict[str, object], message: str) -> None
 
 
 def test_an_event_round_trips() -> None:
-    event = c.Event(5, "procedure_started", {"task": 1, "queue": "Q"})
+    event = c.Event(5, Kind.PROCEDURE_STARTED, {"task": 1, "queue": "Q"})
     assert c.Event.from_json(json.loads(json.dumps(event.to_json()))) == event

@@ -10,6 +10,7 @@ import pytest
 from sbtck import catalogue
 from sbtck.engine.clockwork import Clockwork
 from sbtck.errors import BrokerError
+from sbtck.observations import Kind
 from tests.engine.world import broker, key
 
 ENGINE = Path(__file__).resolve().parents[2] / "engine"
@@ -59,13 +60,13 @@ def test_a_waiting_receive_is_answered_when_the_lock_is_released_or_times_out() 
     waiting = b.receive(0, "S2", key("Manual"), waitfor_ms=5000)
     assert waiting == {"status": "waiting"}
     b.commit(2000, "S1")
-    answers = [e for e in b.drain_events() if e.kind == "rows_returned" and e.fields["session"] == "S2"]
+    answers = [e for e in b.drain_events() if e.kind == Kind.ROWS_RETURNED and e.fields["session"] == "S2"]
     assert [(e.at_ms, e.fields["rows"][0]["message_sequence_number"]) for e in answers] == [(2000, 1)]
     # an answer, once given, stays as it was: the rows came by the event
     assert waiting == {"status": "waiting"}
     assert b.receive(2000, "S3", key("Manual"), waitfor_ms=1000)["status"] == "waiting"
     b.advance(10_000)
-    timed_out = [e for e in b.drain_events() if e.kind == "empty_result" and e.fields["session"] == "S3"]
+    timed_out = [e for e in b.drain_events() if e.kind == Kind.EMPTY_RESULT and e.fields["session"] == "S3"]
     assert [e.at_ms for e in timed_out] == [3000]
 
 

@@ -24,6 +24,7 @@ from sbtck.contract import Event
 from sbtck.engine import Broker, views
 from sbtck.engine.model import Message
 from sbtck.engine.receiving import Receiving, Session, Wait
+from sbtck.observations import Kind
 from tests.engine.world import SERVICES, broker, key
 from tests.helpers import assert_machine_fails
 
@@ -127,26 +128,26 @@ class BrokerMachine(RuleBasedStateMachine):
 
     def _absorb_one(self, e: Event) -> None:
         session = e.fields.get("session", "")
-        if e.kind == "rows_returned":
+        if e.kind == Kind.ROWS_RETURNED:
             rows = [(r["dialog"], r["message_sequence_number"]) for r in e.fields.get("rows", [])]
             if self._txn(session):
                 self.pending.setdefault(session, []).extend(rows)
             else:
                 self.committed.extend(rows)
-        elif e.kind == "transaction_committed":
+        elif e.kind == Kind.TRANSACTION_COMMITTED:
             self.committed.extend(self.pending.pop(session, []))
-        elif e.kind == "transaction_rolled_back":
+        elif e.kind == Kind.TRANSACTION_ROLLED_BACK:
             self.pending.pop(session, None)
-        elif e.kind == "procedure_started":
+        elif e.kind == Kind.PROCEDURE_STARTED:
             queue = e.fields["queue"]
             assert self.running[queue] < self.max_readers[queue], f"procedure started at MAX_QUEUE_READERS: {e}"
             self.running[queue] += 1
-        elif e.kind == "procedure_exited":
+        elif e.kind == Kind.PROCEDURE_EXITED:
             self.running[e.fields["queue"]] -= 1
         if session in self.waiting:
-            if e.kind == "reader_waiting":
+            if e.kind == Kind.READER_WAITING:
                 self.waiting[session] = True
-            elif e.kind in ("rows_returned", "empty_result"):
+            elif e.kind in (Kind.ROWS_RETURNED, Kind.EMPTY_RESULT):
                 self.waiting[session] = False
 
     # ------------------------------------------------------------ invariants

@@ -25,10 +25,11 @@ from hypothesis.stateful import (
 from sbtck.engine import Broker
 from sbtck.engine.router import Router
 from sbtck.fixtures import topology
+from sbtck.observations import Kind
 from tests.helpers import assert_machine_fails
 
 ADDRESSES = ["TCP://sql1.example:4022", "TCP://sql2.example:4022", "TCP://sql5.example:4022"]
-GONE = ("message_dropped", "dispatcher_deleted", "forwarded_message_deleted", "message_lost_in_transit")
+GONE = (Kind.MESSAGE_DROPPED, Kind.DISPATCHER_DELETED, Kind.FORWARDED_MESSAGE_DELETED, Kind.MESSAGE_LOST_IN_TRANSIT)
 Msg = tuple[str, bool, int]
 
 
@@ -52,7 +53,7 @@ class RoutingMachine(RuleBasedStateMachine):
                 bool(e.fields.get("from_target")),
                 int(e.fields.get("message_sequence_number", -1)),
             )
-            if e.kind == "message_arrived":
+            if e.kind == Kind.MESSAGE_ARRIVED:
                 self.arrived.append(msg)
             elif e.kind in GONE:
                 self.gone[msg] += 1

@@ -90,9 +90,9 @@ def test_the_package_graph_has_no_cycle() -> None:
     assert found is None, "import cycle between the kit's layers: " + " -> ".join(found or [])
 
 
-def test_the_engine_stands_on_the_contract_and_the_errors_only() -> None:
+def test_the_engine_stands_on_the_contract_the_observations_and_the_errors_only() -> None:
     # the reference engine is one implementation among others: it may not know the harness
-    assert edges().get("engine", set()) <= {"sbtck.contract", "sbtck.errors"}
+    assert edges().get("engine", set()) <= {"sbtck.contract", "sbtck.errors", "sbtck.observations"}
 
 
 def test_siblings_are_imported_by_their_own_names() -> None:

@@ -11,6 +11,7 @@ from sbtck.engine.choosing import Chooser, LastChooser
 from sbtck.engine.model import Conversation, Database, Envelope, Instance, Route
 from sbtck.engine.router import Router
 from sbtck.iut.reference import ReferenceImplementation
+from sbtck.observations import Kind
 
 
 def _implementation(name: str, **attrs: Any) -> ReferenceImplementation:
@@ -109,7 +110,7 @@ def locate_ignores_broker_instance() -> ReferenceImplementation:
 
 def never_retries_delayed() -> ReferenceImplementation:
     def delay(self: Router, env: Envelope, at: Instance, inside: bool, home: str | None, why: str) -> None:
-        self._emit("conversation_delayed", at, env, step=why)
+        self._emit(Kind.CONVERSATION_DELAYED, at, env, step=why)
         self._wait(env, at, inside, home, "delayed")
 
     return _router("never_retries_delayed", _delay=delay)

@@ -12,6 +12,7 @@ from sbtck.engine.choosing import DATABASE_ORDER, ROUTE
 from sbtck.fixtures.topology import parse
 from sbtck.iut.loader import factory_for
 from sbtck.iut.reference import ReferenceImplementation, reference
+from sbtck.observations import Kind
 from sbtck.workloads.differential import FollowingChooser, compare
 from sbtck.workloads.generate import generate, needs
 from sbtck.workloads.invariants import check
@@ -90,12 +91,12 @@ def test_the_differential_check_accepts_the_reference_and_its_other_allowed_choi
 def test_the_following_chooser_takes_the_implementations_allowed_pick_for_the_same_message() -> None:
     message = {"dialog": "D1", "message_sequence_number": 0, "from_target": False}
     events = [
-        {"kind": "routes_matched", "instance": "sql1", **message, "step": "RTM-2"},
-        {"kind": "route_chosen", "instance": "sql1", **message, "route": "B", "candidates": ["A", "B"]},
-        {"kind": "routes_matched", "instance": "sql1", **message, "step": "RTM-2"},
-        {"kind": "route_chosen", "instance": "sql1", **message, "route": "C", "candidates": ["C"]},
-        {"kind": "routes_matched", "instance": "sql2", **message, "step": "RTM-5"},
-        {"kind": "message_arrived", "instance": "sql2", **message, "database": "db2"},
+        {"kind": Kind.ROUTES_MATCHED, "instance": "sql1", **message, "step": "RTM-2"},
+        {"kind": Kind.ROUTE_CHOSEN, "instance": "sql1", **message, "route": "B", "candidates": ["A", "B"]},
+        {"kind": Kind.ROUTES_MATCHED, "instance": "sql1", **message, "step": "RTM-2"},
+        {"kind": Kind.ROUTE_CHOSEN, "instance": "sql1", **message, "route": "C", "candidates": ["C"]},
+        {"kind": Kind.ROUTES_MATCHED, "instance": "sql2", **message, "step": "RTM-5"},
+        {"kind": Kind.MESSAGE_ARRIVED, "instance": "sql2", **message, "database": "db2"},
     ]
     chooser = FollowingChooser(events)
     chooser.about("sql1", message)

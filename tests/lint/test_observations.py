@@ -1,0 +1,19 @@
+"""Event kinds are declared once (sbtck/observations.py) and the engine emits no other."""
+
+from __future__ import annotations
+
+import re
+
+from sbtck.observations import Kind
+from sbtck.workloads.differential import RULES_OF_EVENT
+from tests.lint.test_layers import KNOWN
+
+
+def test_every_declared_kind_is_emitted_by_the_engine() -> None:
+    # EventLog.emit takes a Kind, so mypy holds the other direction
+    engine = "\n".join(path.read_text() for module, path in KNOWN.items() if module.startswith("sbtck.engine"))
+    assert [kind.name for kind in Kind if not re.search(rf"\bKind\.{kind.name}\b", engine)] == []
+
+
+def test_the_differential_check_maps_only_declared_kinds() -> None:
+    assert all(isinstance(kind, Kind) for kind in RULES_OF_EVENT)
