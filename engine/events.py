@@ -16,7 +16,8 @@ class EventLog:
         self._drained = 0
 
     def emit(self, at_ms: int, kind: Kind, **fields: Any) -> None:
-        self.events.append(Event(at_ms, kind, fields))
+        # the plain string: an event goes through pickles, JSON and xdist, which know no enum
+        self.events.append(Event(at_ms, kind.value, fields))
 
     def drain(self) -> list[Event]:
         new = self.events[self._drained :]

@@ -17,3 +17,14 @@ def test_every_declared_kind_is_emitted_by_the_engine() -> None:
 
 def test_the_differential_check_maps_only_declared_kinds() -> None:
     assert all(isinstance(kind, Kind) for kind in RULES_OF_EVENT)
+
+
+def test_events_carry_plain_strings() -> None:
+    # xdist, pickle and JSON must see the kind on the wire, not the enum that names it
+    from tests.engine.world import broker
+
+    b = broker()
+    b.begin_dialog(0, "D1", "sql1", "shop", "Initiator", "ManualService")
+    b.send(0, "D1")
+    events = b.drain_events()
+    assert events and all(type(event.kind) is str for event in events)
