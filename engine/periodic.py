@@ -18,6 +18,7 @@ from sbtck.engine.dispatcher import Dispatcher
 from sbtck.engine.model import Database
 from sbtck.engine.router import Router
 from sbtck.engine.transport import Transport
+from sbtck.errors import FaultError
 from sbtck.observations import Kind
 
 
@@ -76,7 +77,7 @@ class Maintenance:
         tasks = self.state[instance]
         running = tasks.task_handlers - tasks.failed_handlers
         if count > running:
-            raise ValueError(f"instance {instance!r} has {running} running task handlers, so {count} cannot fail")
+            raise FaultError(f"instance {instance!r} has {running} running task handlers, so {count} cannot fail")
         tasks.failed_handlers += count
         self.log.emit(self.clock.now_ms, Kind.TASK_HANDLERS_FAILED, instance=instance, count=count)
 

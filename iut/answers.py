@@ -25,6 +25,8 @@ class Answer(msgspec.Struct):
     ok: bool = False
     result: dict[str, Any] | None = None
     error: str | None = None
+    # with ok false: the implementation failed on the request, rather than refusing the command
+    fault: bool = False
     events: list[dict[str, Any]] = []
 
 

@@ -252,6 +252,9 @@ class RemoteImplementation:
             raise ImplementationFault(f"not restarted within a scenario after: {self.broken}")
         self.handshake()
         answer = self._request({"op": "execute", "command": command.to_json()}, command.kind)
+        if answer.fault and not answer.ok:
+            # a crash inside the implementation is its fault, not a broker's refusal
+            self._fail(f"{self._open().description} failed on {command.kind}: {answer.error}")
         try:
             return answers.response_from(answer)
         except ProtocolError as exc:

@@ -51,7 +51,7 @@ def serve_stream(factory: Factory, rfile: IO[bytes] | Any, wfile: IO[bytes] | An
                 answer = {"id": request_id, "ok": False, "error": str(exc), "events": []}
             except Exception as exc:  # the served implementation's failure on this request, said to the client
                 error = f"the implementation failed on this request: {type(exc).__name__}: {exc}"[:4000]
-                answer = {"id": request_id, "ok": False, "error": error, "events": []}
+                answer = {"id": request_id, "ok": False, "error": error, "fault": True, "events": []}
             wfile.write(protocol.encode(answer))
             wfile.flush()
     finally:

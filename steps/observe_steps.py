@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sbtck import contract as c
+from sbtck.errors import ScenarioError
 from sbtck.observations import Kind
 from sbtck.steps import phrases as p
 from sbtck.steps.vocabulary import step
@@ -141,7 +142,7 @@ def log_shows(
     """The events of the kinds the table names (for the queue, if one is named) are exactly its rows, in order."""
     header, *rows = datatable
     if "event" not in header:
-        raise AssertionError("a log table needs an 'event' column")
+        raise ScenarioError("a log table needs an 'event' column")
     kinds = {_kind(row[header.index("event")]) for row in rows}
     events = [e for e in _span(world, since, until) if e.kind in kinds and _mine(world, e, queue, dialog, instance)]
     want = [

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from sbtck import contract as c
-from sbtck.errors import Refused
+from sbtck.errors import ScenarioError
 from sbtck.fixtures.routes import route_problem
 from sbtck.steps import phrases as p
 from sbtck.steps.vocabulary import step
@@ -26,7 +26,9 @@ OPTION_KEYS = {
 def _route(world: World, name: str, values: dict[str, str]) -> dict[str, Any]:
     unknown = set(values) - COLUMNS
     if unknown:
-        raise Refused(f"route {name}: unknown column(s) {', '.join(sorted(unknown))}; use {', '.join(sorted(COLUMNS))}")
+        raise ScenarioError(
+            f"route {name}: unknown column(s) {', '.join(sorted(unknown))}; use {', '.join(sorted(COLUMNS))}"
+        )
     route: dict[str, Any] = {"name": name, **dict.fromkeys(COLUMNS)}
     for key, text in values.items():
         text = text.strip().strip("'")
@@ -34,7 +36,7 @@ def _route(world: World, name: str, values: dict[str, str]) -> dict[str, Any]:
             continue
         if key == "lifetime_s":
             if not re.fullmatch(r"\d+(\.\d+)?", text):
-                raise Refused(f"route {name}: LIFETIME {text!r} is not a number of seconds")
+                raise ScenarioError(f"route {name}: LIFETIME {text!r} is not a number of seconds")
             route[key] = float(text)
         elif key == "broker_instance":
             route[key] = world.broker_instance(text)
@@ -50,7 +52,7 @@ def _check(world: World, route: dict[str, Any]) -> None:
         return
     problem = route_problem(route, addresses)
     if problem:
-        raise Refused(f"route {route['name']}: {problem[1]}")
+        raise ScenarioError(f"route {route['name']}: {problem[1]}")
 
 
 @step(p.ROUTES_ARE)
@@ -58,7 +60,7 @@ def routes_are(world: World, database: str | None, instance: str, datatable: lis
     """Replaces the whole table, AutoCreatedLocal included, with the rows given."""
     header, *rows = datatable
     if not header or header[0] != "name":
-        raise Refused("a route table starts with a 'name' column")
+        raise ScenarioError("a route table starts with a 'name' column")
     routes = [_route(world, row[0], dict(zip(header[1:], row[1:], strict=True))) for row in rows]
     for route in routes:
         _check(world, route)
@@ -74,7 +76,7 @@ def _options(world: World, name: str, options: str) -> dict[str, Any]:
     for option in re.split(r",\s*(?=[A-Z_]+\s*=)", options):
         match = ROUTE_OPTION.match(option)
         if match is None:
-            raise Refused(
+            raise ScenarioError(
                 f"cannot read route option {option.strip()!r}: use SERVICE_NAME = '...', "
                 "BROKER_INSTANCE = '...', ADDRESS = '...', MIRROR_ADDRESS = '...', LIFETIME = seconds"
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from sbtck import contract as c
-from sbtck.errors import Refused, ScenarioError
+from sbtck.errors import ScenarioError
 from sbtck.fixtures import topology as topologies
 from sbtck.steps import phrases as p
 from sbtck.steps.vocabulary import step
@@ -58,17 +58,17 @@ def alter_queue(world: World, queue: str, options: str) -> None:
     for option in options.split(","):
         match = OPTION.match(option)
         if match is None:
-            raise Refused(
+            raise ScenarioError(
                 f"cannot read ACTIVATION option {option.strip()!r}: "
                 "use STATUS = ON|OFF, PROCEDURE_NAME = name, MAX_QUEUE_READERS = n"
             )
         values[match.group(1)] = match.group(2)
     status = values.get("STATUS")
     if status not in (None, "ON", "OFF"):
-        raise Refused(f"STATUS = {status}: write ON or OFF")
+        raise ScenarioError(f"STATUS = {status}: write ON or OFF")
     readers = values.get("MAX_QUEUE_READERS")
     if readers is not None and not readers.isdigit():
-        raise Refused(f"MAX_QUEUE_READERS = {readers}: write a whole number")
+        raise ScenarioError(f"MAX_QUEUE_READERS = {readers}: write a whole number")
     world.run(
         c.AlterQueue(
             world.at(),

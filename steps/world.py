@@ -58,13 +58,13 @@ class World:
 
     def start(self, topology: Topology) -> None:
         if self.topology is not None:
-            raise Refused("a scenario declares one topology; this one declares a second")
+            raise ScenarioError("a scenario declares one topology; this one declares a second")
         self.topology = topology
         self.run(c.Start(self.clock.now_ms(), topology.plain))
 
     def at(self) -> int:
         if self.topology is None:
-            raise Refused('no topology yet: start the scenario with Given the topology "NAME"')
+            raise ScenarioError('no topology yet: start the scenario with Given the topology "NAME"')
         return self.clock.now_ms()
 
     def instance(self, name: str) -> str:
@@ -85,7 +85,7 @@ class World:
             for d in i["databases"]:
                 if (i["name"], d["name"]) == (instance, database):
                     return str(d["broker_instance"])
-        raise Refused(f"no database {text!r} in the topology, so no broker instance of it")
+        raise ScenarioError(f"no database {text!r} in the topology, so no broker instance of it")
 
     def queue(self, name: str) -> c.QueueRef:
         self.at()

@@ -140,6 +140,17 @@ def test_an_implementation_that_crashes_is_an_error_and_the_run_goes_on(tmp_path
     assert sum(s["status"] == "passed" for s in results) > len(results) // 2
 
 
+def test_a_crash_behind_the_protocol_is_an_error_as_in_process(tmp_path: Path) -> None:
+    # sbtck serve answers the crash with "fault": true, so it is not taken for the broker refusing the SEND
+    inside = sbtck("--iut", "python:tests.variants.activation:crashes_on_d2", "--tags", "ACT-13", out=tmp_path / "a")
+    served = f"cmd:{sys.executable} -m sbtck serve --stdio --iut python:tests.variants.activation:crashes_on_d2"
+    behind = sbtck("--iut", served, "--tags", "ACT-13", out=tmp_path / "b")
+    assert "error" in inside.statuses().values()
+    assert behind.statuses() == inside.statuses()
+    failures = [s["failure"]["message"] for s in behind.results()["scenarios"] if s["status"] == "error"]
+    assert failures and all("failed on send" in m and "the implementation fell over" in m for m in failures)
+
+
 BAD_FEATURE = '''@ACT-02
 Feature: bad input
   Scenario: [1] A typo in the topology
@@ -180,6 +191,24 @@ Feature: bad input
         sql1: {cpus: 0}
       """
     Then "sql1" has 0 running task handlers
+
+  Scenario: [7] A misspelled ALTER QUEUE option
+    Given the topology "activation"
+    When ALTER QUEUE "StallQueue" WITH ACTIVATION (MAX_READERS = 2)
+    Then queue "StallQueue" has a queue monitor
+
+  Scenario: [8] A misspelled route-table column
+    Given the topology "routing"
+    And the routes in msdb of "sql2" are:
+      | name | service_nam | address |
+      | R    | Target      | LOCAL   |
+    Then queue "StallQueue" has a queue monitor
+
+  Scenario: [9] A log table without an event column
+    Given the topology "activation"
+    Then the log shows exactly:
+      | second | queue      |
+      | 0      | StallQueue |
 '''
 
 
@@ -208,7 +237,7 @@ def test_bad_input_in_a_scenario_is_an_error_naming_the_place_and_the_run_contin
     )
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     by_name = {s["name"][:3]: s for s in data["scenarios"]}
-    assert len(by_name) == 6, proc.stdout[-2000:]
+    assert len(by_name) == 9, proc.stdout[-2000:]
     assert by_name["[2]"]["status"] == "passed"
     expected = {
         "[1]": "queues.Q.activation.max_readers: unknown key 'max_readers'; did you mean 'max_queue_readers'?",
@@ -216,6 +245,10 @@ def test_bad_input_in_a_scenario_is_an_error_naming_the_place_and_the_run_contin
         "[4]": "cannot read 'soon' as a time",
         "[5]": "no instance 'sql9' in topology",
         "[6]": "instances.sql1.cpus: expected a whole number >= 1, got 0",
+        # the scenario's own mistakes: errors of the suite, never failures of the implementation
+        "[7]": "cannot read ACTIVATION option 'MAX_READERS = 2'",
+        "[8]": "route R: unknown column(s) service_nam",
+        "[9]": "a log table needs an 'event' column",
     }
     for number, text in expected.items():
         record = by_name[number]

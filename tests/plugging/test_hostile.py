@@ -302,6 +302,7 @@ def test_serve_answers_an_engine_failure_and_goes_on() -> None:
     )
     answers = [json.loads(line) for line in proc.stdout.splitlines()]
     assert answers[0]["ok"] is False and "failed on this request" in answers[0]["error"]
+    assert answers[0]["fault"] is True  # a crash, not a refusal
     assert answers[1]["ok"] is True and proc.returncode == 0
     _one_line(proc.stderr)
 
