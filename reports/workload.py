@@ -5,6 +5,7 @@ The Spark stage writes this JSON beside its Parquet tables:
     {"kind": "sbtck-workload-summary", "worlds": 1000, "conversations": 120000,
      "failed_worlds": 2, "duration_s": 61.5,
      "violations": {"ACT-10": 2},
+     "capabilities": {"activation, routing": 990, "activation": 10},
      "reproducers": [{"rule": "ACT-10", "seed": 17, "path": "reproducers/seed-17.feature"}]}
 """
 
@@ -50,12 +51,21 @@ def section(data: dict[str, Any]) -> str:
         )
         or "<li>none</li>"
     )
+    mix = (
+        "".join(
+            f"<tr><td>{escape(str(caps))}</td><td>{int(count)}</td></tr>"
+            for caps, count in dict(data.get("capabilities", {})).items()
+        )
+        or '<tr><td colspan="2">not recorded</td></tr>'
+    )
     return (
         '<h2 id="workload">Randomized workload</h2>'
         f"<p>{int(data['worlds'])} worlds, {int(data['conversations'])} conversations, "
         f"{int(data['failed_worlds'])} failing worlds, in {float(data['duration_s']):.1f} s: "
         f"{int(data['worlds']) / duration:.1f} worlds/s, "
         f"{int(data['conversations']) / duration:.0f} conversations/s.</p>"
+        '<table><tr><th scope="col">capabilities the worlds asked for</th><th scope="col">worlds</th></tr>'
+        f"{mix}</table>"
         f'<table><tr><th scope="col">rule violated</th><th scope="col">worlds</th></tr>{rows}</table>'
         f"<p>Reproducers, shrunk to the smallest failing script:</p><ul>{links}</ul>"
     )

@@ -74,3 +74,75 @@ class Kind(StrEnum):
     BROKER_CONFIGURATION_NOTIFICATION = "broker_configuration_notification"
     ACK_CLEANUP_STOPPED = "ack_cleanup_stopped"
     ACK_CLEANUP_RESUMED = "ack_cleanup_resumed"
+
+
+# The capabilities an implementation declares when it reports a kind (all of them; none: every implementation).
+# The workload stage compares an implementation's events only of the kinds its capabilities cover.
+ACTIVATION, EXTERNAL, ROUTING, PERIODIC = "activation", "external_activation", "routing", "periodic_tasks"
+AREA: dict[Kind, tuple[str, ...]] = {
+    Kind.BROKER_STARTED: (),
+    Kind.DATABASE_BROKER_STARTED: (PERIODIC,),
+    Kind.DATABASE_BROKER_START_FAILED: (PERIODIC,),
+    Kind.MASTER_KEY_CREATED: (PERIODIC,),
+    Kind.QUEUE_ALTERED: (ACTIVATION,),
+    Kind.MONITOR_CREATED: (ACTIVATION,),
+    Kind.MONITOR_REMOVED: (ACTIVATION,),
+    Kind.ACTIVATION_NECESSARY: (ACTIVATION,),
+    Kind.ACTIVATION_WITHHELD: (ACTIVATION,),
+    Kind.ACTIVATION_TIME_OUT: (EXTERNAL,),
+    Kind.PROCEDURE_STARTED: (ACTIVATION,),
+    Kind.PROCEDURE_EXITED: (ACTIVATION,),
+    Kind.EVENT_NOTIFICATION: (EXTERNAL,),
+    Kind.ROWS_RETURNED: (),
+    Kind.EMPTY_RESULT: (),
+    Kind.READER_WAITING: (),
+    Kind.TRANSACTION_COMMITTED: (),
+    Kind.TRANSACTION_ROLLED_BACK: (),
+    Kind.DIALOG_BEGUN: (),
+    Kind.MESSAGE_SENT: (),
+    Kind.MESSAGE_ARRIVED: (),
+    Kind.ACKNOWLEDGED: (ROUTING,),
+    Kind.MESSAGE_DROPPED: (ROUTING,),
+    Kind.ROUTE_CREATED: (ROUTING,),
+    Kind.ROUTE_ALTERED: (ROUTING,),
+    Kind.ROUTE_DROPPED: (ROUTING,),
+    Kind.ROUTES_MATCHED: (ROUTING,),
+    Kind.ROUTE_CHOSEN: (ROUTING,),
+    Kind.ROUTING_REQUESTED: ("dynamic_routing",),
+    Kind.CONVERSATION_DELAYED: (ROUTING,),
+    Kind.ROUTING_RETRIED: (ROUTING,),
+    Kind.REPLY_RECOGNISED: (ROUTING,),
+    Kind.MESSAGE_FORWARDING: ("forwarding",),
+    Kind.MESSAGE_FORWARDED: ("forwarding",),
+    Kind.FORWARDED_MESSAGE_DELETED: ("forwarding",),  # the forwarder's own clean-up (PER-5B)
+    Kind.PRINCIPAL_PROBE: ("mirroring",),
+    Kind.PRINCIPAL_LOST: ("mirroring",),
+    Kind.MIRRORING_FAILOVER: ("mirroring",),
+    Kind.INSTANCE_REACHABLE: (ROUTING,),
+    Kind.INSTANCE_UNREACHABLE: (ROUTING,),
+    Kind.MESSAGE_TRANSMITTED: (ROUTING,),
+    Kind.MESSAGE_LOST_IN_TRANSIT: (ROUTING, PERIODIC),
+    Kind.TRANSMISSION_PENDING: (ROUTING, PERIODIC),
+    Kind.TRANSMITTER_RECLASSIFIED: (ROUTING, PERIODIC),
+    Kind.CONNECTION_ATTEMPT: (ROUTING, PERIODIC),
+    Kind.CONNECTION_CLOSED: (ROUTING, PERIODIC),
+    Kind.DISPATCHER_BUFFERED: (ROUTING,),  # where a message that came over the transport is
+    Kind.DISPATCHER_SAVING: (ROUTING, PERIODIC),
+    Kind.DISPATCHER_DELETED: (ROUTING,),  # a message undeliverable (stale or out of order) is dropped
+    Kind.TIMER_NOTIFICATION: (PERIODIC,),
+    Kind.TASK_HANDLERS_STARTED: (PERIODIC,),
+    Kind.TASK_HANDLERS_FAILED: (PERIODIC,),
+    Kind.TASK_HANDLERS_RESTARTED: (PERIODIC,),
+    Kind.BROKER_CONFIGURATION_NOTIFICATION: (PERIODIC,),
+    Kind.ACK_CLEANUP_STOPPED: (PERIODIC,),
+    Kind.ACK_CLEANUP_RESUMED: (PERIODIC,),
+}
+
+
+def reported_by(kind: str, capabilities: frozenset[str] | set[str]) -> bool:
+    """Does an implementation with these capabilities report events of this kind?"""
+    try:
+        needed = AREA[Kind(kind)]
+    except ValueError:  # a kind the kit does not declare: nothing to compare it with
+        return False
+    return all(capability in capabilities for capability in needed)

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sbtck.workloads.landscape import Landscape, landscape, route
+from sbtck.workloads.landscape import ALL, Landscape, landscape, local_landscape, periodic_landscape, route
 
 GENERATOR_VERSION = 2
 # where a message that has neither arrived nor been dropped must be, at the end of a world
 WAITING_VIEWS = ("sys.transmission_queue", "sbtck.forwarder", "sbtck.dispatcher_buffers")
 START_MS = 1_767_225_600_000
+# what the end of a world of the periodic tasks alone asks
+PERIODIC_VIEW = "sbtck.periodic_state"
+# the areas a world is drawn in, the first the implementation declares: routing worlds, then activation, then periodic
+AREAS = ("routing", "activation", "periodic_tasks")
 # contract commands that only some implementations take, by the capability they need
 NEEDS = {
     "failover": "mirroring",
@@ -25,6 +30,12 @@ NEEDS = {
     "fail_transmission": "periodic_tasks",
     "create_master_key": "periodic_tasks",
     "lose_in_transit": "periodic_tasks",
+    "stop_ack_cleanup": "periodic_tasks",
+    "alter_queue": "activation",
+    "create_route": "routing",
+    "alter_route": "routing",
+    "drop_route": "routing",
+    "set_reachable": "routing",
 }
 
 
@@ -54,6 +65,8 @@ class _Script:
 
     def __init__(self, rng: random.Random, land: Landscape, conversations: int) -> None:
         self.rng, self.land, self.conversations = rng, land, conversations
+        self.capabilities = land.capabilities
+        self.routing = "routing" in land.capabilities
         self.ops: list[dict[str, Any]] = []
         self.now = START_MS
         self.dialogs: list[str] = []
@@ -68,7 +81,7 @@ class _Script:
         name = f"D{len(self.dialogs) + 1}"
         self.dialogs.append(name)
         broker = None
-        if rng.random() < 0.1:
+        if rng.random() < 0.1 and self.routing:
             guids = sorted({d["broker_instance"] for i in self.land.plain["instances"] for d in i["databases"]})
             broker = rng.choice(guids)
         self.add(
@@ -119,6 +132,8 @@ class _Script:
     def alter(self) -> None:
         rng = self.rng
         status = rng.choice([None, None, "ON", "OFF"])
+        if "activation" not in self.capabilities:
+            return
         self.add(
             "alter_queue",
             queue=_queue_ref(rng.choice(self.land.queues)),
@@ -134,6 +149,10 @@ class _Script:
         choices += ["failover"] * bool(land.mirrors) + ["forwarding"] * bool(land.forwarders)
         choices += ["master_key"] * bool(land.keyless) + ["notification"] * bool(land.notifications)
         choices += ["lose", "transmission"] * bool(self.sent)
+        if self.capabilities != ALL:
+            choices = [c for c in choices if _allowed(c, self.capabilities)]
+            if not choices:
+                return
         kind = rng.choice(choices)
         if kind == "reachable" and len(names) > 1:
             self.add("set_reachable", instance=rng.choice(names[1:]), reachable=rng.random() < 0.5)
@@ -172,6 +191,8 @@ class _Script:
         service = rng.choice(land.services)
         target = rng.choice(land.plain["instances"])["address"]
         verb = rng.choice(["create_route", "alter_route", "drop_route", "answer_routing_request"])
+        if verb == "answer_routing_request" and "dynamic_routing" not in self.capabilities:
+            verb = "create_route"
         if verb == "drop_route":
             self.add("drop_route", instance="sql1", database="db", name=rng.choice(["R1", "R2", "AutoCreatedLocal"]))
         elif verb == "answer_routing_request":
@@ -193,9 +214,44 @@ class _Script:
         self.add("advance_time")
 
 
-def generate(seed: int, conversations: int = 5) -> World:
+# what each kind of fault asks of an implementation besides routing
+FAULT_NEEDS = {
+    "reachable": {"routing"},
+    "drop_connection": {"routing", "periodic_tasks"},
+    "routes": {"routing"},
+    "handlers": {"periodic_tasks"},
+    "dispatcher": {"routing", "periodic_tasks"},
+    "failover": {"mirroring"},
+    "forwarding": {"forwarding"},
+    "master_key": {"periodic_tasks"},
+    "notification": {"external_activation"},
+    "lose": {"routing", "periodic_tasks"},
+    "transmission": {"routing", "periodic_tasks"},
+}
+
+
+def _allowed(fault: str, capabilities: frozenset[str]) -> bool:
+    return FAULT_NEEDS[fault] <= capabilities
+
+
+def generate(seed: int, conversations: int = 5, capabilities: Iterable[str] | None = None) -> World:
+    """The world of this seed, drawn within the capabilities given (all of them by default).
+
+    An implementation that routes gets worlds of several instances; one that
+    activates but does not route, worlds of one instance and its queues; one
+    with the periodic tasks alone, worlds of instances, master keys and time.
+    Within each, what a missing capability would be needed for is left out.
+    """
+    caps = ALL if capabilities is None else frozenset(capabilities)
     rng = random.Random(f"sbtck-world:{GENERATOR_VERSION}:{seed}")
-    land = landscape(rng)
+    area = next((a for a in AREAS if a in caps), None)
+    if area is None:
+        raise ValueError(
+            f"no world needs only {', '.join(sorted(caps)) or 'nothing'}: declare one of {', '.join(AREAS)}"
+        )
+    if area == "periodic_tasks":
+        return _periodic_world(seed, rng, periodic_landscape(rng, caps), conversations)
+    land = landscape(rng, caps) if area == "routing" else local_landscape(rng, caps)
     world = World(seed, GENERATOR_VERSION, land.plain)
     s = _Script(rng, land, conversations)
     s.add("start", topology=land.plain)
@@ -222,21 +278,70 @@ def generate(seed: int, conversations: int = 5) -> World:
         s.add("commit", session=session)
     s.now += 120_000
     s.add("advance_time")
-    for view in WAITING_VIEWS:
+    # where a message may wait is the routing implementation's to show; in one instance every message arrives
+    for view in WAITING_VIEWS if area == "routing" else ():
         s.add("query_view", view=view, instance=None, database=None)
+    world.script = s.ops
+    return world
+
+
+def _periodic_world(seed: int, rng: random.Random, land: Landscape, conversations: int) -> World:
+    """Dialogs (so that clean-up has work), failing task handlers, master keys, stopped clean-ups, time."""
+    world = World(seed, GENERATOR_VERSION, land.plain)
+    s = _Script(rng, land, conversations)
+    s.add("start", topology=land.plain)
+    databases = [(i["name"], d["name"]) for i in land.plain["instances"] for d in i["databases"]]
+    for _ in range(conversations * 4):
+        roll = rng.random()
+        if roll < 0.2 and len(s.dialogs) < conversations:
+            s.dialogs.append(f"D{len(s.dialogs) + 1}")
+            s.add(
+                "begin_dialog",
+                dialog=s.dialogs[-1],
+                instance="sql1",
+                database="db",
+                from_service="Initiator",
+                to_service="Initiator",
+                to_broker_instance=None,
+            )
+        elif roll < 0.35:
+            instance = rng.choice(land.plain["instances"])["name"]
+            s.add("fail_task_handlers", instance=instance, count=rng.randint(1, 2))
+        elif roll < 0.45 and land.keyless:
+            instance, database = rng.choice(land.keyless)
+            s.add("create_master_key", instance=instance, database=database)
+        elif roll < 0.55:
+            instance, database = rng.choice(databases)
+            s.add("stop_ack_cleanup", instance=instance, database=database)
+        else:
+            s.advance()
+    s.now += 60_000
+    s.add("advance_time")
+    s.add("query_view", view=PERIODIC_VIEW, instance=None, database=None)
     world.script = s.ops
     return world
 
 
 def needs(world: World) -> set[str]:
     """The capabilities an implementation must declare to run this world."""
-    found = {"activation", "routing"}
-    found.update(NEEDS[op["kind"]] for op in world.script if op["kind"] in NEEDS)
-    for instance in world.topology["instances"]:
+    found = {NEEDS[op["kind"]] for op in world.script if op["kind"] in NEEDS}
+    instances = world.topology["instances"]
+    sends = any(op["kind"] == "send" for op in world.script)
+    if (len(instances) > 1 and sends) or any(
+        op["kind"] == "query_view" and op["view"] in WAITING_VIEWS for op in world.script
+    ):
+        found.add("routing")
+    for instance in instances:
         if instance["message_forwarding"] or instance["name"].startswith("fwd"):
             found.add("forwarding")
         for db in instance["databases"]:
             found.update(["mirroring"] * (db["mirroring_role"] is not None))
-            found.update(["external_activation"] * bool(db["event_notifications"]))
+            found.update(["external_activation", "activation"] * bool(db["event_notifications"]))
             found.update(["dynamic_routing"] * any(r["name"] == "Dynamic" for r in db["routes"]))
+            found.update(["activation"] * any(q["activation"]["status"] == "ON" for q in db["queues"]))
+            found.update(["periodic_tasks"] * (not db["master_key"]))
+            found.update(["routing"] * any(r["name"] != "AutoCreatedLocal" for r in db["routes"]))
+        found.update(["routing"] * any(r["name"] != "AutoCreatedLocal" for r in instance["msdb_routes"]))
+    if any(op["kind"] == "query_view" and op["view"] == PERIODIC_VIEW for op in world.script):
+        found.add("periodic_tasks")
     return found

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sbtck.reports.results import ERROR, FAILED
+from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE
 from sbtck.workloads.generate import GENERATOR_VERSION
 from sbtck.workloads.output import Output
 from sbtck.workloads.progress import Progress
@@ -31,6 +31,7 @@ SUMMARY_COLUMNS = (
     "events",
     "outcome",
     "rules",
+    "capabilities",
     "trace_hash",
     "detail",
 )
@@ -79,6 +80,7 @@ def schema() -> Any:
         t.StructField("events", long, False),
         t.StructField("outcome", text, False),
         t.StructField("rules", t.ArrayType(text, False), False),
+        t.StructField("capabilities", t.ArrayType(text, False), False),
         t.StructField("trace_hash", text, False),
         t.StructField("detail", text, False),
         t.StructField("script", text, True),
@@ -153,6 +155,10 @@ def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
             for r in frame.select(f.explode("rules").alias("rule")).groupBy("rule").count().collect()
         }
         outcomes = {r["outcome"]: int(r["count"]) for r in frame.groupBy("outcome").count().collect()}
+        mix = {
+            ", ".join(r["capabilities"]) or "(none)": int(r["count"])
+            for r in frame.where(f.col("outcome") != NOT_APPLICABLE).groupBy("capabilities").count().collect()
+        }
         failing = [
             Outcome(**r.asDict())
             for r in frame.where(f.col("outcome") == FAILED).orderBy("seed").limit(plan.shrink_limit).collect()
@@ -174,6 +180,8 @@ def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
         "conversations": int(conversations_checked),
         "failed_worlds": outcomes.get(FAILED, 0) + outcomes.get(ERROR, 0),
         "outcomes": dict(sorted(outcomes.items())),
+        # worlds by the capabilities they asked for (not-applicable ones left out)
+        "capabilities": dict(sorted(mix.items(), key=lambda item: (-item[1], item[0]))),
         "errors": errors,
         "duration_s": round(time.monotonic() - began, 2),
         "violations": dict(sorted(by_rule.items())),

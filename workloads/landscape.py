@@ -10,7 +10,10 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from sbtck.contract import CAPABILITIES
 from sbtck.engine.model import BROKER_CONFIGURATION_NOTICE
+
+ALL = frozenset(CAPABILITIES)
 
 GUID = "00000000-0000-0000-0000-{:012d}"
 BEHAVIOURS: list[dict[str, Any]] = [
@@ -26,6 +29,8 @@ class Landscape:
     """The plain (contract) topology and what the script generator may name in it."""
 
     plain: dict[str, Any]
+    # what the world may ask of an implementation: it is drawn within these capabilities
+    capabilities: frozenset[str] = ALL
     queues: list[tuple[str, str, str]] = field(default_factory=list)
     services: list[str] = field(default_factory=list)
     # (instance, database) of every user database without a master key
@@ -70,12 +75,13 @@ def _procedures() -> list[dict[str, Any]]:
     return out
 
 
-def _instance(name: str, rng: random.Random) -> dict[str, Any]:
+def _instance(name: str, rng: random.Random, capabilities: frozenset[str] = ALL) -> dict[str, Any]:
     return {
         "name": name,
         "address": f"TCP://{name}.example:4022",
         "cpus": rng.randint(1, 2),
-        "message_forwarding": rng.random() < 0.3,
+        # each draw is made whatever the capabilities, so that a capability left out changes only what needs it
+        "message_forwarding": rng.random() < 0.3 and "forwarding" in capabilities,
         "msdb_routes": [route("AutoCreatedLocal", None, "LOCAL")],
         "databases": [],
     }
@@ -90,7 +96,8 @@ def _database(land: Landscape, instance: dict[str, Any], name: str, guid: str, r
         "services": [],
         "event_notifications": [],
         "mirroring_role": None,
-        "master_key": rng.random() < 0.85,
+        # a database without a master key is the periodic tasks' to start (PER-5C)
+        "master_key": rng.random() < 0.85 or "periodic_tasks" not in land.capabilities,
         "routes": [route("AutoCreatedLocal", None, "LOCAL")],
     }
     instance["databases"].append(db)
@@ -100,11 +107,12 @@ def _database(land: Landscape, instance: dict[str, Any], name: str, guid: str, r
 
 
 def _queue(land: Landscape, instance: str, db: dict[str, Any], queue: str, service: str, rng: random.Random) -> None:
+    activation = "activation" in land.capabilities
     db["queues"].append(
         {
             "name": queue,
             "activation": {
-                "status": "ON" if rng.random() < 0.7 else "OFF",
+                "status": "ON" if rng.random() < 0.7 and activation else "OFF",
                 "procedure_name": f"p{rng.randrange(len(BEHAVIOURS))}",
                 "max_queue_readers": rng.randint(0, 3),
             },
@@ -113,16 +121,17 @@ def _queue(land: Landscape, instance: str, db: dict[str, Any], queue: str, servi
     db["services"].append({"name": service, "queue": queue})
     key = (instance, db["name"], queue)
     land.queues.append(key)
-    if rng.random() < 0.25:
+    if rng.random() < 0.25 and activation and "external_activation" in land.capabilities:
         notification = f"N{queue}"
         db["event_notifications"].append({"name": notification, "queue": queue, "event": "QUEUE_ACTIVATION"})
         land.notifications.append((notification, key))
 
 
-def landscape(rng: random.Random) -> Landscape:
-    land = Landscape({"instances": []})
+def landscape(rng: random.Random, capabilities: frozenset[str] = ALL) -> Landscape:
+    """Several instances with routes between them: the world of an implementation that routes."""
+    land = Landscape({"instances": []}, capabilities)
     instances: list[dict[str, Any]] = land.plain["instances"]
-    home = _instance("sql1", rng)
+    home = _instance("sql1", rng, capabilities)
     instances.append(home)
     shop = _database(land, home, "db", GUID.format(10), rng)
     shop["queues"].append({"name": "InitiatorQueue", "activation": _off()})
@@ -133,7 +142,7 @@ def landscape(rng: random.Random) -> Landscape:
     # (service, instance, broker instance) of every target service, for the routes below
     targets: list[tuple[str, str, str]] = []
     for n in range(2, rng.randint(2, 4) + 1):
-        inst = _instance(f"sql{n}", rng)
+        inst = _instance(f"sql{n}", rng, capabilities)
         instances.append(inst)
         db = _database(land, inst, "db", GUID.format(n * 10), rng)
         for k in range(rng.randint(1, 2)):
@@ -149,9 +158,9 @@ def landscape(rng: random.Random) -> Landscape:
             targets.append((service, inst["name"], other["broker_instance"]))
         if rng.random() < 0.7:
             db["routes"].append(route("ToInitiator", "Initiator", home["address"]))
-    if rng.random() < 0.3:
+    if rng.random() < 0.3 and "mirroring" in capabilities:
         _mirroring_pair(land, rng, targets)
-    if rng.random() < 0.4:
+    if rng.random() < 0.4 and "forwarding" in capabilities:
         _forwarders(land, rng, targets)
     land.services.extend(dict.fromkeys(s for s, _, _ in targets))
     _initiator_routes(land, rng, targets)
@@ -165,7 +174,7 @@ def _off() -> dict[str, Any]:
 def _mirroring_pair(land: Landscape, rng: random.Random, targets: list[tuple[str, str, str]]) -> None:
     guid = GUID.format(90)
     for name, role in (("sqlp", "principal"), ("sqlm", "mirror")):
-        inst = _instance(name, rng)
+        inst = _instance(name, rng, land.capabilities)
         land.plain["instances"].append(inst)
         db = _database(land, inst, "ledger", guid, rng)
         db["mirroring_role"] = role
@@ -184,7 +193,7 @@ def _forwarders(land: Landscape, rng: random.Random, targets: list[tuple[str, st
     """One forwarder with msdb routes on to the targets; sometimes a second that sends them back (RTX-1)."""
     names = ["fwd1", "fwd2"] if rng.random() < 0.4 else ["fwd1"]
     for name in names:
-        inst = _instance(name, rng)
+        inst = _instance(name, rng, land.capabilities)
         inst["message_forwarding"] = rng.random() < 0.85
         land.plain["instances"].append(inst)
         land.forwarders.append(name)
@@ -229,7 +238,39 @@ def _initiator_routes(land: Landscape, rng: random.Random, targets: list[tuple[s
             routes.append(route(name, None, "TRANSPORT"))
         if kind == "mirror":
             routes.append({**route(name, "Ledger", address), "mirror_address": land.address("sqlm")})
-    if rng.random() < 0.25:
+    if rng.random() < 0.25 and "dynamic_routing" in land.capabilities:
         routes.append(route("Dynamic", BROKER_CONFIGURATION_NOTICE, rng.choice(land.plain["instances"])["address"]))
     if rng.random() < 0.25:
         routes.append(route("Anywhere", None, rng.choice(land.plain["instances"])["address"]))
+
+
+def local_landscape(rng: random.Random, capabilities: frozenset[str]) -> Landscape:
+    """One instance, one database, its queues: the world of an implementation that activates but does not route."""
+    land = Landscape({"instances": []}, capabilities)
+    home = _instance("sql1", rng, capabilities)
+    land.plain["instances"].append(home)
+    shop = _database(land, home, "db", GUID.format(10), rng)
+    shop["master_key"] = True  # alone, a database whose broker cannot start would receive nothing at all
+    land.keyless.clear()
+    shop["queues"].append({"name": "InitiatorQueue", "activation": _off()})
+    shop["services"].append({"name": "Initiator", "queue": "InitiatorQueue"})
+    for k in range(1, rng.randint(1, 3) + 1):
+        _queue(land, "sql1", shop, f"Q{k}", f"Local{k}", rng)
+        land.services.append(f"Local{k}")
+    return land
+
+
+def periodic_landscape(rng: random.Random, capabilities: frozenset[str]) -> Landscape:
+    """Instances and databases with and without master keys: the world of the periodic tasks alone."""
+    land = Landscape({"instances": []}, capabilities)
+    for n in range(1, rng.randint(1, 3) + 1):
+        inst = _instance(f"sql{n}", rng, capabilities)
+        land.plain["instances"].append(inst)
+        for k, name in enumerate(["db", "db2"][: rng.randint(1, 2)]):
+            db = _database(land, inst, name, GUID.format(n * 10 + k), rng)
+            db["procedures"] = []
+    home = land.plain["instances"][0]["databases"][0]
+    home["queues"].append({"name": "InitiatorQueue", "activation": _off()})
+    home["services"].append({"name": "Initiator", "queue": "InitiatorQueue"})
+    land.services.append("Initiator")
+    return land

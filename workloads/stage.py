@@ -17,7 +17,7 @@ from sbtck.iut.implementation import Implementation
 # the suite's statuses, so that summary.json and Parquet spell them as every other output does
 from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
 from sbtck.workloads.differential import compare
-from sbtck.workloads.generate import World, generate, needs
+from sbtck.workloads.generate import AREAS, GENERATOR_VERSION, World, generate, needs
 from sbtck.workloads.invariants import Violation, check
 from sbtck.workloads.reproduce import feature, writable
 from sbtck.workloads.shrink import Shrunk, shrink
@@ -36,6 +36,8 @@ class Outcome:
     events: int
     outcome: str
     rules: list[str] = field(default_factory=list)
+    # the capabilities the world asks for: the stage's mix of worlds, as summary.json reports it
+    capabilities: list[str] = field(default_factory=list)
     trace_hash: str = ""
     detail: str = ""
     script: str | None = None
@@ -51,7 +53,7 @@ def violations(world: World, trace: Trace, handshake: Handshake | None) -> tuple
     found = check(world, trace)
     if handshake is None:
         return found, None
-    different, expected = compare(world, trace, handshake.params)
+    different, expected = compare(world, trace, handshake.params, frozenset(handshake.capabilities))
     return found + different, expected
 
 
@@ -75,8 +77,32 @@ class Checker:
             self.handshake = self.implementation.handshake()
         return self.implementation
 
+    def world(self, seed: int) -> World:
+        """The seed's world, drawn within what the implementation declares (everything, until it has said)."""
+        return generate(seed, self.conversations, None if self.handshake is None else self.handshake.capabilities)
+
     def check(self, seed: int) -> Outcome:
-        world = generate(seed, self.conversations)
+        try:
+            implementation = self._open()
+        except Exception as exc:  # an implementation that cannot start fails this world, not the job
+            self.close()
+            world = self.world(seed)
+            return Outcome(
+                seed,
+                world.version,
+                world.conversations,
+                len(world.script),
+                len(world.topology["instances"]),
+                0,
+                ERROR,
+                detail=f"world {seed}: the implementation failed: {type(exc).__name__}: {exc}"[:4000],
+                script=_json(world.script),
+            )
+        assert self.handshake is not None
+        if not set(AREAS) & set(self.handshake.capabilities):
+            detail = f"declares none of {', '.join(AREAS)}: no world can be drawn for it"
+            return Outcome(seed, GENERATOR_VERSION, 0, 0, 0, 0, NOT_APPLICABLE, detail=detail)
+        world = self.world(seed)
         base = Outcome(
             seed,
             world.version,
@@ -85,12 +111,11 @@ class Checker:
             len(world.topology["instances"]),
             0,
             PASSED,
+            capabilities=sorted(needs(world)),
         )
         try:
-            implementation = self._open()
-            assert self.handshake is not None
             missing = needs(world) - set(self.handshake.capabilities)
-            if missing:
+            if missing:  # the generator draws within the capabilities: this guards its promise
                 base.outcome, base.detail = NOT_APPLICABLE, "needs " + ", ".join(sorted(missing))
                 return base
             trace = run(world, implementation)
@@ -137,7 +162,8 @@ class Checker:
     def reproduce(self, outcome: Outcome, max_tests: int = 3000) -> tuple[str, Shrunk]:
         """The failing world shrunk for its first broken rule, as a feature."""
         assert outcome.script is not None
-        world = generate(outcome.seed, self.conversations)
+        self._open()
+        world = self.world(outcome.seed)
         world.script = json.loads(outcome.script)
         world.topology = world.script[0]["topology"]
         rule = outcome.rules[0]

@@ -28,3 +28,11 @@ def test_events_carry_plain_strings() -> None:
     b.send(0, "D1")
     events = b.drain_events()
     assert events and all(type(event.kind) is str for event in events)
+
+
+def test_every_kind_has_its_area() -> None:
+    from sbtck.contract import CAPABILITIES
+    from sbtck.observations import AREA
+
+    assert set(AREA) == set(Kind)
+    assert {capability for needed in AREA.values() for capability in needed} <= set(CAPABILITIES)

@@ -68,6 +68,7 @@ def test_sbtck_report_combines_runs_into_a_matrix_with_a_workload(tmp_path: Path
                 "failed_worlds": 1,
                 "duration_s": 10,
                 "violations": {"ACT-10": 1},
+                "capabilities": {"activation, routing": 97, "activation": 3},
                 "reproducers": [{"rule": "ACT-10", "seed": 7, "path": "reproducers/seed-7.feature"}],
             }
         )
@@ -79,6 +80,7 @@ def test_sbtck_report_combines_runs_into_a_matrix_with_a_workload(tmp_path: Path
     assert '<td class="passed">✔ 1 passed</td><td class="failed">✘ 1 failed</td>' in matrix
     assert "100 worlds, 5000 conversations, 1 failing worlds" in page
     assert 'href="reproducers/seed-7.feature"' in page
+    assert "<tr><td>activation, routing</td><td>97</td></tr><tr><td>activation</td><td>3</td></tr>" in page
     cucumber = json.loads((tmp_path / "out" / "cucumber.json").read_text())
     assert [e["name"] for f in cucumber for e in f["elements"]] == ["[1] a", "[1] a"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,9 @@ def test_a_local_run_checks_every_world_once_and_writes_what_failed(spark: Any, 
         text = (tmp_path / rep["path"]).read_text()
         assert text.startswith("@workload") and "When " in text
     assert summary["outcomes"] == {FAILED: len(failed), PASSED: 60 - len(failed)}
+    # the mix of worlds by what they asked of the implementation, counted from the same rows
+    mix = Counter(", ".join(r["capabilities"]) for r in rows)
+    assert summary["capabilities"] == dict(mix) and sum(mix.values()) == 60
     assert workload_report.load(tmp_path / SUMMARY)["worlds"] == 60  # what sbtck report --workload reads
     assert not (tmp_path / INCOMPLETE).exists()
 

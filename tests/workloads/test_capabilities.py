@@ -1,0 +1,117 @@
+"""Worlds drawn within what an implementation declares: a partial implementation gets worlds it can run.
+
+The fakes (tests/fakes/partial.py) are the reference engine declaring and
+reporting one area only; the wrong variants are checked in the worlds of
+their area.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+
+from sbtck.iut.implementation import Implementation
+from sbtck.iut.loader import factory_for
+from sbtck.reports.results import FAILED, NOT_APPLICABLE, PASSED
+from sbtck.workloads.generate import generate, needs
+from sbtck.workloads.stage import Checker
+from tests.fakes import partial
+from tests.helpers import ROOT
+from tests.variants import activation, periodic, routing
+
+SUBSETS = [
+    partial.ACTIVATION,
+    ("activation",),
+    partial.ROUTING,
+    ("routing",),
+    partial.PERIODIC,
+    partial.ACTIVATION + partial.PERIODIC,
+    partial.ROUTING + partial.PERIODIC,
+]
+
+
+@pytest.mark.parametrize("capabilities", SUBSETS, ids=lambda caps: "+".join(caps))
+def test_a_world_needs_only_what_was_declared_and_the_same_seed_gives_the_same_world(
+    capabilities: tuple[str, ...],
+) -> None:
+    for seed in range(150):
+        world = generate(seed, 5, capabilities)
+        assert needs(world) <= set(capabilities), (seed, needs(world) - set(capabilities))
+        assert world == generate(seed, 5, capabilities)
+
+
+def test_all_capabilities_give_the_worlds_of_the_generator_version() -> None:
+    # the full set draws exactly as before: trace hashes of the same seeds stay comparable
+    everything = ("activation", "external_activation", "routing", "mirroring", "dynamic_routing", "forwarding")
+    for seed in range(50):
+        assert generate(seed) == generate(seed, 5, (*everything, "periodic_tasks"))
+
+
+def test_a_world_of_one_area_asks_for_that_area() -> None:
+    mix = {caps: Counter(frozenset(needs(generate(s, 5, caps))) for s in range(100)) for caps in SUBSETS[:5:2]}
+    # some worlds happen to ask for nothing beyond dialogs, SEND and RECEIVE; most ask for their area
+    assert sum(n for found, n in mix[partial.ACTIVATION].items() if "activation" in found) >= 80
+    assert sum(n for found, n in mix[partial.ROUTING].items() if "routing" in found) >= 95
+    assert set(mix[partial.PERIODIC]) == {frozenset({"periodic_tasks"})}
+    # the optional parts of an area come up too
+    assert any("external_activation" in found for found in mix[partial.ACTIVATION])
+    assert any({"mirroring", "forwarding"} <= found for found in mix[partial.ROUTING])
+
+
+def test_declaring_no_area_is_not_applicable_with_the_reason() -> None:
+    outcome = Checker(lambda: partial.Partial(("mirroring",), "mirroring alone"), True).check(0)
+    assert (
+        outcome.outcome == NOT_APPLICABLE and "declares none of routing, activation, periodic_tasks" in outcome.detail
+    )
+
+
+def _outcomes(factory: Callable[[], Implementation], worlds: int) -> Counter[str]:
+    checker = Checker(factory, True)
+    try:
+        return Counter(checker.check(seed).outcome for seed in range(worlds))
+    finally:
+        checker.close()
+
+
+def test_an_activation_only_implementation_over_the_protocol_gets_worlds_and_passes() -> None:
+    served = f"cmd:{sys.executable} -m sbtck serve --stdio --iut python:tests.fakes.partial:activation_only"
+    assert _outcomes(factory_for(served), 30) == Counter({PASSED: 30})
+
+
+@pytest.mark.parametrize("fake", ["routing_only", "periodic_only"])
+def test_an_implementation_of_one_area_gets_worlds_and_passes(fake: str) -> None:
+    assert _outcomes(getattr(partial, fake), 40) == Counter({PASSED: 40})
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="Node.js is not installed (apt-get install nodejs)")
+def test_the_node_example_gets_worlds_of_the_periodic_tasks() -> None:
+    example = f"cmd:node {ROOT / 'examples' / 'node-periodic' / 'broker.js'}"
+    assert _outcomes(factory_for(example), 20) == Counter({PASSED: 20})
+
+
+# the periodic variants that get the transport wrong need an implementation with a transport
+TRANSPORT = {"suppress_15_after_failed_attempt", "stale_after_5_seconds", "forwarder_persists"}
+TRANSPORT |= {"tries_suppressed_destinations"}
+CASES = (
+    [("activation", v, partial.ACTIVATION) for v in activation.VARIANTS]
+    + [("routing", v, partial.ROUTING) for v in routing.VARIANTS]
+    + [("periodic", v, partial.PERIODIC) for v in periodic.VARIANTS if v not in TRANSPORT]
+    + [("periodic", v, partial.ROUTING + partial.PERIODIC) for v in sorted(TRANSPORT)]
+)
+
+
+@pytest.mark.parametrize(("area", "name", "capabilities"), CASES, ids=[f"{a}:{n}" for a, n, _ in CASES])
+def test_the_stage_finds_every_wrong_variant_in_the_worlds_of_its_area(
+    area: str, name: str, capabilities: tuple[str, ...]
+) -> None:
+    wrong = getattr(partial.VARIANT_MODULES[area], name)()
+    checker = Checker(lambda: partial.Partial(capabilities, name, wrong.broker_class), True)
+    try:
+        found = next((seed for seed in range(400) if checker.check(seed).outcome == FAILED), None)
+    finally:
+        checker.close()
+    assert found is not None, f"{name}: no failing world among 400 drawn for {', '.join(capabilities)}"
