@@ -12,12 +12,12 @@ from sbtck import contract as c
 from sbtck.errors import ScenarioError
 from sbtck.observations import Kind
 from sbtck.steps import phrases as p
+from sbtck.steps.cells import cell
 from sbtck.steps.vocabulary import step
 from sbtck.steps.world import World
 
 MONITORS = "sys.dm_broker_queue_monitors"
 TASKS = "sys.dm_broker_activated_tasks"
-NULL = "NULL"
 
 
 def _rows_for(world: World, view: str, queue: str) -> list[dict[str, Any]]:
@@ -41,13 +41,7 @@ def has_monitor(world: World, queue: str, no: str) -> None:
 
 
 def _cell(world: World, column: str, value: Any) -> str:
-    if value is None:
-        return NULL
-    if isinstance(value, list):
-        return ", ".join(str(v) for v in value) or "(none)"
-    if column.endswith("_time"):
-        return f"second {(int(value) - world.clock.start_ms) / 1000:g}"
-    return str(value)
+    return cell(column, value, world.clock.start_ms)
 
 
 def _expected(world: World, column: str, text: str) -> str:

@@ -1,8 +1,14 @@
 """A shrunk world written as a .feature in the project's own step vocabulary.
 
-Every contract command the generator writes has one step here; the two
-Then steps re-check the trace the scenario recorded, so the file fails on
-the implementation that failed and passes on the reference engine.
+Every contract command the generator writes has one step here. What should
+be seen is stated as a log table: the events the reference engine gives for
+the world (making the implementation's allowed choices), of the kinds the
+implementation reports, less the engine's reasoning. The file then fails
+on the implementation with the table it expected beside the log it got, and
+can move into features/ as a regression scenario. Where the table would not
+show the difference (it lies in a field or kind the table leaves out), the
+reproducer falls back to re-checking the recorded trace against the
+reference.
 """
 
 from __future__ import annotations
@@ -14,11 +20,27 @@ from typing import Any
 import yaml
 
 from sbtck.errors import DeclarationError, NoStepFor
+from sbtck.observations import Kind, reported_by
 from sbtck.steps import phrases as p
+from sbtck.steps.cells import cell
 from sbtck.steps.phrases import Phrase
 from sbtck.workloads.generate import WAITING_VIEWS, World
 
 THEN = f"    Then {p.INVARIANTS_HOLD.source}\n    And {p.SAME_AS_REFERENCE.source}\n"
+# the engine's reasoning and the clock's ticks: not what a reproducer states as seen
+UNSTATED = {
+    Kind.ROUTES_MATCHED,
+    Kind.ROUTE_CHOSEN,
+    Kind.ACTIVATION_NECESSARY,
+    Kind.ACTIVATION_WITHHELD,
+    Kind.TRANSMITTER_RECLASSIFIED,
+    Kind.TIMER_NOTIFICATION,
+}
+# the columns a stated log may have, in this order; one no row fills is left out
+COLUMNS = ("instance", "database", "queue", "dialog", "message_sequence_number", "session", "reason")
+# and where the difference lies in the engine's reasoning, the fields that carry it
+REASONING_COLUMNS = ("rule", "trigger", "step", "route", "tasks")
+Rows = list[list[str]]
 
 
 def topology_yaml(plain: dict[str, Any]) -> str:
@@ -221,7 +243,66 @@ def step(op: dict[str, Any], start_ms: int) -> str | None:
     return phrase.text(**values)
 
 
-def feature(world: World, rules: list[str], implementation: str, found_by: str) -> str:
+def stated(events: list[dict[str, Any]], capabilities: frozenset[str], reasoning: bool = False) -> list[dict[str, Any]]:
+    """The events a reproducer states: what an implementation with these capabilities reports, less reasoning."""
+    return [e for e in events if (reasoning or e["kind"] not in UNSTATED) and reported_by(e["kind"], capabilities)]
+
+
+def log_table(
+    expected: list[dict[str, Any]], got: list[dict[str, Any]], start_ms: int, reasoning: bool = False
+) -> tuple[Rows, Rows]:
+    """The table of the expected events, and the same table for the events got (as the Then step would read it)."""
+    kinds = {e["kind"] for e in expected}
+    got = [e for e in got if e["kind"] in kinds]
+    wanted = COLUMNS + REASONING_COLUMNS if reasoning else COLUMNS
+    columns = [c for c in wanted if any(e.get(c) is not None for e in [*expected, *got])]
+    header = ["second", "event", *columns]
+
+    def rows(events: list[dict[str, Any]]) -> Rows:
+        return [
+            [
+                f"{(e['at_ms'] - start_ms) / 1000:g}",
+                e["kind"].replace("_", " "),
+                *(cell(c, e.get(c), start_ms) for c in columns),
+            ]
+            for e in events
+        ]
+
+    return [header, *rows(expected)], [header, *rows(got)]
+
+
+def _table(rows: Rows) -> list[str]:
+    rows = [[v.replace("\\", "\\\\").replace("|", "\\|") for v in r] for r in rows]  # Gherkin's escapes
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["      | " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + " |" for r in rows]
+
+
+def then_steps(
+    expected: list[dict[str, Any]], got: list[dict[str, Any]], capabilities: frozenset[str], start_ms: int
+) -> str:
+    """The Then steps: the stated log where it shows the difference, else the re-check against the reference.
+
+    What a broker shows is stated first; only where the difference lies in
+    the engine's reasoning alone (which activation it found necessary, which
+    tasks a timer notification ran) is the reasoning stated too. A kind the
+    implementation reports and the reference does not is stated as absent,
+    in a step of its own.
+    """
+    for reasoning in (False, True):
+        mine, theirs = stated(expected, capabilities, reasoning), stated(got, capabilities, reasoning)
+        want, seen = log_table(mine, theirs, start_ms, reasoning)
+        absent = sorted({e["kind"] for e in theirs} - {e["kind"] for e in mine})
+        if len(want) > 1 and (want != seen or absent):
+            break
+    else:
+        return THEN
+    lines = [f"    Then {p.LOG_SHOWS.text()}", *_table(want)]
+    lines += [f"    And {p.LOG_COUNTS.text(count='no', event=kind.replace('_', ' '))}" for kind in absent]
+    lines.append(f"    And {p.INVARIANTS_HOLD.source}")
+    return "\n".join(lines) + "\n"
+
+
+def feature(world: World, rules: list[str], implementation: str, found_by: str, then: str = THEN) -> str:
     """A feature with one scenario: the shrunk world, tagged with the rules it breaks."""
     start = world.start_ms
     steps = [s for s in (step(op, start) for op in world.script[1:]) if s is not None]
@@ -242,4 +323,4 @@ def feature(world: World, rules: list[str], implementation: str, found_by: str) 
     lines.append('      """')
     lines.extend(f"    And {s}" for s in given)
     lines.append(f"    When {last}")
-    return "\n".join(lines) + "\n" + THEN
+    return "\n".join(lines) + "\n" + then

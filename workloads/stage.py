@@ -19,7 +19,7 @@ from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
 from sbtck.workloads.differential import compare
 from sbtck.workloads.generate import AREAS, GENERATOR_VERSION, World, generate, needs
 from sbtck.workloads.invariants import Violation, check
-from sbtck.workloads.reproduce import feature, writable
+from sbtck.workloads.reproduce import THEN, feature, then_steps, writable
 from sbtck.workloads.shrink import Shrunk, shrink
 from sbtck.workloads.trace import Trace, run
 
@@ -175,11 +175,15 @@ class Checker:
             tidy=lambda w: self.breaks(w, rule, tidy=True),
         )
         trace = run(shrunk.world, self._open())
-        found, _ = violations(shrunk.world, trace, self.handshake if self.differential else None)
+        found, expected = violations(shrunk.world, trace, self.handshake if self.differential else None)
         rules = sorted({v.rule for v in found} | {rule})
         assert self.handshake is not None
-        text = feature(shrunk.world, rules, self.handshake.name, f"{shrunk.tests} test runs, {shrunk.seconds:.1f} s")
-        return text, shrunk
+        then = THEN
+        if expected is not None:
+            shown = frozenset(self.handshake.capabilities)
+            then = then_steps(expected.events(), trace.events(), shown, shrunk.world.start_ms)
+        by = f"{shrunk.tests} test runs, {shrunk.seconds:.1f} s"
+        return feature(shrunk.world, rules, self.handshake.name, by, then), shrunk
 
     def close(self) -> None:
         if self.implementation is not None:

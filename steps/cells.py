@@ -1,0 +1,18 @@
+"""How a value shows in a feature's table: one rule for the steps that compare and the reproducers that write."""
+
+from __future__ import annotations
+
+from typing import Any
+
+NULL = "NULL"
+
+
+def cell(column: str, value: Any, start_ms: int) -> str:
+    """``NULL`` for nothing, ``a, b`` for a list (``(none)`` empty), ``second N`` for a ``*_time`` column."""
+    if value is None:
+        return NULL
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value) or "(none)"
+    if column.endswith("_time"):
+        return f"second {(int(value) - start_ms) / 1000:g}"
+    return str(value)
