@@ -100,8 +100,15 @@ class FollowingChooser:
     went to that follow it, for the same instance and message, are its picks.
     """
 
-    def __init__(self, events: list[dict[str, Any]]) -> None:
+    def __init__(self, events: list[dict[str, Any]] | None = None) -> None:
         self.attempts: dict[tuple[str, str, int, bool], list[dict[str, str]]] = {}
+        self.seen: dict[tuple[str, str, int, bool], int] = {}
+        self.current: dict[str, str] = {}
+        self.fallback = FirstChooser()
+        self.feed(events or [])
+
+    def feed(self, events: list[dict[str, Any]]) -> None:
+        """More of the implementation's events, in order: a run in step with it feeds each step's before its own."""
         for e in events:
             if "dialog" not in e or "instance" not in e:
                 continue
@@ -114,9 +121,6 @@ class FollowingChooser:
                 attempts[-1][ROUTE] = str(e.get("route"))
             elif e["kind"] in (Kind.DISPATCHER_BUFFERED, Kind.MESSAGE_ARRIVED) and e.get("database"):
                 attempts[-1].setdefault(DATABASE_ORDER, str(e["database"]))
-        self.seen: dict[tuple[str, str, int, bool], int] = {}
-        self.current: dict[str, str] = {}
-        self.fallback = FirstChooser()
 
     def about(self, instance: str, message: dict[str, object]) -> None:
         key = _key(instance, message)
@@ -188,38 +192,38 @@ def rules_of(events: list[dict[str, Any]]) -> list[str]:
     return found
 
 
-def compare(
-    world: World, trace: Trace, params: dict[str, Any], capabilities: frozenset[str] = ALL
-) -> tuple[list[Violation], Trace]:
-    """The first step where no allowed behaviour of the reference gives the implementation's outcome.
+def differ(index: int, got: dict[str, Any], want: dict[str, Any], capabilities: frozenset[str]) -> list[Violation]:
+    """What one step of the implementation shows that the reference's same step does not (nothing when alike).
 
     Only events of the kinds the implementation's capabilities cover are
     compared: one that does not route is not asked how the reference routed.
     """
+    if capabilities != ALL:
+        got = {**got, "events": [e for e in got["events"] if reported_by(e["kind"], capabilities)]}
+        want = {**want, "events": [e for e in want["events"] if reported_by(e["kind"], capabilities)]}
+    if (got["error"] is None) != (want["error"] is None):
+        said = f"refused: {got['error']}" if got["error"] else "accepted"
+        refused = "refused" if want["error"] else "accepted"
+        return [Violation(DIFFERENCE, index, f"{got['kind']} {said}; the reference {refused} it")]
+    extra, missing = _unmatched(got["events"], want["events"]), _unmatched(want["events"], got["events"])
+    if extra or missing:
+        detail = f"{got['kind']}: unexpected {_brief(extra)}; missing {_brief(missing)}"
+        return [Violation(rule, index, detail) for rule in rules_of(missing + extra)]
+    if _canonical(got["result"] or {}) != _canonical(want["result"] or {}):
+        return [Violation(DIFFERENCE, index, f"{got['kind']} returned {got['result']}; expected {want['result']}")]
+    return []
+
+
+def compare(
+    world: World, trace: Trace, params: dict[str, Any], capabilities: frozenset[str] = ALL
+) -> tuple[list[Violation], Trace]:
+    """The first step where no allowed behaviour of the reference gives the implementation's outcome."""
     chooser = FollowingChooser(trace.events())
     expected = run(world, ReferenceImplementation(params=reference_params(params), chooser=chooser))
     for index, (got, want) in enumerate(zip(trace.steps, expected.steps, strict=True)):
-        if capabilities != ALL:
-            got = {**got, "events": [e for e in got["events"] if reported_by(e["kind"], capabilities)]}
-            want = {**want, "events": [e for e in want["events"] if reported_by(e["kind"], capabilities)]}
-        if (got["error"] is None) != (want["error"] is None):
-            said = f"refused: {got['error']}" if got["error"] else "accepted"
-            return [
-                Violation(
-                    DIFFERENCE,
-                    index,
-                    f"{got['kind']} {said}; the reference {'refused' if want['error'] else 'accepted'} it",
-                )
-            ], expected
-        extra, missing = _unmatched(got["events"], want["events"]), _unmatched(want["events"], got["events"])
-        if extra or missing:
-            rules = rules_of(missing + extra)
-            detail = f"{got['kind']}: unexpected {_brief(extra)}; missing {_brief(missing)}"
-            return [Violation(rule, index, detail) for rule in rules], expected
-        if _canonical(got["result"] or {}) != _canonical(want["result"] or {}):
-            return [
-                Violation(DIFFERENCE, index, f"{got['kind']} returned {got['result']}; expected {want['result']}")
-            ], expected
+        found = differ(index, got, want, capabilities)
+        if found:
+            return found, expected
     return [], expected
 
 

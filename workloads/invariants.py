@@ -38,27 +38,38 @@ def _max_readers(world: World) -> dict[tuple[str, str, str], int]:
     }
 
 
-def check(world: World, trace: Trace) -> list[Violation]:
-    found: list[Violation] = []
-    limit = _max_readers(world)
-    running: Counter[tuple[str, str, str]] = Counter()
-    sent: Counter[Msg] = Counter()
-    arrived: list[Msg] = []
-    gone: Counter[Msg] = Counter()
-    in_transaction: set[str] = set()
-    pending: dict[str, list[tuple[Msg, tuple[str, str, str, str]]]] = {}
-    committed: list[Msg] = []
-    holders: dict[tuple[str, str, str, str], str] = {}
-    notifications: dict[str, int] = {}
-    waiting: Counter[Msg] = Counter()
-    for index, (op, step) in enumerate(zip(world.script, trace.steps, strict=True)):
+class Invariants:
+    """The invariants, fed one step at a time: a violation is known at the step that shows it.
+
+    ``step`` returns what that step breaks; ``end`` what the whole trace
+    breaks (messages lost or duplicated, order per conversation), once the
+    world is over.
+    """
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.limit = _max_readers(world)
+        self.running: Counter[tuple[str, str, str]] = Counter()
+        self.sent: Counter[Msg] = Counter()
+        self.arrived: list[Msg] = []
+        self.gone: Counter[Msg] = Counter()
+        self.in_transaction: set[str] = set()
+        self.pending: dict[str, list[tuple[Msg, tuple[str, str, str, str]]]] = {}
+        self.committed: list[Msg] = []
+        self.holders: dict[tuple[str, str, str, str], str] = {}
+        self.notifications: dict[str, int] = {}
+        self.waiting: Counter[Msg] = Counter()
+
+    def step(self, index: int, op: dict[str, Any], step: dict[str, Any]) -> list[Violation]:
+        found: list[Violation] = []
+        limit, running = self.limit, self.running
         if op["kind"] == "alter_queue" and not step["error"] and op.get("max_queue_readers") is not None:
             q = op["queue"]
             limit[(q["instance"], q["database"], q["queue"])] = int(op["max_queue_readers"])
         if op["kind"] == "begin_transaction" and not step["error"]:
-            in_transaction.add(op["session"])
+            self.in_transaction.add(op["session"])
         if op["kind"] == "query_view" and op["view"] in WAITING_VIEWS:
-            waiting.update(_msg(row) for row in step["result"].get("rows", []))
+            self.waiting.update(_msg(row) for row in step["result"].get("rows", []))
         for e in step["events"]:
             kind = e["kind"]
             key = (str(e.get("instance")), str(e.get("database")), str(e.get("queue")))
@@ -77,54 +88,71 @@ def check(world: World, trace: Trace) -> list[Violation]:
             elif kind == Kind.PROCEDURE_EXITED:
                 running[key] -= 1
             elif kind == Kind.MESSAGE_SENT:
-                sent[_msg(e)] += 1
+                self.sent[_msg(e)] += 1
             elif kind == Kind.MESSAGE_ARRIVED:
-                arrived.append(_msg(e))
+                self.arrived.append(_msg(e))
             elif kind in GONE:
-                gone[_msg(e)] += 1
+                self.gone[_msg(e)] += 1
             elif kind == Kind.ROWS_RETURNED and e.get("statement") == "RECEIVE":
                 for row in e.get("rows", []):
                     msg = (str(row["dialog"]), False, int(row["message_sequence_number"]))
                     lock = (*key, str(row["conversation_group"]))
-                    if holders.get(lock, session) != session:
-                        found.append(Violation("ACT-09", index, f"{session} read group {lock} held by {holders[lock]}"))
-                    if "#" in session or session in in_transaction:
-                        holders[lock] = session
-                        pending.setdefault(session, []).append((msg, lock))
+                    if self.holders.get(lock, session) != session:
+                        found.append(
+                            Violation("ACT-09", index, f"{session} read group {lock} held by {self.holders[lock]}")
+                        )
+                    if "#" in session or session in self.in_transaction:
+                        self.holders[lock] = session
+                        self.pending.setdefault(session, []).append((msg, lock))
                     else:
-                        committed.append(msg)
+                        self.committed.append(msg)
             elif kind in (Kind.TRANSACTION_COMMITTED, Kind.TRANSACTION_ROLLED_BACK):
-                for msg, lock in pending.pop(session, []):
-                    holders.pop(lock, None)
+                for msg, lock in self.pending.pop(session, []):
+                    self.holders.pop(lock, None)
                     if kind == Kind.TRANSACTION_COMMITTED:
-                        committed.append(msg)
-                in_transaction.discard(session)
+                        self.committed.append(msg)
+                self.in_transaction.discard(session)
             elif kind == Kind.TIMER_NOTIFICATION:
                 instance = str(e.get("instance"))
-                number = notifications.get(instance, 0) + 1
-                notifications[instance] = number
-                if e.get("number") != number or e["at_ms"] != world.start_ms + 5000 * number:
+                number = self.notifications.get(instance, 0) + 1
+                self.notifications[instance] = number
+                start = self.world.start_ms
+                if e.get("number") != number or e["at_ms"] != start + 5000 * number:
                     found.append(
                         Violation(
                             "PER-0",
                             index,
                             f"notification {e.get('number')} of {instance} at "
-                            f"{e['at_ms'] - world.start_ms} ms; expected number {number} at {5000 * number}",
+                            f"{e['at_ms'] - start} ms; expected number {number} at {5000 * number}",
                         )
                     )
-    duplicates = [m for m, n in Counter(arrived).items() if n > 1]
-    if duplicates:
-        found.append(Violation("INV-messages", len(trace.steps), f"arrived more than once: {duplicates[:5]}"))
-    accounted = Counter(set(arrived)) + gone + waiting
-    if accounted != sent:
-        missing = sorted((sent - accounted).elements())[:5]
-        extra = sorted((accounted - sent).elements())[:5]
-        found.append(Violation("INV-messages", len(trace.steps), f"lost {missing}, unexplained {extra}"))
-    for dialog in {m[0] for m in arrived}:
-        order = [m[2] for m in arrived if m[0] == dialog and not m[1]]
-        if order != sorted(order):
-            found.append(Violation("INV-order", len(trace.steps), f"{dialog} arrived as {order}"))
-    read = [m for m, n in Counter(committed).items() if n > 1]
-    if read:
-        found.append(Violation("INV-messages", len(trace.steps), f"received and committed twice: {read[:5]}"))
-    return found
+        return found
+
+    def end(self, steps: int) -> list[Violation]:
+        found: list[Violation] = []
+        arrived = self.arrived
+        duplicates = [m for m, n in Counter(arrived).items() if n > 1]
+        if duplicates:
+            found.append(Violation("INV-messages", steps, f"arrived more than once: {duplicates[:5]}"))
+        accounted = Counter(set(arrived)) + self.gone + self.waiting
+        if accounted != self.sent:
+            missing = sorted((self.sent - accounted).elements())[:5]
+            extra = sorted((accounted - self.sent).elements())[:5]
+            found.append(Violation("INV-messages", steps, f"lost {missing}, unexplained {extra}"))
+        for dialog in {m[0] for m in arrived}:
+            order = [m[2] for m in arrived if m[0] == dialog and not m[1]]
+            if order != sorted(order):
+                found.append(Violation("INV-order", steps, f"{dialog} arrived as {order}"))
+        read = [m for m, n in Counter(self.committed).items() if n > 1]
+        if read:
+            found.append(Violation("INV-messages", steps, f"received and committed twice: {read[:5]}"))
+        return found
+
+
+def check(world: World, trace: Trace) -> list[Violation]:
+    """Every invariant over a whole trace."""
+    invariants = Invariants(world)
+    found: list[Violation] = []
+    for index, (op, step) in enumerate(zip(world.script, trace.steps, strict=True)):
+        found += invariants.step(index, op, step)
+    return found + invariants.end(len(trace.steps))

@@ -26,9 +26,12 @@ keeps true, whatever it removes:
 4. **Bounded cost.** Every ``test`` call spends one unit of ``budget``;
    ``ddmin`` and the time pass stop when it is gone, and the best world so
    far is returned, never a half-applied cut.
-5. **Coarse before fine.** Whole conversations go first (each takes many
-   operations with it), then single operations by ddmin's halving, then
-   topology, then time: the early passes make the later ones cheap.
+5. **Coarse before fine.** The shortest failing prefix goes first (a check
+   that finds the break stops there, so a failing try costs only its
+   prefix), then whole conversations (each takes many operations with it),
+   then single operations by ddmin's halving, then topology, then time: the
+   early passes make the later ones cheap. The checker remembers the verdict
+   of each world it has seen, so a candidate met again costs nothing.
 6. **No refused noise.** ``_tidy`` finally drops commands both sides refuse:
    a reproducer's every step must be taken by the reference engine, or it
    would fail on the reference for the wrong reason.
@@ -107,6 +110,28 @@ def _retime(start: Op, ops: list[Op], tail: list[Op]) -> list[Op]:
     """The closing queries at the time of the last operation kept, as a reproducer's Then steps run them."""
     end = max((op["at_ms"] for op in ops), default=start["at_ms"])
     return [{**op, "at_ms": end} for op in tail]
+
+
+def _prefix(world: World, test: Test, budget: list[int]) -> World:
+    """The shortest beginning of the world that still fails, found by halving.
+
+    The largest cut first: a long world usually breaks its rule early, and a
+    check that finds the break stops there, so each try costs its prefix only.
+    """
+    start, body, tail = _body(world)
+
+    def script(n: int) -> list[Op]:
+        return [start, *body[:n], *_retime(start, body[:n], tail)]
+
+    low, high = 0, len(body)  # the whole body fails; high only ever moves to a length seen failing
+    while low < high and budget[0] > 0:
+        middle = (low + high) // 2
+        budget[0] -= 1
+        if test(_with_script(world, script(middle))):
+            high = middle
+        else:
+            low = middle + 1
+    return world if high == len(body) else _with_script(world, script(high))
 
 
 def _conversations(world: World, test: Test, budget: list[int]) -> World:
@@ -202,7 +227,7 @@ def _time(world: World, test: Test, budget: list[int]) -> World:
     return _with_script(world, script)
 
 
-PASSES = (_conversations, _operations, _topology, _time)
+PASSES = (_prefix, _conversations, _operations, _topology, _time)
 
 
 def _tidy(world: World, refused: Callable[[World], list[int]], tidy: Test, budget: list[int]) -> World:

@@ -6,6 +6,7 @@ what the shrinker calls again and again; it knows nothing of Spark.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -13,15 +14,16 @@ from typing import Any
 
 from sbtck.contract import Handshake
 from sbtck.iut.implementation import Implementation
+from sbtck.iut.reference import ReferenceImplementation
 
 # the suite's statuses, so that summary.json and Parquet spell them as every other output does
 from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
-from sbtck.workloads.differential import compare
+from sbtck.workloads.differential import FollowingChooser, compare, differ, reference_params
 from sbtck.workloads.generate import AREAS, GENERATOR_VERSION, World, generate, needs
-from sbtck.workloads.invariants import Violation, check
+from sbtck.workloads.invariants import Invariants, Violation, check
 from sbtck.workloads.reproduce import THEN, feature, then_steps, writable
 from sbtck.workloads.shrink import Shrunk, shrink
-from sbtck.workloads.trace import Trace, run
+from sbtck.workloads.trace import Trace, execute, run
 
 
 @dataclass
@@ -70,6 +72,7 @@ class Checker:
         self.conversations = conversations
         self.implementation: Implementation | None = None
         self.handshake: Handshake | None = None
+        self._seen: dict[tuple[str, str], bool] = {}
 
     def _open(self) -> Implementation:
         if self.implementation is None:
@@ -153,11 +156,50 @@ class Checker:
         """Does this world still break RULE (and, when TIDY, with no command that both sides refuse)?
 
         A topology the kit's own files would refuse cannot be a reproducer, however the implementation takes it.
+        The same world is checked once (the shrinker's passes meet the same candidates again).
         """
         if not writable(world.topology):
             return False
-        rules, refused = self._verdict(world)
-        return rule in rules and not (tidy and refused)
+        if tidy:
+            rules, refused = self._verdict(world)
+            return rule in rules and not refused
+        key = (rule, hashlib.sha256(_json(world.script).encode()).hexdigest())
+        if key not in self._seen:
+            self._seen[key] = self._breaks_early(world, rule)
+        return self._seen[key]
+
+    def _breaks_early(self, world: World, rule: str) -> bool:
+        """RULE broken, found running the implementation and the reference in step, stopping where it shows.
+
+        The same verdict as the whole check (invariants over the trace, the
+        reference to the first step that differs), at the cost of the
+        world's prefix up to the break: a shrinker's failing candidates cost
+        little however long the world.
+        """
+        try:
+            implementation = self._open()
+            assert self.handshake is not None
+            invariants = Invariants(world)
+            reference, chooser = None, FollowingChooser()
+            if self.differential:
+                params = reference_params(self.handshake.params)
+                reference = ReferenceImplementation(params=params, chooser=chooser)
+            shown = frozenset(self.handshake.capabilities)
+            for index, op in enumerate(world.script):
+                got = execute(op, implementation)
+                found = invariants.step(index, op, got)
+                if reference is not None:
+                    chooser.feed(got["events"])
+                    different = differ(index, got, execute(op, reference), shown)
+                    if different:
+                        found += different
+                        reference = None  # the whole check, too, compares to the first difference only
+                if any(v.rule == rule for v in found):
+                    return True
+            return any(v.rule == rule for v in invariants.end(len(world.script)))
+        except Exception:
+            self.close()
+            return False
 
     def reproduce(self, outcome: Outcome, max_tests: int = 3000) -> tuple[str, Shrunk]:
         """The failing world shrunk for its first broken rule, as a feature."""

@@ -26,17 +26,17 @@ class Trace:
         return hashlib.sha256(json.dumps(self.steps, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def execute(op: dict[str, Any], implementation: Implementation) -> dict[str, Any]:
+    """One command of a world on the implementation: the step of its trace."""
+    response = implementation.execute(command_from_json(op))
+    return {
+        "kind": op["kind"],
+        "error": response.error,
+        # a snapshot, whatever the implementation does with the object it returned
+        "result": copy.deepcopy(response.result),
+        "events": [e.to_json() for e in response.events],
+    }
+
+
 def run(world: World, implementation: Implementation) -> Trace:
-    trace = Trace(world.seed)
-    for op in world.script:
-        response = implementation.execute(command_from_json(op))
-        trace.steps.append(
-            {
-                "kind": op["kind"],
-                "error": response.error,
-                # a snapshot, whatever the implementation does with the object it returned
-                "result": copy.deepcopy(response.result),
-                "events": [e.to_json() for e in response.events],
-            }
-        )
-    return trace
+    return Trace(world.seed, [execute(op, implementation) for op in world.script])

@@ -108,3 +108,39 @@ def test_a_missing_features_path_is_refused(tmp_path: Path) -> None:
     run = sbtck("--features", str(tmp_path / "nowhere"), out=tmp_path)
     assert run.code == 2
     assert "no such file or folder" in run.output
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "tests.variants.activation:ignores_max_queue_readers",
+        "tests.variants.routing:pinning_ignored",
+        "tests.variants.periodic:no_broker_restart",
+    ],
+)
+def test_the_check_that_stops_early_gives_the_whole_checks_verdict(spec: str) -> None:
+    checker = Checker(factory_for(f"python:{spec}"), differential=True)
+    rules = ["ACT-10", "ACT-09", "RTE-04", "PER-5C", "DIFF", "INV-messages"]
+    try:
+        for seed in range(40):
+            world = checker.world(seed)
+            whole, _ = checker._verdict(world)
+            assert {rule for rule in rules if checker._breaks_early(world, rule)} == whole & set(rules), seed
+    finally:
+        checker.close()
+
+
+def test_a_long_world_that_breaks_early_shrinks_from_its_prefix() -> None:
+    world = generate(5, conversations=300)
+    first = next(op["dialog"] for op in world.script if op["kind"] == "send")
+    tried: list[int] = []
+
+    def fails(candidate: object) -> bool:
+        script = candidate.script  # type: ignore[attr-defined]
+        tried.append(len(script))
+        return any(op["kind"] == "send" and op["dialog"] == first for op in script)
+
+    shrunk = shrink(world, fails)
+    assert [op["kind"] for op in shrunk.world.script].count("send") == 1
+    # halving the prefix first: the long candidates are few, whatever the world's length
+    assert sum(1 for n in tried if n > len(world.script) // 4) <= 4, sorted(tried, reverse=True)[:10]
