@@ -38,7 +38,7 @@ def main() -> None:
     print(f"one check of it   : {once:8.2f} s")
     print(f"shrunk to         : {len(shrunk.world.script)} operations ({steps} steps), keeping {outcome.rules[0]}")
     print(
-        f"shrinking         : {shrunk.seconds:8.2f} s, {shrunk.tests} test runs, {shrunk.seconds / once:.1f}x one check"
+        f"shrinking         : {shrunk.seconds:8.2f} s, {shrunk.tests} test runs, {shrunk.seconds / once:.3f}x one check"
     )
 
 
