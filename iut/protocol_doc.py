@@ -11,6 +11,7 @@ import dataclasses
 import json
 
 from sbtck import contract as c
+from sbtck.observations import AREA, FIELD_MEANINGS, FIELDS, Kind
 
 Q = c.QueueRef("sql1", "shop", "TargetQueue")
 ROUTE = {
@@ -86,5 +87,26 @@ def render_commands() -> str:
     return "\n".join(parts) + f"\n### Views of `query_view`\n\n{views}\n"
 
 
+def render_events() -> str:
+    """Every event kind: who reports it and the fields it carries, then what each field says."""
+    rows = []
+    for kind in Kind:
+        needs = ", ".join(f"`{c}`" for c in AREA[kind]) or "every implementation"
+        fields = ", ".join(f"`{f}`" for f in FIELDS[kind]) or "-"
+        rows.append(f"| `{kind.value}` | {needs} | {fields} |")
+    meanings = "\n".join(f"- `{name}`: {text}." for name, text in FIELD_MEANINGS.items())
+    return (
+        "\n## Events\n\nGenerated from `sbtck/observations.py`. Every event has `at_ms` and `kind`; an\n"
+        "implementation reports the kinds its capabilities cover (a kind needing several, only with all of\n"
+        "them), with the fields listed; a field it does not report reads as null. A feature's log table\n"
+        "writes a kind with spaces (`procedure started`).\n\n"
+        "| kind | reported with | fields |\n| --- | --- | --- |\n" + "\n".join(rows) + f"\n\n### Fields\n\n{meanings}\n"
+    )
+
+
+def render() -> str:
+    return render_commands() + render_events()
+
+
 if __name__ == "__main__":
-    print(render_commands(), end="")
+    print(render(), end="")

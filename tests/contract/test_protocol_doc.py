@@ -1,11 +1,11 @@
-"""docs/protocol.md states every command of the contract, as the contract has it today."""
+"""docs/protocol.md states every command and event kind of the contract, as the contract has it today."""
 
 from __future__ import annotations
 
 import json
 
 from sbtck import contract as c
-from sbtck.iut.protocol_doc import EXAMPLES, render_commands
+from sbtck.iut.protocol_doc import EXAMPLES, render
 from tests.helpers import ROOT
 
 DOC = ROOT / "docs" / "protocol.md"
@@ -13,7 +13,7 @@ DOC = ROOT / "docs" / "protocol.md"
 
 def test_the_document_lists_every_command_as_generated_from_the_contract() -> None:
     assert {type(e) for e in EXAMPLES} == set(c.COMMANDS.values())
-    assert DOC.read_text().endswith(render_commands()), "regenerate: python -m sbtck.iut.protocol_doc"
+    assert DOC.read_text().endswith(render()), "regenerate: python -m sbtck.iut.protocol_doc"
 
 
 def test_every_example_in_the_document_is_a_valid_command() -> None:

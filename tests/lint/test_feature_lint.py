@@ -13,6 +13,8 @@ from gherkin.parser import Parser
 from sbtck import catalogue
 from sbtck.catalogue import RULE_ID
 from sbtck.iut.profile import CAPABILITIES
+from sbtck.observations import FIELDS, Kind
+from sbtck.steps import phrases as p
 
 FEATURES = Path(__file__).resolve().parents[2] / "features"
 FILE_NAME = re.compile(r"^\d{2}_[a-z0-9_]+\.feature$")
@@ -64,7 +66,47 @@ def lint(path: Path, text: str) -> list[Problem]:
         whens = [s for s in scenario["steps"] if s["keyword"].strip() == "When"]
         if len(whens) > 1:
             problems.append(Problem(where, "one When per scenario"))
+        for step in scenario["steps"]:
+            problems += [Problem(f"{path}:{step['location']['line']}", what) for what in observation_problems(step)]
     return problems
+
+
+def _kind(text: str) -> Kind | None:
+    try:
+        return Kind(text.strip().replace(" ", "_"))
+    except ValueError:
+        return None
+
+
+def observation_problems(step: dict[str, Any]) -> list[str]:
+    """A log table or count names declared event kinds and fields only (sbtck/observations.py)."""
+    text = step["text"]
+    if p.LOG_COUNTS.template.match(text):
+        values = p.LOG_COUNTS.template.match(text) or {}
+        kind = _kind(str(values["event"]))
+        if kind is None:
+            return [f"no event kind {values['event']!r} is declared"]
+        field = values.get("field")
+        if field is not None and field not in FIELDS[kind]:
+            return [f"{values['event']!r} events have no field {field!r}; they have {', '.join(FIELDS[kind])}"]
+        return []
+    if not p.LOG_SHOWS.template.match(text) or "dataTable" not in step:
+        return []
+    header, *rows = [[c["value"] for c in row["cells"]] for row in step["dataTable"]["rows"]]
+    if "event" not in header:
+        return []  # the step itself reports this as the scenario's error
+    found: list[str] = []
+    kinds = []
+    for row in rows:
+        kind = _kind(row[header.index("event")])
+        if kind is None:
+            found.append(f"no event kind {row[header.index('event')]!r} is declared")
+        else:
+            kinds.append(kind)
+    for column in header:
+        if column not in ("second", "event") and kinds and not any(column in FIELDS[k] for k in kinds):
+            found.append(f"column {column!r} is a field of none of the kinds in the table")
+    return found
 
 
 FILES = sorted(FEATURES.rglob("*.feature"))
@@ -90,6 +132,10 @@ Feature: bad
   @wip
   Scenario: [4] untagged
     Given the topology "activation"
+    Then the log shows exactly:
+      | second | event             | reson |
+      | 0      | procedure startd  | NULL  |
+    And the log has no "procedure started" event where reson is "x"
 """
 
 
@@ -101,6 +147,17 @@ def test_lint_catches_every_kind_of_problem() -> None:
     assert any("unknown tag @wip" in w for w in found)
     assert any("should be numbered [2]" in w for w in found)
     assert any("named NN_words" in w for w in found)
+    assert "no event kind 'procedure startd' is declared" in found
+    assert any(w.startswith("'procedure started' events have no field 'reson'; they have database") for w in found)
+
+
+def test_a_log_table_column_must_be_a_field_of_its_kinds() -> None:
+    rows = [["event", "reson"], ["procedure started", "x"]]
+    step = {
+        "text": "the log shows exactly:",
+        "dataTable": {"rows": [{"cells": [{"value": v} for v in row]} for row in rows]},
+    }
+    assert observation_problems(step) == ["column 'reson' is a field of none of the kinds in the table"]
 
 
 def test_untagged_scenario_is_refused() -> None:

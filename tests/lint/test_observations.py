@@ -36,3 +36,20 @@ def test_every_kind_has_its_area() -> None:
 
     assert set(AREA) == set(Kind)
     assert {capability for needed in AREA.values() for capability in needed} <= set(CAPABILITIES)
+
+
+def test_the_engine_reports_only_declared_fields_and_every_field_says_what_it_is() -> None:
+    from sbtck.iut.reference import reference
+    from sbtck.observations import FIELD_MEANINGS, FIELDS
+    from sbtck.workloads.generate import generate
+    from sbtck.workloads.trace import run
+
+    undeclared = set()
+    for seed in range(150):
+        for event in run(generate(seed), reference()).events():
+            undeclared |= {
+                (event["kind"], f) for f in set(event) - {"kind", "at_ms"} - set(FIELDS[Kind(event["kind"])])
+            }
+    assert undeclared == set()
+    used = {field for fields in FIELDS.values() for field in fields}
+    assert used == set(FIELD_MEANINGS)
