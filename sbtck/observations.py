@@ -149,6 +149,7 @@ def reported_by(kind: str, capabilities: frozenset[str] | set[str]) -> bool:
 
 
 # The fields each kind carries besides at_ms and kind (a field an event does not report is null).
+STATEMENT_RESULT = ("conversation_group", "database", "has_where", "instance", "queue", "rows", "session", "statement")
 FIELDS: dict[Kind, tuple[str, ...]] = {
     Kind.BROKER_STARTED: (),
     Kind.DATABASE_BROKER_STARTED: ("database", "instance"),
@@ -163,26 +164,8 @@ FIELDS: dict[Kind, tuple[str, ...]] = {
     Kind.PROCEDURE_STARTED: ("database", "instance", "procedure_name", "queue", "spid", "task"),
     Kind.PROCEDURE_EXITED: ("database", "instance", "queue", "reason", "spid", "task"),
     Kind.EVENT_NOTIFICATION: ("database", "event_type", "instance", "notification", "queue"),
-    Kind.ROWS_RETURNED: (
-        "conversation_group",
-        "database",
-        "has_where",
-        "instance",
-        "queue",
-        "rows",
-        "session",
-        "statement",
-    ),
-    Kind.EMPTY_RESULT: (
-        "conversation_group",
-        "database",
-        "has_where",
-        "instance",
-        "queue",
-        "rows",
-        "session",
-        "statement",
-    ),
+    Kind.ROWS_RETURNED: STATEMENT_RESULT,
+    Kind.EMPTY_RESULT: STATEMENT_RESULT,
     Kind.READER_WAITING: ("database", "has_where", "instance", "queue", "session", "statement"),
     Kind.TRANSACTION_COMMITTED: ("session",),
     Kind.TRANSACTION_ROLLED_BACK: ("returned", "session"),
