@@ -19,3 +19,13 @@ def test_the_document_lists_every_command_as_generated_from_the_contract() -> No
 def test_every_example_in_the_document_is_a_valid_command() -> None:
     for example in EXAMPLES:
         assert c.command_from_json(json.loads(json.dumps(example.to_json()))) == example
+
+
+def test_the_implementers_guide_names_every_capability_parameter_and_view() -> None:
+    from sbtck import catalogue
+
+    guide = (ROOT / "docs" / "implementing.md").read_text()
+    missing = [name for name in (*c.CAPABILITIES, *catalogue.load().params, *c.VIEWS) if f"`{name}`" not in guide]
+    assert missing == []
+    for link in ("protocol.md", "steps.md", "protocol.md#events"):
+        assert f"]({link})" in guide and (ROOT / "docs" / link.split("#")[0]).exists()
