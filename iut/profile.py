@@ -68,6 +68,11 @@ def check(data: Any, source: str, where: Any = None) -> Profile:
             raise fail(("params", name), f"expected a positive number, got {value!r}")
         if known[name].fixed and value != known[name].value:
             raise fail(("params", name), f"the documents fix {name} at {known[name].value}; a profile cannot change it")
+        low, high = known[name].low, known[name].high
+        if low is not None and high is not None and not low <= value <= high:
+            raise fail(
+                ("params", name), f"{name} is {value}; the catalogue allows {low:g} to {high:g} ({known[name].note})"
+            )
         params[name] = value
     for name, spec in known.items():
         if spec.fixed:

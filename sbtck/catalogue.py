@@ -39,6 +39,9 @@ class Param:
     value: Any
     fixed: bool
     note: str
+    # an open parameter's allowed values, both ends included; None for a fixed one
+    low: float | None = None
+    high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,9 @@ def load(path: Path = CATALOGUE_PATH) -> Catalogue:
     data = yaml.safe_load(path.read_text())
     rules = {r["id"]: Rule(r["id"], r["source"], r["rule"]) for r in data["rules"]}
     params = {
-        name: Param(name, spec.get("value"), bool(spec.get("fixed", False)), spec.get("note", ""))
+        name: Param(
+            name, spec.get("value"), bool(spec.get("fixed", False)), spec.get("note", ""), *spec.get("range", ())
+        )
         for name, spec in data["params"].items()
     }
     return Catalogue(rules, params, dict(data.get("sources", {})))

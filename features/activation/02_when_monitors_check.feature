@@ -93,17 +93,17 @@ Feature: Activation 02 - When a queue monitor checks
     And a message is sent on dialog "D1"
     And session "S1" begins a transaction
     And session "S1" receives from queue "StallQueue"
-    And time passes to second 11 - {activation_empty_window_s}
+    And time passes to second 33 - {activation_empty_window_s}
     And session "S2" receives from queue "StallQueue"
-    And time passes to second 12 - {activation_empty_window_s}
+    And time passes to second 33.5 - {activation_empty_window_s}
     And a message is sent on dialog "D1"
-    When time passes to second 19
+    When time passes to second 39
     Then the log for queue "StallQueue" shows exactly:
       | second | event                | trigger            | task |
       | 0      | activation necessary | message arrived    | NULL |
       | 0      | procedure started    | NULL               | 1    |
-      | 15     | activation necessary | timer notification | NULL |
-      | 15     | procedure started    | NULL               | 2    |
+      | 35     | activation necessary | timer notification | NULL |
+      | 35     | procedure started    | NULL               | 2    |
 
   @PER-1A @PER-0
   Scenario: [8] Twelve seconds after broker start the notifications at 5 and 10 have run

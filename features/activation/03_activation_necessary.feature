@@ -93,7 +93,7 @@ Feature: Activation 03 - Whether activation is necessary
     And session "S1" receives from queue "StallQueue"
     And time passes to second 1
     And session "S2" receives from queue "StallQueue"
-    And time passes to second 2
+    And time passes to second {activation_empty_window_s} + 0.5
     When a message is sent on dialog "D1"
     Then the log for queue "StallQueue" has no "activation necessary" event from second 1
 
@@ -149,7 +149,7 @@ Feature: Activation 03 - Whether activation is necessary
     And session "S1" receives from queue "StallQueue"
     And time passes to second 1
     And session "S2" gets a conversation group from queue "StallQueue"
-    And time passes to second 2
+    And time passes to second {activation_empty_window_s} + 0.5
     When a message is sent on dialog "D1"
     Then session "S2" got an empty result
     And the log for queue "StallQueue" has no "activation necessary" event from second 1

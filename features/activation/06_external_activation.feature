@@ -29,18 +29,20 @@ Feature: Activation 06 - External activation
   @ACT-12
   Scenario: [2] No further notification while the time-out runs
     Given a message is sent on dialog "D1"
-    And time passes to second 1
+    And time passes to second 0.5 * {external_activation_timeout_s} + 0.1
     And a message is sent on dialog "D2"
-    And time passes to second 2
+    And time passes to second {external_activation_timeout_s} - 0.25
     And a message is sent on dialog "D1"
-    When time passes to second {external_activation_timeout_s} - 1
+    When time passes to second {external_activation_timeout_s} - 0.1
     Then the log for queue "ExternalQueue" shows exactly:
       | second | event              |
       | 0      | event notification |
-    And the log for queue "ExternalQueue" shows exactly from second 1 until second 4:
-      | second | event               | reason                |
-      | 1      | activation withheld | notification time-out |
-      | 2      | activation withheld | notification time-out |
+    And the log for queue "ExternalQueue" shows exactly from second 0.5 * {external_activation_timeout_s} + 0.1 until second 0.5 * {external_activation_timeout_s} + 0.1:
+      | second                                      | event               | reason                |
+      | 0.5 * {external_activation_timeout_s} + 0.1 | activation withheld | notification time-out |
+    And the log for queue "ExternalQueue" shows exactly from second {external_activation_timeout_s} - 0.25 until second {external_activation_timeout_s} - 0.25:
+      | second                                 | event               | reason                |
+      | {external_activation_timeout_s} - 0.25 | activation withheld | notification time-out |
 
   @ACT-12
   Scenario: [3] MAX_QUEUE_READERS does not limit external activation
@@ -65,18 +67,18 @@ Feature: Activation 06 - External activation
   Scenario: [5] When the application calls RECEIVE and activation is still necessary, another notification follows
     Given 3 messages are sent on dialog "D1"
     And 2 messages are sent on dialog "D2"
-    And time passes to second 3
+    And time passes to second 0.5 * {external_activation_timeout_s}
     When session "App" receives from queue "ExternalQueue"
     Then session "App" got the messages D1:0, D1:1, D1:2
     And the log for queue "ExternalQueue" shows exactly:
-      | second | event              |
-      | 0      | event notification |
-      | 3      | event notification |
+      | second                                | event              |
+      | 0                                     | event notification |
+      | 0.5 * {external_activation_timeout_s} | event notification |
 
   @ACT-13
   Scenario: [6] When the application's RECEIVE leaves nothing to do, no notification follows
     Given 3 messages are sent on dialog "D1"
-    And time passes to second 3
+    And time passes to second 0.5 * {external_activation_timeout_s}
     When session "App" receives from queue "ExternalQueue"
     And time passes to second 3 * {external_activation_timeout_s}
     Then the log for queue "ExternalQueue" shows exactly:
@@ -86,7 +88,7 @@ Feature: Activation 06 - External activation
   @ACT-13
   Scenario: [7] A time-out that expires on a drained queue raises no notification
     Given a message is sent on dialog "D1"
-    And time passes to second 1
+    And time passes to second 0.5 * {external_activation_timeout_s}
     And session "App" receives from queue "ExternalQueue" where the dialog is "D1"
     When time passes to second 2 * {external_activation_timeout_s}
     Then the log for queue "ExternalQueue" shows exactly:

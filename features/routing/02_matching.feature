@@ -137,7 +137,7 @@ Feature: Routing 02 - Finding matching routes
       | name    | service_name                                                             | address                 |
       | Dynamic | http://schemas.microsoft.com/SQL/ServiceBroker/BrokerConfigurationNotice | TCP://sql5.example:4022 |
     And a message is sent on dialog "D1"
-    And time passes to second 2
+    And time passes to second {delayed_retry_s} - 0.5
     And the dynamic routing service answers for service "Target" in database "shop" of "sql1" with ADDRESS = TCP://sql2.example:4022
     When time passes to second {delayed_retry_s} + 1
     Then the log for dialog "D1" shows exactly:
@@ -218,7 +218,7 @@ Feature: Routing 02 - Finding matching routes
       | name     | service_name | address                 |
       | ForOther | Ledger       | TCP://sql3.example:4022 |
     And a message is sent on dialog "D1"
-    And time passes to second 3
+    And time passes to second {delayed_retry_s} - 0.5
     And in database "shop" of "sql1": CREATE ROUTE ToOrders WITH SERVICE_NAME = 'Target', ADDRESS = 'TCP://sql2.example:4022'
     When time passes to second {delayed_retry_s} + 1
     Then the log for dialog "D1" shows exactly:
@@ -237,7 +237,7 @@ Feature: Routing 02 - Finding matching routes
       | name     | service_name | address                 |
       | ForOther | Ledger       | TCP://sql3.example:4022 |
     And a message is sent on dialog "D1"
-    When time passes to second 2 * {delayed_retry_s} + 1
+    When time passes to second 2 * {delayed_retry_s} + 0.5
     Then the log for dialog "D1" shows exactly:
       | second                | event                |
       | 0                     | conversation delayed |

@@ -36,6 +36,12 @@ def _profile(**params: object) -> dict[str, object]:
         (_profile(activation_empty_window_s="few"), "expected a positive number, got 'few'"),
         (_profile(activation_empty_window_s=-1), "expected a positive number, got -1"),
         (_profile(timer_period_s=10), "the documents fix timer_period_s at 5; a profile cannot change it"),
+        (_profile(activation_empty_window_s=31), "activation_empty_window_s is 31; the catalogue allows 1 to 30"),
+        (
+            _profile(external_activation_timeout_s=0.5),
+            "external_activation_timeout_s is 0.5; the catalogue allows 1 to",
+        ),
+        (_profile(forward_hop_limit=33), "forward_hop_limit is 33; the catalogue allows 1 to 32"),
         ({"params": {}}, "give the implementation's name"),
         ({"implementation": {"name": "x"}, "capabilities": ["telepathy"]}, "unknown capability 'telepathy'"),
         ({"implementation": {"name": "x"}, "colour": 1}, "unknown key 'colour'"),
@@ -61,3 +67,14 @@ def test_a_missing_value_is_explained_when_a_scenario_needs_it() -> None:
     with pytest.raises(ProfileError, match="gives no value for 'external_activation_timeout_s'"):
         profile.param("external_activation_timeout_s")
     assert profile.param("timer_period_s") == 5
+
+
+def test_every_open_parameter_has_a_range_and_the_reference_lies_in_it() -> None:
+    from sbtck import catalogue
+
+    declared = reference().handshake().params
+    for param in catalogue.load().params.values():
+        if param.fixed:
+            continue
+        assert param.low is not None and param.high is not None and param.low <= param.high, param.name
+        assert param.low <= declared[param.name] <= param.high, param.name
