@@ -12,6 +12,7 @@ import json
 
 from sbtck import contract as c
 from sbtck.observations import AREA, FIELD_MEANINGS, FIELDS, Kind
+from sbtck.views import COLUMN_MEANINGS, VIEW_COLUMNS
 
 Q = c.QueueRef("sql1", "shop", "TargetQueue")
 ROUTE = {
@@ -83,8 +84,14 @@ def render_commands() -> str:
         parts.append(
             f"### `{cls.kind}`\n\n" + (f"{doc}\n\n" if doc else "") + f"Fields: {fields}.\n\n```json\n{example}\n```\n"
         )
-    views = "\n".join(f"- `{view}`" for view in c.VIEWS)
-    return "\n".join(parts) + f"\n### Views of `query_view`\n\n{views}\n"
+    views = "\n".join(f"| `{view}` | {', '.join(f'`{col}`' for col in VIEW_COLUMNS[view])} |" for view in c.VIEWS)
+    own = "\n".join(f"- `{name}`: {text}." for name, text in sorted(COLUMN_MEANINGS.items()))
+    return (
+        "\n".join(parts)
+        + "\n### Views of `query_view`\n\nGenerated from `sbtck/views.py`. Times are epoch milliseconds; a column"
+        + " named like an event field means what the field means (see [Fields](#fields)).\n\n"
+        + f"| view | columns |\n| --- | --- |\n{views}\n\n{own}\n"
+    )
 
 
 def render_events() -> str:

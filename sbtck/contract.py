@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from sbtck.errors import ContractError
+from sbtck.views import VIEW_COLUMNS
 
 PROTOCOL_VERSION = "1.0"
 
@@ -30,18 +31,7 @@ CAPABILITIES = (
     "periodic_tasks",
 )
 
-VIEWS = (
-    "sys.dm_broker_queue_monitors",
-    "sys.dm_broker_activated_tasks",
-    "sys.routes",  # of QueryView.database on QueryView.instance; database None means msdb
-    "sys.transmission_queue",
-    "sys.conversation_endpoints",
-    "sys.dm_broker_connections",
-    # the kit's own windows on state SQL Server shows no view of
-    "sbtck.dispatcher_buffers",
-    "sbtck.forwarder",
-    "sbtck.periodic_state",
-)
+VIEWS = tuple(VIEW_COLUMNS)  # what query_view answers; sys.routes and sys.transmission_queue take an instance
 
 
 @dataclass(frozen=True)

@@ -297,3 +297,58 @@ FIELD_MEANINGS: dict[str, str] = {
     "to_service": "the target service",
     "trigger": "what made the queue monitor look: message arrived, RECEIVE, rollback, ALTER QUEUE, timer notification",
 }
+
+
+# The engine's reasoning rather than what a broker shows: which activation it found necessary or withheld,
+# which routes matched and which it chose, the ticks of its timer, the transmitter's re-registrations.
+DECISION_TRACE = frozenset(
+    {
+        Kind.ACTIVATION_NECESSARY,
+        Kind.ACTIVATION_WITHHELD,
+        Kind.ROUTES_MATCHED,
+        Kind.ROUTE_CHOSEN,
+        Kind.TIMER_NOTIFICATION,
+        Kind.TRANSMITTER_RECLASSIFIED,
+    }
+)
+
+# The rule an event speaks for when its own fields (rule, step) name none: what the workload stage blames.
+EVIDENCES: dict[Kind, str] = {
+    Kind.PROCEDURE_STARTED: "ACT-05",
+    Kind.PROCEDURE_EXITED: "ACT-05",
+    Kind.ACTIVATION_NECESSARY: "ACT-05",
+    Kind.ACTIVATION_WITHHELD: "ACT-10",
+    Kind.EVENT_NOTIFICATION: "ACT-12",
+    Kind.ACTIVATION_TIME_OUT: "ACT-12",
+    Kind.MONITOR_CREATED: "ACT-02",
+    Kind.MONITOR_REMOVED: "ACT-02",
+    Kind.EMPTY_RESULT: "ACT-07",
+    Kind.ROWS_RETURNED: "ACT-09",
+    Kind.MESSAGE_ARRIVED: "RTL-1",
+    Kind.ROUTES_MATCHED: "RTM-0",
+    Kind.ROUTE_CHOSEN: "RTC-0",
+    Kind.CONVERSATION_DELAYED: "RTM-8",
+    Kind.ROUTING_RETRIED: "RTM-8",
+    Kind.ROUTING_REQUESTED: "RTM-4",
+    Kind.REPLY_RECOGNISED: "RTE-05",
+    Kind.ACKNOWLEDGED: "RTE-04",
+    Kind.PRINCIPAL_PROBE: "RTR-3",
+    Kind.PRINCIPAL_LOST: "RTR-4",
+    Kind.MIRRORING_FAILOVER: "RTR-4",
+    Kind.MESSAGE_FORWARDED: "RTX-1",
+    Kind.TIMER_NOTIFICATION: "PER-0",
+    Kind.TASK_HANDLERS_STARTED: "PER-1B",
+    Kind.TASK_HANDLERS_RESTARTED: "PER-1B",
+    Kind.DISPATCHER_BUFFERED: "PER-1C",
+    Kind.DISPATCHER_DELETED: "PER-1C",
+    Kind.CONNECTION_ATTEMPT: "PER-2A",
+    Kind.MESSAGE_TRANSMITTED: "PER-2A",
+    Kind.TRANSMISSION_PENDING: "PER-2B",
+    Kind.TRANSMITTER_RECLASSIFIED: "PER-2B",
+    Kind.CONNECTION_CLOSED: "PER-5A",
+    Kind.FORWARDED_MESSAGE_DELETED: "PER-5B",
+    Kind.DATABASE_BROKER_STARTED: "PER-5C",
+    Kind.DATABASE_BROKER_START_FAILED: "PER-5C",
+    Kind.BROKER_CONFIGURATION_NOTIFICATION: "PER-5D",
+    Kind.ACK_CLEANUP_RESUMED: "PER-5E",
+}

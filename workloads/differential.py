@@ -37,49 +37,13 @@ from typing import Any
 from sbtck.engine import EngineParams
 from sbtck.engine.choosing import BROKER_INSTANCE, DATABASE_ORDER, ROUTE, FirstChooser
 from sbtck.iut.reference import ReferenceImplementation
-from sbtck.observations import Kind, reported_by
+from sbtck.observations import EVIDENCES, Kind, reported_by
 from sbtck.workloads.generate import World
 from sbtck.workloads.invariants import Violation
 from sbtck.workloads.landscape import ALL
 from sbtck.workloads.trace import Trace, run
 
 RULE_ID = re.compile(r"^(ACT|RTE|RTM|RTC|RTL|RTX|RTR|PER)-[0-9A-Z]+$")
-# the rules an event speaks for, when its fields name none
-RULES_OF_EVENT: dict[Kind, str] = {
-    Kind.PROCEDURE_STARTED: "ACT-05",
-    Kind.PROCEDURE_EXITED: "ACT-05",
-    Kind.ACTIVATION_NECESSARY: "ACT-05",
-    Kind.ACTIVATION_WITHHELD: "ACT-10",
-    Kind.EVENT_NOTIFICATION: "ACT-12",
-    Kind.ACTIVATION_TIME_OUT: "ACT-12",
-    Kind.MONITOR_CREATED: "ACT-03",
-    Kind.MONITOR_REMOVED: "ACT-03",
-    Kind.EMPTY_RESULT: "ACT-07",
-    Kind.ROWS_RETURNED: "ACT-09",
-    Kind.MESSAGE_ARRIVED: "RTL-1",
-    Kind.ROUTES_MATCHED: "RTM-0",
-    Kind.ROUTE_CHOSEN: "RTC-0",
-    Kind.CONVERSATION_DELAYED: "RTM-8",
-    Kind.ROUTING_RETRIED: "RTM-8",
-    Kind.ROUTING_REQUESTED: "RTM-4",
-    Kind.REPLY_RECOGNISED: "RTE-05",
-    Kind.PRINCIPAL_PROBE: "RTR-3",
-    Kind.MIRRORING_FAILOVER: "RTR-4",
-    Kind.MESSAGE_FORWARDED: "RTX-1",
-    Kind.TIMER_NOTIFICATION: "PER-0",
-    Kind.TASK_HANDLERS_STARTED: "PER-1B",
-    Kind.TASK_HANDLERS_RESTARTED: "PER-1B",
-    Kind.DISPATCHER_BUFFERED: "PER-1C",
-    Kind.DISPATCHER_DELETED: "PER-1C",
-    Kind.CONNECTION_ATTEMPT: "PER-2A",
-    Kind.TRANSMISSION_PENDING: "PER-2B",
-    Kind.MESSAGE_TRANSMITTED: "PER-2A",
-    Kind.CONNECTION_CLOSED: "PER-5A",
-    Kind.FORWARDED_MESSAGE_DELETED: "PER-5B",
-    Kind.DATABASE_BROKER_STARTED: "PER-5C",
-    Kind.BROKER_CONFIGURATION_NOTIFICATION: "PER-5D",
-    Kind.ACK_CLEANUP_RESUMED: "PER-5E",
-}
 DIFFERENCE = "DIFF"  # one of sbtck.catalogue.KIT_RULES
 
 
@@ -181,12 +145,19 @@ def _unmatched(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list
     return out
 
 
+def _evidence(kind: str) -> str:
+    try:
+        return EVIDENCES.get(Kind(kind), DIFFERENCE)
+    except ValueError:
+        return DIFFERENCE
+
+
 def rules_of(events: list[dict[str, Any]]) -> list[str]:
     """The rule ids that speak for these events: named in their fields, else by their kind."""
     found: list[str] = []
     for event in events:
         named = [str(v) for k, v in event.items() if k in ("rule", "step") and RULE_ID.match(str(v))]
-        for rule in named or [RULES_OF_EVENT.get(event["kind"], DIFFERENCE)]:
+        for rule in named or [_evidence(event["kind"])]:
             if rule not in found:
                 found.append(rule)
     return found

@@ -20,22 +20,13 @@ from typing import Any
 import yaml
 
 from sbtck.errors import DeclarationError, NoStepFor
-from sbtck.observations import Kind, reported_by
+from sbtck.observations import DECISION_TRACE, reported_by
 from sbtck.steps import phrases as p
 from sbtck.steps.cells import cell
 from sbtck.steps.phrases import Phrase
 from sbtck.workloads.generate import WAITING_VIEWS, World
 
 THEN = f"    Then {p.INVARIANTS_HOLD.source}\n    And {p.SAME_AS_REFERENCE.source}\n"
-# the engine's reasoning and the clock's ticks: not what a reproducer states as seen
-UNSTATED = {
-    Kind.ROUTES_MATCHED,
-    Kind.ROUTE_CHOSEN,
-    Kind.ACTIVATION_NECESSARY,
-    Kind.ACTIVATION_WITHHELD,
-    Kind.TRANSMITTER_RECLASSIFIED,
-    Kind.TIMER_NOTIFICATION,
-}
 # the columns a stated log may have, in this order; one no row fills is left out
 COLUMNS = ("instance", "database", "queue", "dialog", "message_sequence_number", "session", "reason")
 # and where the difference lies in the engine's reasoning, the fields that carry it
@@ -244,8 +235,10 @@ def step(op: dict[str, Any], start_ms: int) -> str | None:
 
 
 def stated(events: list[dict[str, Any]], capabilities: frozenset[str], reasoning: bool = False) -> list[dict[str, Any]]:
-    """The events a reproducer states: what an implementation with these capabilities reports, less reasoning."""
-    return [e for e in events if (reasoning or e["kind"] not in UNSTATED) and reported_by(e["kind"], capabilities)]
+    """The events a reproducer states: what an implementation with these capabilities reports, less DECISION_TRACE."""
+    return [
+        e for e in events if (reasoning or e["kind"] not in DECISION_TRACE) and reported_by(e["kind"], capabilities)
+    ]
 
 
 def log_table(

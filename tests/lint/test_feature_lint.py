@@ -15,6 +15,7 @@ from sbtck.catalogue import RULE_ID
 from sbtck.iut.profile import CAPABILITIES
 from sbtck.observations import FIELDS, Kind
 from sbtck.steps import phrases as p
+from sbtck.views import VIEW_COLUMNS
 
 FEATURES = Path(__file__).resolve().parents[2] / "features"
 FILE_NAME = re.compile(r"^\d{2}_[a-z0-9_]+\.feature$")
@@ -90,6 +91,13 @@ def observation_problems(step: dict[str, Any]) -> list[str]:
         if field is not None and field not in FIELDS[kind]:
             return [f"{values['event']!r} events have no field {field!r}; they have {', '.join(FIELDS[kind])}"]
         return []
+    table = [[c["value"] for c in row["cells"]] for row in step.get("dataTable", {}).get("rows", [])]
+    for phrase, view, columns in (
+        (p.MONITOR_ROW, "sys.dm_broker_queue_monitors", [row[0] for row in table]),
+        (p.TASK_ROWS, "sys.dm_broker_activated_tasks", table[0] if table else []),
+    ):
+        if phrase.template.match(text):
+            return [f"{view} has no column {col!r}" for col in columns if col not in VIEW_COLUMNS[view]]
     if not p.LOG_SHOWS.template.match(text) or "dataTable" not in step:
         return []
     header, *rows = [[c["value"] for c in row["cells"]] for row in step["dataTable"]["rows"]]
@@ -158,6 +166,11 @@ def test_a_log_table_column_must_be_a_field_of_its_kinds() -> None:
         "dataTable": {"rows": [{"cells": [{"value": v} for v in row]} for row in rows]},
     }
     assert observation_problems(step) == ["column 'reson' is a field of none of the kinds in the table"]
+    monitor = {
+        "text": 'sys.dm_broker_queue_monitors shows for queue "Q":',
+        "dataTable": {"rows": [{"cells": [{"value": "stat"}, {"value": "INACTIVE"}]}]},
+    }
+    assert observation_problems(monitor) == ["sys.dm_broker_queue_monitors has no column 'stat'"]
 
 
 def test_untagged_scenario_is_refused() -> None:

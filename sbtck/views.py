@@ -1,0 +1,97 @@
+"""The views ``query_view`` answers, each with its columns, declared once (as the event kinds are in observations.py).
+
+Columns named like an event field mean what the field means
+(``observations.FIELD_MEANINGS``); the others are said here.
+"""
+
+from __future__ import annotations
+
+# The columns of every view query_view answers, and what the kit's own columns say; times are epoch milliseconds.
+MESSAGE_ROW = ("instance", "dialog", "message_sequence_number", "from_target", "to_service_name")
+VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
+    "sys.dm_broker_queue_monitors": (
+        "database_id",
+        "queue_id",
+        "instance",
+        "database",
+        "queue",
+        "state",
+        "last_empty_rowset_time",
+        "last_activated_time",
+        "tasks_waiting",
+    ),
+    "sys.dm_broker_activated_tasks": (
+        "spid",
+        "database_id",
+        "queue_id",
+        "instance",
+        "database",
+        "queue",
+        "task",
+        "procedure_name",
+    ),
+    # of QueryView.database on QueryView.instance; no database means msdb
+    "sys.routes": (
+        "instance",
+        "database",
+        "name",
+        "remote_service_name",
+        "broker_instance",
+        "address",
+        "mirror_address",
+        "expires_ms",
+    ),
+    "sys.transmission_queue": (*MESSAGE_ROW, "transmission_status", "received_ms"),
+    "sys.conversation_endpoints": (
+        "dialog",
+        "instance",
+        "database",
+        "far_service",
+        "far_broker_instance",
+        "acknowledged",
+    ),
+    "sys.dm_broker_connections": ("instance", "address", "state", "opened_ms", "last_activity_ms"),
+    # the kit's own windows on state SQL Server shows no view of
+    "sbtck.dispatcher_buffers": (
+        "instance",
+        "database",
+        "dialog",
+        "message_sequence_number",
+        "from_target",
+        "arrived_ms",
+    ),
+    "sbtck.forwarder": (*MESSAGE_ROW, "transmission_status", "received_ms"),
+    "sbtck.periodic_state": (
+        "instance",
+        "task_handlers",
+        "running_task_handlers",
+        "database",
+        "broker_started",
+        "ack_cleanup_running",
+    ),
+}
+COLUMN_MEANINGS: dict[str, str] = {
+    "acknowledged": "whether the initiator has had the target's acknowledgement (RTE-04)",
+    "ack_cleanup_running": "whether the clean-up of acknowledged messages runs in the database (PER-5E)",
+    "arrived_ms": "when the message reached the dispatcher",
+    "broker_started": "whether the database's broker has started (PER-5C)",
+    "database_id": "the database's id, from 5",
+    "expires_ms": "when the route's lifetime ends, or null",
+    "far_broker_instance": "the broker instance the conversation is bound to, or null",
+    "far_service": "the service at the other end",
+    "last_activated_time": "when the monitor last started a procedure or raised a notification, or null",
+    "last_activity_ms": "when the connection last carried a message",
+    "last_empty_rowset_time": "when a RECEIVE without WHERE or GET CONVERSATION GROUP last returned nothing, or null",
+    "mirror_address": "the route's MIRROR_ADDRESS, or null",
+    "name": "the route's name",
+    "opened_ms": "when the connection opened",
+    "queue_id": "the queue's object id",
+    "received_ms": "when the message entered the transmission queue",
+    "remote_service_name": "the service the route is for, or null for any",
+    "running_task_handlers": "task handlers running now (PER-1B)",
+    "state": "the monitor's state (INACTIVE, NOTIFIED, RECEIVES_OCCURRING) or the connection's (CONNECTED)",
+    "task_handlers": "task handlers the instance starts, 2 x CPUs",
+    "tasks_waiting": "sessions waiting in RECEIVE without WHERE or GET CONVERSATION GROUP on the queue",
+    "to_service_name": "the service the message goes to",
+    "transmission_status": "why the message waits",
+}
