@@ -10,12 +10,13 @@ from typing import Any
 
 from sbtck import contract as c
 from sbtck.errors import ScenarioError
-from sbtck.observations import Kind
+from sbtck.observations import FIELDS, Kind
 from sbtck.steps import phrases as p
-from sbtck.steps.cells import cell
+from sbtck.steps.cells import NULL, cell
 from sbtck.steps.vocabulary import step
 from sbtck.steps.world import World
 
+KINDS = {kind.value for kind in Kind}
 MONITORS = "sys.dm_broker_queue_monitors"
 TASKS = "sys.dm_broker_activated_tasks"
 
@@ -112,12 +113,21 @@ def _span(world: World, since: str | None, until: str | None) -> list[c.Event]:
 
 
 def _render(world: World, event: c.Event, header: list[str]) -> list[str]:
+    """A row as the table reads it; a column applies only to the kinds that declare it as a field.
+
+    An implementation may report more fields than a kind declares (a minor
+    protocol version adds optional ones): a column names a field of some
+    kinds in the table and reads NULL on the others, whatever they carry.
+    """
+    declared = FIELDS.get(Kind(event.kind)) if event.kind in KINDS else None
     out = []
     for column in header:
         if column == "second":
             out.append(f"{world.second_of(event):g}")
         elif column == "event":
             out.append(event.kind.replace("_", " "))
+        elif declared is not None and column not in declared:
+            out.append(NULL)
         else:
             out.append(_cell(world, column, event.fields.get(column)))
     return out

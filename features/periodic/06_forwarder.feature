@@ -22,7 +22,6 @@ Feature: Periodic 06 - The message forwarder
     When a message is sent on dialog "D1"
     Then the forwarder of "sql5" holds 1 message
     And the transmission queue of "sql5" holds no message
-    And the transmission queue of "sql1" holds no message
 
   Scenario: [2] It is still held at the 5th notification at second 50
     Given time passes to second 3

@@ -86,7 +86,6 @@ Feature: Routing 04 - Locating the service, acknowledgements and replies
       | routes matched  | sql1     | 0                       | NULL                                 | RTM-2 | ToOrders         | NULL     |
       | routes matched  | sql2     | 0                       | NULL                                 | RTM-5 | AutoCreatedLocal | NULL     |
       | message arrived | sql2     | 0                       | NULL                                 | NULL  | NULL             | orders   |
-      | acknowledged    | sql1     | NULL                    | 00000000-0000-0000-0000-000000000021 | NULL  | NULL             | NULL     |
       | routes matched  | sql1     | 1                       | NULL                                 | RTM-1 | Pinned           | NULL     |
       | routes matched  | sql2     | 1                       | NULL                                 | RTM-5 | AutoCreatedLocal | NULL     |
       | message arrived | sql2     | 1                       | NULL                                 | NULL  | NULL             | orders   |

@@ -114,6 +114,11 @@ def observation_problems(step: dict[str, Any]) -> list[str]:
     for column in header:
         if column not in ("second", "event") and kinds and not any(column in FIELDS[k] for k in kinds):
             found.append(f"column {column!r} is a field of none of the kinds in the table")
+    for row in rows:
+        kind = _kind(row[header.index("event")])
+        for column, cell in zip(header, row, strict=True):
+            if kind is not None and column not in ("second", "event") and column not in FIELDS[kind] and cell != "NULL":
+                found.append(f"{kind.value} has no field {column!r}, so its cell reads NULL, not {cell!r}")
     return found
 
 
@@ -165,7 +170,10 @@ def test_a_log_table_column_must_be_a_field_of_its_kinds() -> None:
         "text": "the log shows exactly:",
         "dataTable": {"rows": [{"cells": [{"value": v} for v in row]} for row in rows]},
     }
-    assert observation_problems(step) == ["column 'reson' is a field of none of the kinds in the table"]
+    assert observation_problems(step) == [
+        "column 'reson' is a field of none of the kinds in the table",
+        "procedure_started has no field 'reson', so its cell reads NULL, not 'x'",
+    ]
     monitor = {
         "text": 'sys.dm_broker_queue_monitors shows for queue "Q":',
         "dataTable": {"rows": [{"cells": [{"value": "stat"}, {"value": "INACTIVE"}]}]},
