@@ -94,10 +94,14 @@ Feature: Routing 02 - Finding matching routes
       | AutoCreatedLocal |                                                                          | LOCAL                   |
     When a message is sent on dialog "D1"
     Then the log for dialog "D1" shows exactly:
-      | event                | instance | step  | route   | service |
-      | routes matched       | sql1     | RTM-4 | NULL    | NULL    |
-      | routing requested    | sql1     | NULL  | Dynamic | Target  |
-      | conversation delayed | sql1     | RTM-4 | NULL    | NULL    |
+      | event             | instance | step  | route   | service |
+      | routes matched    | sql1     | RTM-4 | NULL    | NULL    |
+      | routing requested | sql1     | NULL  | Dynamic | Target  |
+    # step 4 both delays and asks; the documents name no order between the two
+    And the log for dialog "D1" shows exactly:
+      | event                | instance | step  |
+      | routes matched       | sql1     | RTM-4 |
+      | conversation delayed | sql1     | RTM-4 |
     And the log for dialog "D1" has no "message arrived" event
 
   @RTM-4 @RTM-2

@@ -65,6 +65,20 @@ class _AcknowledgesEveryMessage(_Rewriting):
         return dataclasses.replace(response, events=events)
 
 
+class _ReordersWithinAnInstant(_Rewriting):
+    """Reports, at one instant, the second of two events the documents do not order before the first."""
+
+    UNORDERED = ((Kind.PROCEDURE_STARTED, Kind.EVENT_NOTIFICATION), (Kind.ROUTING_REQUESTED, Kind.CONVERSATION_DELAYED))
+
+    def rewrite(self, command: c.Command, response: c.Response) -> c.Response:
+        events = list(response.events)
+        for i in range(len(events) - 1):
+            first, second = events[i], events[i + 1]
+            if first.at_ms == second.at_ms and (first.kind, second.kind) in self.UNORDERED:
+                events[i], events[i + 1] = second, first
+        return dataclasses.replace(response, events=events)
+
+
 def extra_fields() -> ReferenceImplementation:
     return _ExtraFields(name="allowed: extra fields on every event")
 
@@ -77,4 +91,8 @@ def acknowledges_every_message() -> ReferenceImplementation:
     return _AcknowledgesEveryMessage(name="allowed: every message acknowledged")
 
 
-ALLOWED = ["extra_fields", "lower_case_addresses", "acknowledges_every_message"]
+def reorders_within_an_instant() -> ReferenceImplementation:
+    return _ReordersWithinAnInstant(name="allowed: unordered events in the other order")
+
+
+ALLOWED = ["extra_fields", "lower_case_addresses", "acknowledges_every_message", "reorders_within_an_instant"]
