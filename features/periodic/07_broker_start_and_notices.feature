@@ -51,7 +51,22 @@ Feature: Periodic 07 - Broker restart, configuration notices and the acknowledge
       | 25     | ack cleanup resumed | shop     |
 
   @PER-5E
-  Scenario: [5] The clean-up task of a database without dialogs is not resumed
+  Scenario: [5] A resumed clean-up runs: it is resumed again only after it stops again
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And time passes to second 3
+    And the acknowledged-message clean-up of database "shop" on "sql1" stops
+    And time passes to second 52
+    And the acknowledged-message clean-up of database "shop" on "sql1" stops
+    When time passes to second 80
+    Then the log shows exactly:
+      | second | event               | database |
+      | 3      | ack cleanup stopped | shop     |
+      | 25     | ack cleanup resumed | shop     |
+      | 52     | ack cleanup stopped | shop     |
+      | 75     | ack cleanup resumed | shop     |
+
+  @PER-5E
+  Scenario: [6] The clean-up task of a database without dialogs is not resumed
     Given time passes to second 3
     And the acknowledged-message clean-up of database "stock" on "sql1" stops
     When time passes to second 60
