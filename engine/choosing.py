@@ -13,12 +13,16 @@ BROKER_INSTANCE = "broker_instance"  # RTM-3: one broker instance among several
 DATABASE_ORDER = "database_order"  # RTL-3: the order of the other databases
 
 
+# what each option of a choice would send the message to: a route's addresses, a broker instance's routes'
+Addresses = dict[str, tuple[str, ...]]
+
+
 class Chooser(Protocol):
     def about(self, instance: str, message: dict[str, object]) -> None:
         """Which message the next choices are for (its dialog, sequence number and direction)."""
         ...
 
-    def choose(self, kind: str, options: list[str]) -> str: ...
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str: ...
 
     def order(self, kind: str, options: list[str]) -> list[str]: ...
 
@@ -29,7 +33,7 @@ class FirstChooser:
     def about(self, instance: str, message: dict[str, object]) -> None:
         pass
 
-    def choose(self, kind: str, options: list[str]) -> str:
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
         return sorted(options)[0]
 
     def order(self, kind: str, options: list[str]) -> list[str]:
@@ -39,7 +43,7 @@ class FirstChooser:
 class LastChooser(FirstChooser):
     """Takes the last: a second, equally allowed, set of choices."""
 
-    def choose(self, kind: str, options: list[str]) -> str:
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
         return sorted(options)[-1]
 
     def order(self, kind: str, options: list[str]) -> list[str]:

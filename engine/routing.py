@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from sbtck.engine.choosing import BROKER_INSTANCE, DATABASE_ORDER, ROUTE, Chooser
+from sbtck.engine.choosing import BROKER_INSTANCE, DATABASE_ORDER, ROUTE, Addresses, Chooser
 from sbtck.engine.model import LOCAL, TRANSPORT, Database, Instance, Route
 
 
@@ -52,7 +52,7 @@ def match(
         found = [r for r in routes if r.service_name == service and r.broker_instance is not None]
         if found:
             brokers = sorted({str(r.broker_instance).upper() for r in found})
-            pick = brokers[0] if len(brokers) == 1 else chooser.choose(BROKER_INSTANCE, brokers)
+            pick = brokers[0] if len(brokers) == 1 else chooser.choose(BROKER_INSTANCE, brokers, _addresses(found))
             return Match("RTM-3", [r for r in found if _same_broker(r, pick)], picked_broker_instance=pick)
     dynamic = [r for r in routes if r.dynamic and (r.name, service) not in pending]
     if dynamic:
@@ -63,6 +63,15 @@ def match(
     if broker and instance_has_service:
         return Match("RTM-6", [Route("(as if LOCAL)", service_name=service, address=LOCAL)])
     return Match("RTM-7", delayed=True)
+
+
+def _addresses(routes: list[Route], *, by_name: bool = False) -> Addresses:
+    """Where each route (or each broker instance's routes) would send a message: LOCAL, or network addresses."""
+    out: dict[str, tuple[str, ...]] = {}
+    for r in routes:
+        key = r.name if by_name else str(r.broker_instance).upper()
+        out[key] = (*out.get(key, ()), r.address.upper(), *([r.mirror_address.upper()] if r.mirror_address else []))
+    return out
 
 
 def is_network(address: str) -> bool:
@@ -91,7 +100,7 @@ def choose(routes: list[Route], instance_has_service: bool, chooser: Chooser) ->
     for step, options in steps:
         if options:
             names = [r.name for r in options]
-            name = names[0] if len(names) == 1 else chooser.choose(ROUTE, names)
+            name = names[0] if len(names) == 1 else chooser.choose(ROUTE, names, _addresses(options, by_name=True))
             return Choice(step, next(r for r in options if r.name == name), names)
     return None
 

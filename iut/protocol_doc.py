@@ -11,7 +11,7 @@ import dataclasses
 import json
 
 from sbtck import contract as c
-from sbtck.observations import AREA, FIELD_MEANINGS, FIELDS, Kind
+from sbtck.observations import AREA, DECISION_FIELDS, FIELD_MEANINGS, FIELDS, TRACE, Kind
 from sbtck.views import COLUMN_MEANINGS, VIEW_COLUMNS
 
 Q = c.QueueRef("sql1", "shop", "TargetQueue")
@@ -107,6 +107,11 @@ def render_events() -> str:
         "implementation reports the kinds its capabilities cover (a kind needing several, only with all of\n"
         "them), with the fields listed; a field it does not report reads as null. A feature's log table\n"
         "writes a kind with spaces (`procedure started`).\n\n"
+        f"The kinds needing `{TRACE}` are the reference engine's reasoning, not what a real broker shows:\n"
+        f"an implementation that does not declare `{TRACE}` never reports them, nor the fields\n"
+        f"{', '.join(f'`{f}`' for f in sorted(DECISION_FIELDS))} of other kinds, and the scenarios leave out\n"
+        "the rows and columns that ask for them (the report says which). Every scenario still checks what\n"
+        "the broker shows: the events without that capability, RECEIVE results and views.\n\n"
         "| kind | reported with | fields |\n| --- | --- | --- |\n" + "\n".join(rows) + f"\n\n### Fields\n\n{meanings}\n"
     )
 

@@ -125,7 +125,9 @@ def render(run: dict[str, Any], records: list[ScenarioRecord]) -> ET.Element:
             out = ET.SubElement(case, "system-out")
             out.text = _text(
                 f"{path}:{record.line}\nstatus: {record.status}\nrules: {' '.join(record.rules) or '-'}\n"
-                f"capabilities: {' '.join(_capabilities(record)) or '-'}"
+                f"capabilities: {' '.join(_capabilities(record)) or '-'}\n"
+                f"checks: {', '.join(f'{n} {what}' for what, n in record.checks.items())}"
+                + "".join(f"\nline {s.line} not checked: {s.left_out}" for s in record.steps if s.left_out)
             )
     return root
 

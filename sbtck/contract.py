@@ -29,6 +29,9 @@ CAPABILITIES = (
     "dynamic_routing",
     "forwarding",
     "periodic_tasks",
+    # the model's reasoning as events (observations.DECISION_TRACE, DECISION_FIELDS): without it the
+    # scenarios check only what a real broker shows
+    "decision_trace",
 )
 
 VIEWS = tuple(VIEW_COLUMNS)  # what query_view answers; sys.routes and sys.transmission_queue take an instance

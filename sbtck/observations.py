@@ -79,6 +79,9 @@ class Kind(StrEnum):
 # The capabilities an implementation declares when it reports a kind (all of them; none: every implementation).
 # The workload stage compares an implementation's events only of the kinds its capabilities cover.
 ACTIVATION, EXTERNAL, ROUTING, PERIODIC = "activation", "external_activation", "routing", "periodic_tasks"
+# The model's reasoning rather than what a broker shows (no T-SQL result, catalog view, DMV, event notification
+# or trace event class of Service Broker carries it): reported only by an implementation declaring it.
+TRACE = "decision_trace"
 AREA: dict[Kind, tuple[str, ...]] = {
     Kind.BROKER_STARTED: (),
     Kind.DATABASE_BROKER_STARTED: (PERIODIC,),
@@ -87,8 +90,8 @@ AREA: dict[Kind, tuple[str, ...]] = {
     Kind.QUEUE_ALTERED: (ACTIVATION,),
     Kind.MONITOR_CREATED: (ACTIVATION,),
     Kind.MONITOR_REMOVED: (ACTIVATION,),
-    Kind.ACTIVATION_NECESSARY: (ACTIVATION,),
-    Kind.ACTIVATION_WITHHELD: (ACTIVATION,),
+    Kind.ACTIVATION_NECESSARY: (ACTIVATION, TRACE),
+    Kind.ACTIVATION_WITHHELD: (ACTIVATION, TRACE),
     Kind.ACTIVATION_TIME_OUT: (EXTERNAL,),
     Kind.PROCEDURE_STARTED: (ACTIVATION,),
     Kind.PROCEDURE_EXITED: (ACTIVATION,),
@@ -106,8 +109,8 @@ AREA: dict[Kind, tuple[str, ...]] = {
     Kind.ROUTE_CREATED: (ROUTING,),
     Kind.ROUTE_ALTERED: (ROUTING,),
     Kind.ROUTE_DROPPED: (ROUTING,),
-    Kind.ROUTES_MATCHED: (ROUTING,),
-    Kind.ROUTE_CHOSEN: (ROUTING,),
+    Kind.ROUTES_MATCHED: (ROUTING, TRACE),
+    Kind.ROUTE_CHOSEN: (ROUTING, TRACE),
     Kind.ROUTING_REQUESTED: ("dynamic_routing",),
     Kind.CONVERSATION_DELAYED: (ROUTING,),
     Kind.ROUTING_RETRIED: (ROUTING,),
@@ -123,13 +126,13 @@ AREA: dict[Kind, tuple[str, ...]] = {
     Kind.MESSAGE_TRANSMITTED: (ROUTING,),
     Kind.MESSAGE_LOST_IN_TRANSIT: (ROUTING, PERIODIC),
     Kind.TRANSMISSION_PENDING: (ROUTING, PERIODIC),
-    Kind.TRANSMITTER_RECLASSIFIED: (ROUTING, PERIODIC),
+    Kind.TRANSMITTER_RECLASSIFIED: (ROUTING, PERIODIC, TRACE),
     Kind.CONNECTION_ATTEMPT: (ROUTING, PERIODIC),
     Kind.CONNECTION_CLOSED: (ROUTING, PERIODIC),
     Kind.DISPATCHER_BUFFERED: (ROUTING,),  # where a message that came over the transport is
     Kind.DISPATCHER_SAVING: (ROUTING, PERIODIC),
     Kind.DISPATCHER_DELETED: (ROUTING,),  # a message undeliverable (stale or out of order) is dropped
-    Kind.TIMER_NOTIFICATION: (PERIODIC,),
+    Kind.TIMER_NOTIFICATION: (PERIODIC, TRACE),
     Kind.TASK_HANDLERS_STARTED: (PERIODIC,),
     Kind.TASK_HANDLERS_FAILED: (PERIODIC,),
     Kind.TASK_HANDLERS_RESTARTED: (PERIODIC,),
@@ -299,18 +302,12 @@ FIELD_MEANINGS: dict[str, str] = {
 }
 
 
-# The engine's reasoning rather than what a broker shows: which activation it found necessary or withheld,
-# which routes matched and which it chose, the ticks of its timer, the transmitter's re-registrations.
-DECISION_TRACE = frozenset(
-    {
-        Kind.ACTIVATION_NECESSARY,
-        Kind.ACTIVATION_WITHHELD,
-        Kind.ROUTES_MATCHED,
-        Kind.ROUTE_CHOSEN,
-        Kind.TIMER_NOTIFICATION,
-        Kind.TRANSMITTER_RECLASSIFIED,
-    }
-)
+# The kinds that are the engine's reasoning: which activation it found necessary or withheld, which routes
+# matched and which it chose, the ticks of its timer, the transmitter's re-registrations.
+DECISION_TRACE = frozenset(kind for kind, needed in AREA.items() if TRACE in needed)
+# Fields that are reasoning although their kind is observable: the rule or routing step that decided.
+DECISION_FIELDS = frozenset({"rule", "step"})
+
 
 # The rule an event speaks for when its own fields (rule, step) name none: what the workload stage blames.
 EVIDENCES: dict[Kind, str] = {

@@ -10,7 +10,7 @@ from typing import Any
 
 from sbtck import contract as c
 from sbtck.errors import ScenarioError
-from sbtck.observations import FIELDS, Kind
+from sbtck.observations import DECISION_FIELDS, DECISION_TRACE, FIELDS, Kind
 from sbtck.steps import phrases as p
 from sbtck.steps.cells import NULL, cell
 from sbtck.steps.vocabulary import step
@@ -133,6 +133,25 @@ def _render(world: World, event: c.Event, header: list[str]) -> list[str]:
     return out
 
 
+def _observable(world: World, header: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """The table without what only a decision trace shows: rows of its kinds, columns of its fields."""
+    event = header.index("event")
+    traced = [row for row in rows if _kind(row[event]) in DECISION_TRACE]
+    columns = [i for i, column in enumerate(header) if column not in DECISION_FIELDS]
+    kept = [[row[i] for i in columns] for row in rows if row not in traced]
+    said = []
+    if traced:
+        counts: dict[str, int] = {}
+        for row in traced:
+            counts[row[event]] = counts.get(row[event], 0) + 1
+        said.append("the rows " + ", ".join(f"{kind} x{n}" for kind, n in counts.items()))
+    if len(columns) < len(header):
+        said.append("the columns " + ", ".join(c for c in header if c in DECISION_FIELDS))
+    if said:
+        world.leave_out(" and ".join(said), everything=not kept)
+    return [header[i] for i in columns], kept
+
+
 @step(p.LOG_SHOWS)
 def log_shows(
     world: World,
@@ -147,6 +166,10 @@ def log_shows(
     header, *rows = datatable
     if "event" not in header:
         raise ScenarioError("a log table needs an 'event' column")
+    if not world.traced:
+        header, rows = _observable(world, header, rows)
+        if not rows:
+            return
     kinds = {_kind(row[header.index("event")]) for row in rows}
     events = [e for e in _span(world, since, until) if e.kind in kinds and _mine(world, e, queue, dialog, instance)]
     want = [
@@ -239,6 +262,9 @@ def log_counts(
     since: str | None,
     until: str | None,
 ) -> None:
+    if not world.traced and (_kind(event) in DECISION_TRACE or field in DECISION_FIELDS):
+        world.leave_out(f"the {event!r} events" + (f" by {field}" if field else ""), everything=True)
+        return
     found = [
         e
         for e in _span(world, since, until)

@@ -12,6 +12,7 @@ from sbtck.fixtures.clock import ScenarioClock
 from sbtck.fixtures.topology import Topology
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.profile import Profile
+from sbtck.observations import TRACE
 from sbtck.steps import timeexpr
 
 
@@ -26,11 +27,22 @@ class World:
     # every command run and its answer, in the workload stage's trace form (its reproducers check them)
     commands: list[dict[str, Any]] = field(default_factory=list)
     answers: list[dict[str, Any]] = field(default_factory=list)
+    # what a check step left out, by its line: (what and why, whether nothing was left to check)
+    left_out: dict[int, tuple[str, bool]] = field(default_factory=dict)
 
     @property
     def step_at(self) -> tuple[str, int]:
         """The feature file and line of the step running now."""
         return self.where()
+
+    @property
+    def traced(self) -> bool:
+        """Does the implementation report its reasoning (observations.DECISION_TRACE) for the steps to check?"""
+        return TRACE in self.profile.capabilities
+
+    def leave_out(self, what: str, *, everything: bool) -> None:
+        """Say that the running step does not check WHAT, because the implementation does not trace decisions."""
+        self.left_out[self.step_at[1]] = (f"{what}: the implementation does not declare {TRACE}", everything)
 
     def seconds(self, expression: str) -> float:
         return timeexpr.evaluate(expression, self.profile.param)

@@ -35,7 +35,8 @@ from dataclasses import fields as dataclass_fields
 from typing import Any
 
 from sbtck.engine import EngineParams
-from sbtck.engine.choosing import BROKER_INSTANCE, DATABASE_ORDER, ROUTE, FirstChooser
+from sbtck.engine.choosing import BROKER_INSTANCE, DATABASE_ORDER, ROUTE, Addresses, FirstChooser
+from sbtck.engine.model import LOCAL
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import EVIDENCES, Kind, reported_by
 from sbtck.workloads.generate import World
@@ -45,6 +46,7 @@ from sbtck.workloads.trace import Trace, run
 
 RULE_ID = re.compile(r"^(ACT|RTE|RTM|RTC|RTL|RTX|RTR|PER)-[0-9A-Z]+$")
 DIFFERENCE = "DIFF"  # one of sbtck.catalogue.KIT_RULES
+WENT_TO = "went to"  # where a message went, for an implementation that does not trace its choices
 
 
 def _key(instance: object, message: dict[str, Any]) -> tuple[str, str, int, bool]:
@@ -62,10 +64,15 @@ class FollowingChooser:
     Every routing attempt of a message starts with routes_matched; the
     route_chosen, the RTM-3 broker instance and the database the message
     went to that follow it, for the same instance and message, are its picks.
+    An implementation without a decision trace reports no attempts: then
+    where the message went (the address it was transmitted to, LOCAL when it
+    arrived in that instance, the database) picks the option that sends it
+    there.
     """
 
     def __init__(self, events: list[dict[str, Any]] | None = None) -> None:
         self.attempts: dict[tuple[str, str, int, bool], list[dict[str, str]]] = {}
+        self.went: dict[tuple[str, str, int, bool], dict[str, str]] = {}
         self.seen: dict[tuple[str, str, int, bool], int] = {}
         self.current: dict[str, str] = {}
         self.fallback = FirstChooser()
@@ -76,7 +83,14 @@ class FollowingChooser:
         for e in events:
             if "dialog" not in e or "instance" not in e:
                 continue
-            attempts = self.attempts.setdefault(_key(e["instance"], e), [])
+            key = _key(e["instance"], e)
+            if e["kind"] == Kind.MESSAGE_TRANSMITTED and e.get("address"):
+                self.went.setdefault(key, {})[WENT_TO] = str(e["address"]).upper()
+            elif e["kind"] in (Kind.DISPATCHER_BUFFERED, Kind.MESSAGE_ARRIVED) and e.get("database"):
+                went = self.went.setdefault(key, {})
+                went.setdefault(WENT_TO, LOCAL)
+                went.setdefault(DATABASE_ORDER, str(e["database"]))
+            attempts = self.attempts.setdefault(key, [])
             if e["kind"] == Kind.ROUTES_MATCHED:
                 attempts.append({BROKER_INSTANCE: str(e["broker_instance"])} if e.get("broker_instance") else {})
             elif not attempts:
@@ -91,14 +105,18 @@ class FollowingChooser:
         n = self.seen.get(key, 0)
         self.seen[key] = n + 1
         attempts = self.attempts.get(key, [])
-        self.current = attempts[n] if n < len(attempts) else {}
+        self.current = attempts[n] if n < len(attempts) else {} if attempts else self.went.get(key, {})
 
-    def _pick(self, kind: str, options: list[str]) -> str | None:
+    def _pick(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str | None:
         allowed = {o.upper(): o for o in options}
-        return allowed.get(self.current.get(kind, "").upper())
+        named = allowed.get(self.current.get(kind, "").upper())
+        went = self.current.get(WENT_TO)
+        if named is None and went is not None and addresses:
+            return next((o for o in options if went in addresses.get(o, ())), None)
+        return named
 
-    def choose(self, kind: str, options: list[str]) -> str:
-        return self._pick(kind, options) or self.fallback.choose(kind, options)
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return self._pick(kind, options, addresses) or self.fallback.choose(kind, options)
 
     def order(self, kind: str, options: list[str]) -> list[str]:
         first = self._pick(kind, options)

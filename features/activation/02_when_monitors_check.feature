@@ -19,6 +19,7 @@ Feature: Activation 02 - When a queue monitor checks
     Then the log for queue "StallQueue" shows exactly:
       | second | event                | trigger         |
       | 2      | activation necessary | message arrived |
+      | 2      | procedure started    | NULL            |
 
   @ACT-07
   Scenario: [2] A RECEIVE that ends a wait is checked at once
@@ -107,11 +108,19 @@ Feature: Activation 02 - When a queue monitor checks
 
   @PER-1A @PER-0
   Scenario: [8] Twelve seconds after broker start the notifications at 5 and 10 have run
+    Given dialog "D1" is begun from service "Initiator" to service "StallService"
+    And a message is sent on dialog "D1"
     When time passes to second 12
     Then the log shows exactly:
       | second | event              | number |
       | 5      | timer notification | 1      |
       | 10     | timer notification | 2      |
+    # the stalled reader never RECEIVEs, so the queue monitor of each notification starts one more
+    And the log for queue "StallQueue" shows exactly:
+      | second | event             | task |
+      | 0      | procedure started | 1    |
+      | 5      | procedure started | 2    |
+      | 10     | procedure started | 3    |
 
   @PER-1A @ACT-10
   Scenario: [9] Each timer notification adds at most one reader while the accumulation lasts

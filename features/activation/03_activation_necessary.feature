@@ -96,6 +96,7 @@ Feature: Activation 03 - Whether activation is necessary
     And time passes to second {activation_empty_window_s} + 0.5
     When a message is sent on dialog "D1"
     Then the log for queue "StallQueue" has no "activation necessary" event from second 1
+    And the log for queue "StallQueue" has no "procedure started" event from second 1
 
   @ACT-08
   Scenario: [8] Many unread messages on a locked conversation with a waiting reader do not make activation necessary

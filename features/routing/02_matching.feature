@@ -33,6 +33,9 @@ Feature: Routing 02 - Finding matching routes
     Then the log for dialog "D1" at "sql1" shows exactly:
       | event          | instance | step  | routes |
       | routes matched | sql1     | RTM-1 | Exact  |
+    And the log for dialog "D1" at "sql1" shows exactly:
+      | event               | address                 |
+      | message transmitted | TCP://sql2.example:4022 |
 
   @RTM-2 @RTM-1
   Scenario: [2] Without a broker instance in the conversation step 1 does not apply and step 2 decides
@@ -45,6 +48,9 @@ Feature: Routing 02 - Finding matching routes
     Then the log for dialog "D1" at "sql1" shows exactly:
       | event          | instance | step  | routes |
       | routes matched | sql1     | RTM-2 | ByName |
+    And the log for dialog "D1" at "sql1" shows exactly:
+      | event               | address                 |
+      | message transmitted | TCP://sql5.example:4022 |
 
   @RTM-2
   Scenario: [3] Step 2 decides when no route names the conversation's broker instance
@@ -72,6 +78,10 @@ Feature: Routing 02 - Finding matching routes
     Then the log for dialog "D1" at "sql1" shows exactly:
       | event          | instance | step  | routes                   |
       | routes matched | sql1     | RTM-3 | Orders1, Orders2 or Stock |
+    # where the message goes cannot show the pick (any of the routes is the choice of some broker
+    # instance); that it goes at all shows step 3 matched: without it the conversation waits (RTM-8)
+    And the log for dialog "D1" at "sql1" has no "conversation delayed" event
+    And the log for dialog "D1" has no "message dropped" event
 
   @RTM-3 @RTM-2
   Scenario: [5] Step 2 pre-empts step 3
@@ -84,6 +94,10 @@ Feature: Routing 02 - Finding matching routes
     Then the log for dialog "D1" at "sql1" shows exactly:
       | event          | step  | routes |
       | routes matched | RTM-2 | ByName |
+    And the log for dialog "D1" shows exactly:
+      | event               | instance |
+      | message arrived     | sql1     |
+    And the log for dialog "D1" has no "message transmitted" event
 
   @RTM-4 @requires-dynamic-routing
   Scenario: [6] Step 4 delays the conversation and asks the dynamic routing service, before step 5

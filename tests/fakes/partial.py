@@ -5,7 +5,9 @@ the events of the kinds that subset covers (``sbtck.observations.AREA``), as
 an implementation of that area alone would. Serve one over the protocol with
 ``sbtck serve --stdio --iut python:tests.fakes.partial:activation_only``.
 ``variant(AREA, NAME)`` is the fake of one area on a wrong broker of
-``tests.variants.AREA``.
+``tests.variants.AREA``. ``black_box()`` declares every capability but
+``decision_trace`` and reports no reasoning at all, as a real broker would:
+no decision-trace kinds and no ``rule`` or ``step`` fields.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from sbtck import contract as c
 from sbtck.engine import Broker
 from sbtck.iut.reference import ReferenceImplementation
-from sbtck.observations import reported_by
+from sbtck.observations import DECISION_FIELDS, TRACE, reported_by
 from tests.variants import activation, periodic, routing
 
 VARIANT_MODULES = {"activation": activation, "routing": routing, "periodic": periodic}
@@ -35,7 +37,12 @@ class Partial(ReferenceImplementation):
     def execute(self, command: c.Command) -> c.Response:
         response = super().execute(command)
         shown = frozenset(self.capabilities)
-        response.events = [e for e in response.events if reported_by(e.kind, shown)]
+        traced = TRACE in shown
+        response.events = [
+            c.Event(e.at_ms, e.kind, {k: v for k, v in e.fields.items() if traced or k not in DECISION_FIELDS})
+            for e in response.events
+            if reported_by(e.kind, shown)
+        ]
         return response
 
 
@@ -51,6 +58,13 @@ def periodic_only() -> Partial:
     return Partial(PERIODIC, "periodic tasks only")
 
 
+BLACK_BOX = tuple(capability for capability in c.CAPABILITIES if capability != TRACE)
+
+
+def black_box(broker_class: type[Broker] = Broker, name: str = "black box") -> Partial:
+    return Partial(BLACK_BOX, name, broker_class)
+
+
 AREAS = {"activation": ACTIVATION, "routing": ROUTING, "periodic": PERIODIC}
 
 
@@ -58,3 +72,9 @@ def variant(area: str, name: str) -> Partial:
     """The fake of one area, getting one of its rules wrong as ``tests.variants.AREA.NAME`` does."""
     wrong: ReferenceImplementation = getattr(VARIANT_MODULES[area], name)()
     return Partial(AREAS[area], f"{area} only, {name}", wrong.broker_class)
+
+
+def black_box_variant(area: str, name: str) -> Partial:
+    """A black box getting one rule wrong as ``tests.variants.AREA.NAME`` does."""
+    wrong: ReferenceImplementation = getattr(VARIANT_MODULES[area], name)()
+    return black_box(wrong.broker_class, f"black box, {name}")

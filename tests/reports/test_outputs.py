@@ -276,3 +276,22 @@ def test_the_workload_spells_statuses_as_the_suite_does() -> None:
 
     outcome = Checker(_Nothing, differential=False).check(0)  # type: ignore[arg-type]
     assert outcome.outcome == r.NOT_APPLICABLE == "not applicable"
+
+
+def test_every_output_says_which_checks_were_left_out(tmp_path: Path) -> None:
+    """A black box (no decision_trace): its left-out checks pass in every output, and every output says so."""
+    run = sbtck("--iut", "python:tests.fakes.partial:black_box", out=tmp_path)
+    assert run.code == 0, run.output[-2000:]
+    records = [r.ScenarioRecord.from_json(s) for s in run.results()["scenarios"]]
+    left = next(rec for rec in records if rec.checks[r.LEFT_OUT])
+    step = next(s for s in left.steps if s.status == r.LEFT_OUT)
+    assert "does not declare decision_trace" in step.left_out
+    page = (tmp_path / "index.html").read_text()
+    assert page.count("not checked: ") == sum(1 for rec in records for s in rec.steps if s.left_out)
+    junit = (tmp_path / "junit.xml").read_text()
+    assert f"line {step.line} not checked: " in junit and "checks: " in junit
+    features = json.loads((tmp_path / "cucumber.json").read_text())
+    assert Counter(_worst(e) for f in features for e in f["elements"]) == Counter({"passed": len(records)})
+    said = [s for f in features for e in f["elements"] for s in e["steps"] if s.get("output")]
+    assert len(said) == sum(1 for rec in records for s in rec.steps if s.left_out)
+    assert all(s["output"][0].startswith("not checked: ") for s in said)

@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
+from sbtck.engine.params import PROFILE_PATH
+from sbtck.observations import TRACE
 from tests.helpers import sbtck
 from tests.variants import activation, periodic, routing
 
@@ -23,6 +26,25 @@ def test_variant_fails_a_scenario(variant: str, tmp_path: Path) -> None:
     assert run.code == 1, run.output[-3000:]
     assert failed, f"wrong variant {variant} passed every scenario"
     assert run.results()["implementation"]["name"] == f"wrong variant: {variant.split(':')[1]}"
+
+
+def without_decision_trace(folder: Path) -> Path:
+    """The reference's profile, declaring every capability but decision_trace."""
+    profile = yaml.safe_load(PROFILE_PATH.read_text())
+    profile["capabilities"] = [c for c in profile["capabilities"] if c != TRACE]
+    path = folder / "black-box.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    return path
+
+
+@pytest.mark.parametrize("variant", ALL)
+def test_variant_fails_a_scenario_without_its_decision_trace(variant: str, tmp_path: Path) -> None:
+    """Black box first: what a real broker shows catches each fault, without the engine's reasoning."""
+    profile = without_decision_trace(tmp_path)
+    run = sbtck("--iut", f"python:{variant}", "--profile", str(profile), out=tmp_path / "out")
+    failed = [sid for sid, status in run.statuses().items() if status == "failed"]
+    assert run.code == 1, run.output[-3000:]
+    assert failed, f"wrong variant {variant} passed every scenario when only observable checks ran"
 
 
 def test_the_reference_engine_itself_passes(tmp_path: Path) -> None:
