@@ -14,15 +14,16 @@ from sbtck.contract import QueueRef
 from sbtck.engine.context import Context
 from sbtck.engine.model import Message, Queue, ReaderBehaviour
 from sbtck.engine.receiving import Receiving, Session
-from sbtck.observations import Kind
+from sbtck.observations import Kind, Trigger
 
-ARRIVAL = "message arrived"
-RECEIVE = "RECEIVE"
-ROLLBACK = "rollback"
-ALL_EXITED = "all procedures exited"
-ALTER = "ALTER QUEUE"
-TIMER = "timer notification"
-TIME_OUT = "external activation time-out"
+# plain strings: an event's fields cross process boundaries (xdist, pickle, JSON)
+ARRIVAL = Trigger.MESSAGE_ARRIVED.value
+RECEIVE = Trigger.RECEIVE.value
+ROLLBACK = Trigger.ROLLBACK.value
+ALL_EXITED = Trigger.ALL_EXITED.value
+ALTER = Trigger.ALTER_QUEUE.value
+TIMER = Trigger.TIMER_NOTIFICATION.value
+TIME_OUT = Trigger.TIME_OUT.value
 
 
 @dataclass

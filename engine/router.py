@@ -237,7 +237,8 @@ class Router:
             return
         choice = self.choose(found.routes, at.has_service(env.to_service), self.chooser)
         if choice is None:
-            self._delay(env, at, inside, home, "no route could be chosen")
+            # the last step of choosing (RTC-4) left nothing; the documents say no more, so it waits as delayed
+            self._delay(env, at, inside, home, "RTC-4")
             return
         route = choice.route
         self._emit(Kind.ROUTE_CHOSEN, at, env, step=choice.step, route=route.name, candidates=choice.candidates)
@@ -305,6 +306,15 @@ class Router:
                 return "principal"
         return "not principal"
 
+    # Two choices the documents leave open; tests/variants/allowed.py takes the other of each.
+    def probe_order(self, route: Route) -> list[str]:
+        """RTR-2 asks both addresses "at once"; the order of the two requests is not given."""
+        return [route.address, str(route.mirror_address)]
+
+    def after_losing(self, pair: list[str], known: str) -> list[str]:
+        """RTR-4 sends to the partner once it claims the role; asking the lost principal again is not ruled out."""
+        return [a for a in pair if a != known]
+
     def _probe(self, at: Instance, env: Envelope, route: Route, address: str) -> bool:
         answer = self.claims_principal(address, route, env)
         self._emit(Kind.PRINCIPAL_PROBE, at, env, route=route.name, address=address, answer=answer)
@@ -313,12 +323,12 @@ class Router:
     def _mirrored(self, env: Envelope, at: Instance, route: Route, inside: bool, home: str | None) -> None:
         """RTR-2..5: learn the principal once, stick to it, follow a partner only when it claims the role."""
         key = (at.name, route.name)
-        pair = [route.address, str(route.mirror_address)]
+        pair = self.probe_order(route)
         known = self.principals.get(key)
         if known is not None and self.claims_principal(known, route, env) == "principal":
             self._transmit(env, at, known, inside, home)  # RTR-3: the mirror is not contacted
             return
-        to_ask = pair if known is None else [a for a in pair if a != known]
+        to_ask = pair if known is None else self.after_losing(pair, known)
         if known is not None:
             self._emit(
                 Kind.PRINCIPAL_LOST,

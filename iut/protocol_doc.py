@@ -11,7 +11,7 @@ import dataclasses
 import json
 
 from sbtck import contract as c
-from sbtck.observations import AREA, DECISION_FIELDS, FIELD_MEANINGS, FIELDS, TRACE, Kind
+from sbtck.observations import AREA, DECISION_FIELDS, FIELD_MEANINGS, FIELDS, RULE_FIELDS, TRACE, VALUES, Kind
 from sbtck.views import COLUMN_MEANINGS, VIEW_COLUMNS
 
 Q = c.QueueRef("sql1", "shop", "TargetQueue")
@@ -101,7 +101,7 @@ def render_events() -> str:
         needs = ", ".join(f"`{c}`" for c in AREA[kind]) or "every implementation"
         fields = ", ".join(f"`{f}`" for f in FIELDS[kind]) or "-"
         rows.append(f"| `{kind.value}` | {needs} | {fields} |")
-    meanings = "\n".join(f"- `{name}`: {text}." for name, text in FIELD_MEANINGS.items())
+    meanings = "\n".join(f"- `{name}`: {text}.{_values(name)}" for name, text in FIELD_MEANINGS.items())
     return (
         "\n## Events\n\nGenerated from `sbtck/observations.py`. Every event has `at_ms` and `kind`; an\n"
         "implementation reports the kinds its capabilities cover (a kind needing several, only with all of\n"
@@ -114,6 +114,14 @@ def render_events() -> str:
         "the broker shows: the events without that capability, RECEIVE results and views.\n\n"
         "| kind | reported with | fields |\n| --- | --- | --- |\n" + "\n".join(rows) + f"\n\n### Fields\n\n{meanings}\n"
     )
+
+
+def _values(field: str) -> str:
+    if field in RULE_FIELDS:
+        return " A rule id of `spec/rules.yaml`."
+    if field in VALUES:
+        return " One of " + ", ".join(f"`{v}`" for v in VALUES[field]) + "."
+    return ""
 
 
 def render() -> str:

@@ -76,6 +76,28 @@ class Kind(StrEnum):
     ACK_CLEANUP_RESUMED = "ack_cleanup_resumed"
 
 
+class Trigger(StrEnum):
+    """What made a queue monitor look (ACT-05): the ``trigger`` of activation_necessary."""
+
+    MESSAGE_ARRIVED = "message arrived"
+    RECEIVE = "RECEIVE"
+    ROLLBACK = "rollback"
+    ALL_EXITED = "all procedures exited"
+    ALTER_QUEUE = "ALTER QUEUE"
+    TIMER_NOTIFICATION = "timer notification"
+    TIME_OUT = "external activation time-out"
+
+
+# The fields whose values are a closed set; ``rule`` and ``step`` are rule ids of spec/rules.yaml.
+VALUES: dict[str, tuple[str, ...]] = {
+    "trigger": tuple(Trigger),
+    "answer": ("principal", "not principal", "unreachable"),
+    "result": ("connected", "refused"),
+    "statement": ("RECEIVE", "GET CONVERSATION GROUP"),
+}
+RULE_FIELDS = ("rule", "step")
+
+
 # The capabilities an implementation declares when it reports a kind (all of them; none: every implementation).
 # The workload stage compares an implementation's events only of the kinds its capabilities cover.
 ACTIVATION, EXTERNAL, ROUTING, PERIODIC = "activation", "external_activation", "routing", "periodic_tasks"
@@ -258,7 +280,7 @@ FIELDS: dict[Kind, tuple[str, ...]] = {
 FIELD_MEANINGS: dict[str, str] = {
     "active": "whether message forwarding is now on",
     "address": "a network address, TCP://host:port, as the route or connection names it",
-    "answer": "what a mirroring partner said when asked: principal, not principal or unreachable",
+    "answer": "what a mirroring partner said when asked",
     "broker_instance": "a broker instance GUID",
     "candidates": "the routes the choice was made among (list)",
     "conversation_group": "the conversation group of the message or the rows",
@@ -280,7 +302,7 @@ FIELD_MEANINGS: dict[str, str] = {
     "procedure_name": "the activation stored procedure started",
     "queue": "a queue of the database",
     "reason": "why (free text; the features name the reasons they check)",
-    "result": "how a connection attempt ended: connected or refused",
+    "result": "how a connection attempt ended",
     "returned": "how many messages a rollback put back on their queues",
     "route": "a route's name",
     "routes": "the routes that matched (list)",
@@ -289,16 +311,16 @@ FIELD_MEANINGS: dict[str, str] = {
     "service": "a service's name",
     "session": "the session, as the scenario named it; an activated task's session is QUEUE#N",
     "spid": "the session id, from 51",
-    "statement": "RECEIVE or GET CONVERSATION GROUP",
+    "statement": "the statement that was run",
     "status": "why a message waits in the transmission queue",
-    "step": "the routing step that decided (RTM-1..7, RTC-1..4)",
+    "step": "the routing step that decided (RTM-1..8, RTC-1..4)",
     "table": "the route table used: msdb.sys.routes or DATABASE.sys.routes",
     "task": "the activated task's number for its queue, from 1",
     "tasks": "the periodic tasks the timer notification ran, in order (list)",
     "to_broker_instance": "the broker instance the dialog was begun to, or null",
     "to_instance": "the instance the message was transmitted to",
     "to_service": "the target service",
-    "trigger": "what made the queue monitor look: message arrived, RECEIVE, rollback, ALTER QUEUE, timer notification",
+    "trigger": "what made the queue monitor look",
 }
 
 

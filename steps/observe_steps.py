@@ -133,6 +133,50 @@ def _render(world: World, event: c.Event, header: list[str]) -> list[str]:
     return out
 
 
+def _allows(want: str, got: str) -> bool:
+    """A cell may allow choices the documents leave open: "sql1.shop or sql1.stock"."""
+    return want == got or got in want.split(" or ")
+
+
+def _as_set_within_an_instant(events: list[c.Event], got: list[list[str]], want: list[list[str]]) -> list[list[str]]:
+    """GOT with the rows of each instant put in the order of WANT's rows at the same places, where they match.
+
+    The documents order the events of different instants, never the events of one: those compare as a set.
+    """
+    out = list(got)
+    start = 0
+    while start < len(events):
+        end = start
+        while end < len(events) and events[end].at_ms == events[start].at_ms:
+            end += 1
+        order = _matching(got[start:end], want[start:end])
+        if order is not None:
+            out[start:end] = [got[start + i] for i in order]
+        start = end
+    return out
+
+
+def _matching(got: list[list[str]], want: list[list[str]]) -> list[int] | None:
+    """An order of GOT's rows that matches WANT's row for row, if there is one (backtracking: instants are small)."""
+    if len(got) != len(want) or len(got) < 2:
+        return None
+    fits = [[i for i, g in enumerate(got) if all(map(_allows, w, g))] for w in want]
+    chosen: list[int] = []
+
+    def place(k: int) -> bool:
+        if k == len(want):
+            return True
+        for i in fits[k]:
+            if i not in chosen:
+                chosen.append(i)
+                if place(k + 1):
+                    return True
+                chosen.pop()
+        return False
+
+    return chosen if place(0) else None
+
+
 def _observable(world: World, header: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
     """The table without what only a decision trace shows: rows of its kinds, columns of its fields."""
     event = header.index("event")
@@ -162,7 +206,8 @@ def log_shows(
     until: str | None,
     datatable: list[list[str]],
 ) -> None:
-    """The events of the kinds the table names (for the queue, if one is named) are exactly its rows, in order."""
+    """The events of the kinds the table names (for the queue, if one is named) are exactly its rows, in order
+    from one instant to the next; within one instant as a set."""
     header, *rows = datatable
     if "event" not in header:
         raise ScenarioError("a log table needs an 'event' column")
@@ -176,10 +221,9 @@ def log_shows(
         [f"{world.seconds(cell):g}" if col == "second" else cell for col, cell in zip(header, row, strict=True)]
         for row in rows
     ]
-    got = [_render(world, e, header) for e in events]
-    # a cell may allow choices the documents leave open: "sql1.shop or sql1.stock"
+    got = _as_set_within_an_instant(events, [_render(world, e, header) for e in events], want)
     got = [
-        [w if w != g and g in w.split(" or ") else g for g, w in zip(grow, wrow, strict=True)]
+        [w if _allows(w, g) else g for g, w in zip(grow, wrow, strict=True)]
         for grow, wrow in zip(got, want, strict=False)
     ] + got[len(want) :]
     if got != want:

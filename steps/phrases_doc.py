@@ -30,7 +30,12 @@ NOTATIONS = """\
 - **Log tables** name an `event` column (`message arrived` for the event
   kind `message_arrived`); the events of the kinds the table names, for the
   queue, dialog or instance the step names and in the span it names, must
-  be exactly the rows, in order; `second` is when.
+  be exactly the rows (other kinds are not looked at), in time order; the
+  events of one instant, which the documents never order, compare as a set.
+  `second` is when. A column applies to the kinds that declare it as a
+  field (`NULL` on the others); fields no column names are ignored. Without
+  the capability `decision_trace` the rows of its kinds and the columns
+  `rule` and `step` are left out, and the report says so.
 """
 
 

@@ -13,7 +13,7 @@ from gherkin.parser import Parser
 from sbtck import catalogue
 from sbtck.catalogue import RULE_ID
 from sbtck.iut.profile import CAPABILITIES
-from sbtck.observations import FIELDS, Kind
+from sbtck.observations import FIELDS, RULE_FIELDS, VALUES, Kind
 from sbtck.steps import phrases as p
 from sbtck.views import VIEW_COLUMNS
 
@@ -90,6 +90,8 @@ def observation_problems(step: dict[str, Any]) -> list[str]:
         field = values.get("field")
         if field is not None and field not in FIELDS[kind]:
             return [f"{values['event']!r} events have no field {field!r}; they have {', '.join(FIELDS[kind])}"]
+        if field is not None and _unknown(field, str(values["value"])):
+            return [f"{field} {values['value']!r} is none of its values"]
         return []
     table = [[c["value"] for c in row["cells"]] for row in step.get("dataTable", {}).get("rows", [])]
     for phrase, view, columns in (
@@ -119,7 +121,18 @@ def observation_problems(step: dict[str, Any]) -> list[str]:
         for column, cell in zip(header, row, strict=True):
             if kind is not None and column not in ("second", "event") and column not in FIELDS[kind] and cell != "NULL":
                 found.append(f"{kind.value} has no field {column!r}, so its cell reads NULL, not {cell!r}")
+            else:
+                found += [f"{column} {v!r} is none of its values" for v in cell.split(" or ") if _unknown(column, v)]
     return found
+
+
+def _unknown(field: str, value: str) -> bool:
+    """Is VALUE outside the declared values of FIELD (observations.VALUES; rule ids for rule and step)?"""
+    if value == "NULL":
+        return False
+    if field in RULE_FIELDS:
+        return value not in catalogue.load().rules
+    return field in VALUES and value not in VALUES[field]
 
 
 FILES = sorted(FEATURES.rglob("*.feature"))
@@ -179,6 +192,22 @@ def test_a_log_table_column_must_be_a_field_of_its_kinds() -> None:
         "dataTable": {"rows": [{"cells": [{"value": "stat"}, {"value": "INACTIVE"}]}]},
     }
     assert observation_problems(monitor) == ["sys.dm_broker_queue_monitors has no column 'stat'"]
+
+
+def test_a_log_table_cell_must_be_one_of_its_fields_values() -> None:
+    rows = [
+        ["event", "trigger", "rule"],
+        ["activation necessary", "message arived", "ACT-6"],
+        ["activation necessary", "RECEIVE or rollback", "ACT-06 or ACT-07"],
+    ]
+    step = {
+        "text": "the log shows exactly:",
+        "dataTable": {"rows": [{"cells": [{"value": v} for v in row]} for row in rows]},
+    }
+    assert observation_problems(step) == [
+        "trigger 'message arived' is none of its values",
+        "rule 'ACT-6' is none of its values",
+    ]
 
 
 def test_untagged_scenario_is_refused() -> None:

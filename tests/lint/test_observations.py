@@ -22,13 +22,19 @@ def test_every_rule_an_event_evidences_is_in_the_catalogue() -> None:
 
 def test_events_carry_plain_strings() -> None:
     # xdist, pickle and JSON must see the kind on the wire, not the enum that names it
+    from enum import Enum
+
     from tests.engine.world import broker
 
     b = broker()
     b.begin_dialog(0, "D1", "sql1", "shop", "Initiator", "ManualService")
     b.send(0, "D1")
+    b.begin_dialog(0, "D2", "sql1", "shop", "Initiator", "BusyService")
+    b.send(0, "D2")
     events = b.drain_events()
     assert events and all(type(event.kind) is str for event in events)
+    assert any(event.fields.get("trigger") for event in events)
+    assert not [(e.kind, k) for e in events for k, v in e.fields.items() if isinstance(v, Enum)]
 
 
 def test_every_kind_has_its_area() -> None:
@@ -39,19 +45,23 @@ def test_every_kind_has_its_area() -> None:
     assert {capability for needed in AREA.values() for capability in needed} <= set(CAPABILITIES)
 
 
-def test_the_engine_reports_only_declared_fields_and_every_field_says_what_it_is() -> None:
+def test_the_engine_reports_only_declared_fields_and_values_and_every_field_says_what_it_is() -> None:
+    from sbtck import catalogue
     from sbtck.iut.reference import reference
-    from sbtck.observations import FIELD_MEANINGS, FIELDS
+    from sbtck.observations import FIELD_MEANINGS, FIELDS, RULE_FIELDS, VALUES
     from sbtck.workloads.generate import generate
     from sbtck.workloads.trace import run
 
-    undeclared = set()
+    undeclared, unknown = set(), set()
     for seed in range(150):
         for event in run(generate(seed), reference()).events():
             undeclared |= {
                 (event["kind"], f) for f in set(event) - {"kind", "at_ms"} - set(FIELDS[Kind(event["kind"])])
             }
+            unknown |= {(f, event[f]) for f in VALUES if f in event and event[f] not in VALUES[f]}
+            unknown |= {(f, event[f]) for f in RULE_FIELDS if f in event and event[f] not in catalogue.load().rules}
     assert undeclared == set()
+    assert unknown == set()
     used = {field for fields in FIELDS.values() for field in fields}
     assert used == set(FIELD_MEANINGS)
 

@@ -9,8 +9,15 @@ whole suite on each.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from sbtck import contract as c
+from sbtck.engine import Broker
+from sbtck.engine import routing as r
+from sbtck.engine.activation import ActivatedTask, QueueMonitors
+from sbtck.engine.choosing import Chooser
+from sbtck.engine.model import Route
+from sbtck.engine.router import Router
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import FIELDS, Kind
 
@@ -95,4 +102,73 @@ def reorders_within_an_instant() -> ReferenceImplementation:
     return _ReordersWithinAnInstant(name="allowed: unordered events in the other order")
 
 
-ALLOWED = ["extra_fields", "lower_case_addresses", "acknowledges_every_message", "reorders_within_an_instant"]
+# ---------------------------------------------------------------- the engine's own open choices, taken otherwise
+def _engine(name: str, **classes: Any) -> ReferenceImplementation:
+    return ReferenceImplementation(broker_class=type(f"{name}Broker", (Broker,), classes), name=f"allowed: {name}")
+
+
+class _MirrorFirst(Router):
+    def probe_order(self, route: Route) -> list[str]:
+        return [str(route.mirror_address), route.address]
+
+
+class _AsksTheLostPrincipalAgain(Router):
+    def after_losing(self, pair: list[str], known: str) -> list[str]:
+        return pair
+
+
+def _identical_named_by_their_last(routes: list[Route], instance_has_service: bool, chooser: Chooser) -> r.Choice | None:
+    """RTC-0 makes identical routes one candidate; which of their names it goes by is not said."""
+    last = {route.identity(): route for route in sorted(routes, key=lambda route: route.name)}
+    named = {route.name: last[route.identity()] for route in routes}
+    choice = r.choose(routes, instance_has_service, chooser)
+    if choice is None:
+        return None
+    return r.Choice(choice.step, named[choice.route.name], [named[n].name for n in choice.candidates])
+
+
+class _IdenticalNamedByTheirLast(Router):
+    choose = staticmethod(_identical_named_by_their_last)
+
+
+class _CommitterReceivesFirst(QueueMonitors):
+    """A procedure that commits and RECEIVEs again at once gets its conversation group again before a reader
+    that was waiting: the documents say one reader at a time holds a group, not which waiting one gets it next."""
+
+    def _worked(self, task: ActivatedTask) -> None:
+        receiving = self.receiving
+        receiving.serve = lambda key: None  # type: ignore[method-assign]
+        try:
+            receiving.commit(task.session)
+        finally:
+            del receiving.serve
+        self._next_receive(task)
+        receiving.serve(task.key)
+
+
+def probes_the_mirror_first() -> ReferenceImplementation:
+    return _engine("probes the mirror address first", router_class=_MirrorFirst)
+
+
+def asks_the_lost_principal_again() -> ReferenceImplementation:
+    return _engine("asks the lost principal again", router_class=_AsksTheLostPrincipalAgain)
+
+
+def names_identical_routes_by_their_last() -> ReferenceImplementation:
+    return _engine("names identical routes by their last", router_class=_IdenticalNamedByTheirLast)
+
+
+def committer_receives_first() -> ReferenceImplementation:
+    return _engine("the committing reader receives first", monitors_class=_CommitterReceivesFirst)
+
+
+ALLOWED = [
+    "extra_fields",
+    "lower_case_addresses",
+    "acknowledges_every_message",
+    "reorders_within_an_instant",
+    "probes_the_mirror_first",
+    "asks_the_lost_principal_again",
+    "names_identical_routes_by_their_last",
+    "committer_receives_first",
+]
