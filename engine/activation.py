@@ -98,6 +98,10 @@ class QueueMonitors:
             return True
         return self.clock.now_ms - monitor.last_empty_ms >= self.params.activation_empty_window_s * 1000
 
+    def internal(self, queue: Queue) -> bool:
+        """Internal activation is for a queue whose activation STATUS is ON and names a procedure."""
+        return bool(queue.activation.status and queue.activation.procedure_name)
+
     def internal_occurs(self, queue: Queue) -> bool:
         """ACT-10: a new procedure only below MAX_QUEUE_READERS."""
         return len(self.tasks[queue.key]) < queue.activation.max_queue_readers
@@ -130,7 +134,7 @@ class QueueMonitors:
             return
         now = self.clock.now_ms
         self.log.emit(now, Kind.ACTIVATION_NECESSARY, rule=reason, trigger=trigger, **queue.key.fields())
-        if queue.activation.status and queue.activation.procedure_name:
+        if self.internal(queue):
             if self.internal_occurs(queue):
                 self.start_procedure(queue, monitor)
             else:

@@ -31,6 +31,22 @@ class Run:
         return {s["id"]: s["status"] for s in self.results()["scenarios"]}
 
 
+def scenarios_tagged(tag: str) -> int:
+    """How many of the kit's scenarios carry TAG, on themselves or on their feature."""
+    from gherkin.parser import Parser
+
+    count = 0
+    for path in (ROOT / "features").rglob("*.feature"):
+        doc: dict[str, Any] = dict(Parser().parse(path.read_text()))
+        feature = doc["feature"]
+        own = {t["name"] for t in feature["tags"]}
+        for child in feature["children"]:
+            scenario = child.get("scenario")
+            if scenario is not None and f"@{tag}" in own | {t["name"] for t in scenario["tags"]}:
+                count += 1
+    return count
+
+
 def kit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run ``sbtck ARGS`` in a child process, with this checkout importable (for tests.variants)."""
     return subprocess.run(

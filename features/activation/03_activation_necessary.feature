@@ -46,6 +46,7 @@ Feature: Activation 03 - Whether activation is necessary
     When a message is sent on dialog "D1"
     Then session "S2" is waiting
     And the log for queue "PlainQueue" has no "activation necessary" event
+    And the log for queue "PlainQueue" has no "procedure started" event
 
   @ACT-07 @ACT-01
   Scenario: [4] Unread messages with nobody waiting and no recent empty result make activation necessary
@@ -71,6 +72,7 @@ Feature: Activation 03 - Whether activation is necessary
     When time passes to second 30
     Then session "S2" is waiting
     And the log for queue "StallQueue" has no "activation necessary" event from second 1
+    And the log for queue "StallQueue" has no "procedure started" event from second 1
 
   @ACT-07
   Scenario: [6] A session waiting in GET CONVERSATION GROUP keeps activation unnecessary
@@ -108,6 +110,7 @@ Feature: Activation 03 - Whether activation is necessary
     And time passes to second 1
     When 20 messages are sent on dialog "D1"
     Then the log for queue "StallQueue" has no "activation necessary" event from second 1
+    And the log for queue "StallQueue" has no "procedure started" event from second 1
     And 1 activated task runs for queue "StallQueue"
 
   @ACT-08
@@ -154,6 +157,7 @@ Feature: Activation 03 - Whether activation is necessary
     When a message is sent on dialog "D1"
     Then session "S2" got an empty result
     And the log for queue "StallQueue" has no "activation necessary" event from second 1
+    And the log for queue "StallQueue" has no "procedure started" event from second 1
 
   @ACT-01
   Scenario: [12] Activation found necessary does not occur at MAX_QUEUE_READERS
@@ -192,3 +196,20 @@ Feature: Activation 03 - Whether activation is necessary
     And a message is sent on dialog "D1"
     When session "S1" gets a conversation group from queue "StallQueue"
     Then session "S1" got the conversation group of dialog "D2"
+
+  @ACT-07
+  Scenario: [15] The quiet window is over exactly when its length has passed since the empty result, not a millisecond before
+    Given dialog "D1" is begun from service "Initiator" to service "StallService"
+    And dialog "D2" is begun from service "Initiator" to service "StallService"
+    And a message is sent on dialog "D1"
+    And session "S1" begins a transaction
+    And session "S1" receives from queue "StallQueue"
+    And time passes to second 1
+    And session "S2" receives from queue "StallQueue"
+    And time passes to second 1 + {activation_empty_window_s} - 0.001
+    And a message is sent on dialog "D2"
+    And time passes to second 1 + {activation_empty_window_s}
+    When a message is sent on dialog "D2"
+    Then the log for queue "StallQueue" shows exactly from second 1:
+      | second                          | event             |
+      | 1 + {activation_empty_window_s} | procedure started |

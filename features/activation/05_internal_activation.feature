@@ -101,3 +101,16 @@ Feature: Activation 05 - Internal activation
       | second | event             | task | reason        |
       | 0      | procedure started | 1    | NULL          |
       | 10     | procedure exited  | 1    | empty RECEIVE |
+
+  @ACT-10
+  Scenario: [8] Lowering MAX_QUEUE_READERS below the procedures running starts none while as many run
+    Given a message is sent on dialog "D1"
+    And time passes to second 12
+    And ALTER QUEUE "StallQueue" WITH ACTIVATION (MAX_QUEUE_READERS = 1)
+    When time passes to second 30
+    Then the log for queue "StallQueue" shows exactly:
+      | second | event             | task |
+      | 0      | procedure started | 1    |
+      | 5      | procedure started | 2    |
+      | 10     | procedure started | 3    |
+    And 3 activated tasks run for queue "StallQueue"

@@ -94,3 +94,26 @@ Feature: Activation 06 - External activation
     Then the log for queue "ExternalQueue" shows exactly:
       | second | event              |
       | 0      | event notification |
+
+  @ACT-13
+  Scenario: [8] The time-out a RECEIVE ended does not expire later: the next notification waits for the new one
+    Given 3 messages are sent on dialog "D1"
+    And 2 messages are sent on dialog "D2"
+    And time passes to second 0.5 * {external_activation_timeout_s}
+    And session "App" receives from queue "ExternalQueue"
+    When time passes to second 1.5 * {external_activation_timeout_s}
+    Then the log for queue "ExternalQueue" shows exactly:
+      | second                                | event              |
+      | 0                                     | event notification |
+      | 0.5 * {external_activation_timeout_s} | event notification |
+      | 1.5 * {external_activation_timeout_s} | event notification |
+
+  @ACT-12 @ACT-01
+  Scenario: [9] With activation STATUS OFF a queue with a notification gets the notification and no procedure
+    Given ALTER QUEUE "DualQueue" WITH ACTIVATION (STATUS = OFF)
+    And dialog "D3" is begun from service "Initiator" to service "DualService"
+    When a message is sent on dialog "D3"
+    Then the log for queue "DualQueue" shows exactly:
+      | second | event              | notification  |
+      | 0      | event notification | DualActivator |
+    And the log for queue "DualQueue" has no "procedure started" event

@@ -66,6 +66,30 @@ class _ReceiveKeepsNotificationPending(QueueMonitors):
         pass
 
 
+class _QuietWindowStrict(QueueMonitors):
+    def quiet(self, monitor: QueueMonitor) -> bool:
+        if monitor.last_empty_ms is None:
+            return True
+        return self.clock.now_ms - monitor.last_empty_ms > self.params.activation_empty_window_s * 1000
+
+
+class _OnlyTheMaximumItselfStops(QueueMonitors):
+    def internal_occurs(self, queue: Queue) -> bool:
+        return len(self.tasks[queue.key]) != queue.activation.max_queue_readers
+
+
+class _EndedTimeOutStillExpires(QueueMonitors):
+    def receive_called(self, queue: Queue) -> None:
+        monitor = self.monitors.get(queue.key)
+        if monitor is not None:
+            monitor.notified_until_ms = None
+
+
+class _StatusIgnored(QueueMonitors):
+    def internal(self, queue: Queue) -> bool:
+        return bool(queue.activation.procedure_name)
+
+
 def _variant(monitors: type[QueueMonitors], name: str) -> ReferenceImplementation:
     broker = type(f"{name}Broker", (Broker,), {"monitors_class": monitors})
     return ReferenceImplementation(broker_class=broker, name=f"wrong variant: {name}")
@@ -111,6 +135,26 @@ def receive_keeps_notification_pending() -> ReferenceImplementation:
     return _variant(_ReceiveKeepsNotificationPending, "receive_keeps_notification_pending")
 
 
+def quiet_window_strict() -> ReferenceImplementation:
+    """Counts the quiet window as over only after its length, not at it."""
+    return _variant(_QuietWindowStrict, "quiet_window_strict")
+
+
+def only_the_maximum_itself_stops() -> ReferenceImplementation:
+    """Starts no procedure at MAX_QUEUE_READERS, but does above it (after MAX_QUEUE_READERS is lowered)."""
+    return _variant(_OnlyTheMaximumItselfStops, "only_the_maximum_itself_stops")
+
+
+def ended_time_out_still_expires() -> ReferenceImplementation:
+    """Ends the notification's time-out on RECEIVE but lets the old one expire later, as if it still ran."""
+    return _variant(_EndedTimeOutStillExpires, "ended_time_out_still_expires")
+
+
+def status_ignored() -> ReferenceImplementation:
+    """Starts the named procedure although activation STATUS is OFF."""
+    return _variant(_StatusIgnored, "status_ignored")
+
+
 VARIANTS = [
     "unread_count",
     "ignores_max_queue_readers",
@@ -121,6 +165,10 @@ VARIANTS = [
     "checks_only_on_timer",
     "no_rollback_check",
     "receive_keeps_notification_pending",
+    "quiet_window_strict",
+    "only_the_maximum_itself_stops",
+    "ended_time_out_still_expires",
+    "status_ignored",
 ]
 
 

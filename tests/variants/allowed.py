@@ -117,7 +117,9 @@ class _AsksTheLostPrincipalAgain(Router):
         return pair
 
 
-def _identical_named_by_their_last(routes: list[Route], instance_has_service: bool, chooser: Chooser) -> r.Choice | None:
+def _identical_named_by_their_last(
+    routes: list[Route], instance_has_service: bool, chooser: Chooser
+) -> r.Choice | None:
     """RTC-0 makes identical routes one candidate; which of their names it goes by is not said."""
     last = {route.identity(): route for route in sorted(routes, key=lambda route: route.name)}
     named = {route.name: last[route.identity()] for route in routes}
@@ -146,6 +148,19 @@ class _CommitterReceivesFirst(QueueMonitors):
         receiving.serve(task.key)
 
 
+class _ExitCommits(QueueMonitors):
+    """A procedure that exits inside a transaction has it committed, not rolled back: the contract does not say."""
+
+    def exit_procedure(self, task: ActivatedTask, reason: str) -> None:
+        if task.session.in_transaction:
+            self.receiving.commit(task.session)
+        super().exit_procedure(task, reason)
+
+
+def exit_commits_the_open_transaction() -> ReferenceImplementation:
+    return _engine("an exiting procedure's transaction commits", monitors_class=_ExitCommits)
+
+
 def probes_the_mirror_first() -> ReferenceImplementation:
     return _engine("probes the mirror address first", router_class=_MirrorFirst)
 
@@ -171,4 +186,5 @@ ALLOWED = [
     "asks_the_lost_principal_again",
     "names_identical_routes_by_their_last",
     "committer_receives_first",
+    "exit_commits_the_open_transaction",
 ]
