@@ -28,6 +28,7 @@ Feature: Periodic 01 - The 5-second timer and its schedule
       | 25     | broker configuration notification |
       | 50     | broker configuration notification |
 
+  @PER-5D @PER-1B
   Scenario: [2] Each notification runs the tasks of every notification, every 2nd and every 5th
     Given time passes to second 3
     And 1 task handlers of "sql1" fail

@@ -262,3 +262,15 @@ Feature: Routing 02 - Finding matching routes
       | {delayed_retry_s}     | conversation delayed |
       | 2 * {delayed_retry_s} | conversation delayed |
     And the log for dialog "D1" has no "message dropped" event
+
+  @RTM-3
+  Scenario: [17] Step 3 matches only the routes for the conversation's service, whatever broker instance they name
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | broker_instance | address                 |
+      | ForOther | Ledger       | sql3.ledger     | TCP://sql3.example:4022 |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" at "sql1" shows exactly:
+      | event                | step  |
+      | conversation delayed | RTM-7 |
+    And the log for dialog "D1" has no "message transmitted" event

@@ -59,7 +59,7 @@ Feature: Routing 03 - Choosing a route
       | route chosen    | sql1     | RTC-2 | Local | NULL     |
       | message arrived | sql1     | NULL  | NULL  | shop     |
 
-  @RTC-2 @RTE-03
+  @RTC-2 @RTC-3 @RTE-03
   Scenario: [4] LOCAL routes are passed over when this instance holds no such service
     Given dialog "L1" is begun from service "Initiator" to service "Ledger"
     And the routes in database "shop" of "sql1" are:
@@ -73,7 +73,7 @@ Feature: Routing 03 - Choosing a route
       | route chosen    | sql3     | RTC-2 | AutoCreatedLocal | NULL |
       | message arrived | sql3     | NULL  | NULL    | ledger   |
 
-  @RTC-3
+  @RTC-3 @RTC-4
   Scenario: [5] A network address is chosen before TRANSPORT
     Given dialog "O1" is begun from service "Initiator" to service "TCP://sql2.example:4022/Orders"
     And the routes in database "shop" of "sql1" are:
@@ -146,3 +146,17 @@ Feature: Routing 03 - Choosing a route
       | event           | instance | database |
       | message arrived | sql2     | orders   |
     And the log for dialog "D1" has no "message dropped" event
+
+  @RTC-0
+  Scenario: [10] Routes that differ in their network address only are two candidates
+    Given the routes in database "shop" of "sql1" are:
+      | name | service_name | address                 |
+      | A    | Target       | TCP://sql2.example:4022 |
+      | B    | Target       | TCP://sql5.example:4022 |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" at "sql1" shows exactly:
+      | event        | step  | candidates | route  |
+      | route chosen | RTC-3 | A, B       | A or B |
+    And the log for dialog "D1" at "sql1" shows exactly:
+      | event               | address                                            |
+      | message transmitted | TCP://sql2.example:4022 or TCP://sql5.example:4022 |

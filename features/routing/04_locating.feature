@@ -136,3 +136,26 @@ Feature: Routing 04 - Locating the service, acknowledgements and replies
       | routes matched   | sql5     | True        | msdb.sys.routes   | To1              | NULL     |
       | reply recognised | sql1     | True        | NULL              | NULL             | NULL     |
       | message arrived  | sql1     | True        | NULL              | NULL             | shop     |
+
+  @RTE-04
+  Scenario: [9] Every later message of an acknowledged conversation is pinned; a conversation not yet acknowledged is not
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And dialog "D2" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 |
+      | ToOrders | Target       | TCP://sql2.example:4022 |
+    And a message is sent on dialog "D1"
+    And the routes in database "shop" of "sql1" are:
+      | name      | service_name | broker_instance | address                 |
+      | Elsewhere | Target       |                 | TCP://sql5.example:4022 |
+      | Pinned    | Target       | sql2.orders     | TCP://sql2.example:4022 |
+    And 2 messages are sent on dialog "D1"
+    When a message is sent on dialog "D2"
+    Then the log for dialog "D1" at "sql1" shows exactly:
+      | event               | message_sequence_number | address                 |
+      | message transmitted | 0                       | TCP://sql2.example:4022 |
+      | message transmitted | 1                       | TCP://sql2.example:4022 |
+      | message transmitted | 2                       | TCP://sql2.example:4022 |
+    And the log for dialog "D2" at "sql1" shows exactly:
+      | event               | address                 |
+      | message transmitted | TCP://sql5.example:4022 |

@@ -31,7 +31,7 @@ Feature: Routing 06 - Mirror addresses
       | message transmitted | sql1     | TCP://sql3.example:4022 | NULL          | NULL     |
       | message arrived     | sql3     | NULL                    | NULL          | ledger   |
 
-  @RTR-3
+  @RTR-2 @RTR-3
   Scenario: [2] Once the principal is known, later messages go to it without contacting the mirror
     Given a message is sent on dialog "L1"
     When 2 messages are sent on dialog "L1"
@@ -120,3 +120,27 @@ Feature: Routing 06 - Mirror addresses
       | routes matched | RTM-2 | ByName | NULL   |
       | route chosen   | RTC-3 | NULL   | ByName |
     And the log for dialog "L1" has no "principal probe" event
+
+  @RTR-3
+  Scenario: [9] The principal one conversation learned serves another conversation using the route, without asking
+    Given dialog "L2" is begun from service "Initiator" to service "Ledger"
+    And a message is sent on dialog "L1"
+    When a message is sent on dialog "L2"
+    Then the log for dialog "L2" shows exactly:
+      | event               | instance | address                 | database |
+      | message transmitted | sql1     | TCP://sql3.example:4022 | NULL     |
+      | message arrived     | sql3     | NULL                    | ledger   |
+    And the log for dialog "L2" has no "principal probe" event
+
+  @RTR-1 @RTM-1
+  Scenario: [10] A route naming the conversation's broker instance is matched before a route with a mirror address
+    Given dialog "L3" is begun from service "Initiator" to service "Ledger" on the broker instance of sql3.ledger
+    And the routes in database "shop" of "sql1" are:
+      | name  | service_name | broker_instance | address                 | mirror_address          |
+      | Pair  | Ledger       |                 | TCP://sql4.example:4022 | TCP://sql3.example:4022 |
+      | Exact | Ledger       | sql3.ledger     | TCP://sql3.example:4022 |                         |
+    When a message is sent on dialog "L3"
+    Then the log for dialog "L3" at "sql1" shows exactly:
+      | event               | address                 |
+      | message transmitted | TCP://sql3.example:4022 |
+    And the log for dialog "L3" has no "principal probe" event

@@ -62,6 +62,21 @@ def _no_acknowledgement_pinning(self: Broker, conv: Conversation, db: Database) 
     conv.acknowledged = True
 
 
+def _step_3_for_any_service(
+    routes: list[Route], service: str, broker: str | None, pending: set[tuple[str, str]], has: bool, chooser: Chooser
+) -> r.Match:
+    found = r.match(routes, service, broker, pending, has, chooser)
+    named = [x for x in routes if x.broker_instance is not None]
+    if not broker and found.step in ("RTM-4", "RTM-5", "RTM-6", "RTM-7") and named:
+        return r.Match("RTM-3", named)
+    return found
+
+
+def step_3_for_any_service() -> ReferenceImplementation:
+    """Step 3 takes routes naming a broker instance whatever service they are for."""
+    return _router("step_3_for_any_service", match=staticmethod(_step_3_for_any_service))
+
+
 def steps_2_and_3_swapped() -> ReferenceImplementation:
     return _router("steps_2_and_3_swapped", match=staticmethod(_steps_2_and_3_swapped))
 
@@ -134,4 +149,5 @@ VARIANTS = [
     "msdb_for_local_conversations",
     "locate_ignores_broker_instance",
     "never_retries_delayed",
+    "step_3_for_any_service",
 ]
