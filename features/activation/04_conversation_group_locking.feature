@@ -83,3 +83,47 @@ Feature: Activation 04 - Conversation group locking
     And time passes to second 45
     Then the log has no "transaction committed" event where session is "WorkQueue#1" from second 11
     And the log for queue "WorkQueue" has no "rows returned" event where session is "WorkQueue#1" from second 11
+
+  # PlainQueue has no activation: nothing reads it but the sessions of the scenario
+  @ACT-08
+  Scenario: [6] A RECEIVE with a WHERE clause takes the messages it names only, wherever they stand in the queue
+    Given dialog "P1" is begun from service "Initiator" to service "PlainService"
+    And dialog "P2" is begun from service "Initiator" to service "PlainService"
+    And dialog "P3" is begun from service "Initiator" to service "PlainService"
+    And a message is sent on dialog "P3"
+    And a message is sent on dialog "P1"
+    And a message is sent on dialog "P2"
+    And session "S1" receives from queue "PlainQueue" where the dialog is "P2"
+    And a message is sent on dialog "P2"
+    And session "S2" receives from queue "PlainQueue" where the conversation group is that of dialog "P2"
+    When session "S3" receives from queue "PlainQueue"
+    Then session "S1" got the message P2:0
+    And session "S2" got the message P2:1
+    # without WHERE, the group of the first message, and that group's messages only
+    And session "S3" got the message P3:0
+
+  @ACT-09
+  Scenario: [7] GET CONVERSATION GROUP locks a group and leaves its messages for the session's RECEIVE
+    Given dialog "P1" is begun from service "Initiator" to service "PlainService"
+    And a message is sent on dialog "P1"
+    And session "S1" begins a transaction
+    And session "S1" gets a conversation group from queue "PlainQueue"
+    And session "S2" receives from queue "PlainQueue"
+    When session "S1" receives from queue "PlainQueue"
+    Then session "S2" got an empty result
+    And session "S1" got the message P1:0
+
+  @ACT-09
+  Scenario: [8] A rollback hands the group it held to the reader waiting for it at once
+    Given dialog "P1" is begun from service "Initiator" to service "PlainService"
+    And a message is sent on dialog "P1"
+    And session "S1" begins a transaction
+    And session "S1" receives from queue "PlainQueue"
+    And session "S2" receives from queue "PlainQueue" waiting up to 60 seconds
+    And time passes to second 3
+    When session "S1" rolls back
+    Then session "S2" got the message P1:0
+    And the log for queue "PlainQueue" shows exactly:
+      | second | event         | session |
+      | 0      | rows returned | S1      |
+      | 3      | rows returned | S2      |

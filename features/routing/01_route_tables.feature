@@ -92,3 +92,21 @@ Feature: Routing 01 - Which route table, and expired routes
       | routes matched  | sql1     | RTM-2 | ToOrders         | NULL     |
       | routes matched  | sql2     | RTM-5 | AutoCreatedLocal | NULL     |
       | message arrived | sql2     | NULL  | NULL             | orders   |
+
+  @RTE-02
+  Scenario: [7] A route has expired at the very end of its lifetime, and not a millisecond before
+    Given dialog "D2" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name             | service_name | address                 | lifetime_s |
+      | ToOrders         | Target       | TCP://sql2.example:4022 | 10         |
+      | AutoCreatedLocal |              | LOCAL                   |            |
+    And time passes to second 9.999
+    And a message is sent on dialog "D1"
+    And time passes to second 10
+    When a message is sent on dialog "D2"
+    Then the log for dialog "D1" shows exactly:
+      | event           | instance | database |
+      | message arrived | sql2     | orders   |
+    And the log for dialog "D2" shows exactly:
+      | event           | instance | database |
+      | message arrived | sql1     | shop     |

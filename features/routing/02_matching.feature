@@ -274,3 +274,18 @@ Feature: Routing 02 - Finding matching routes
       | event                | step  |
       | conversation delayed | RTM-7 |
     And the log for dialog "D1" has no "message transmitted" event
+
+  @RTM-1 @RTM-2
+  Scenario: [18] Step 1 needs the service name to match as well as the broker instance
+    Given dialog "D1" is begun from service "Initiator" to service "Target" on the broker instance of sql2.orders
+    And the routes in database "shop" of "sql1" are:
+      | name   | service_name | broker_instance | address                 |
+      | Other  | Ledger       | sql2.orders     | TCP://sql5.example:4022 |
+      | ByName | Target       |                 | TCP://sql2.example:4022 |
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" at "sql1" shows exactly:
+      | event          | step  | routes |
+      | routes matched | RTM-2 | ByName |
+    And the log for dialog "D1" at "sql1" shows exactly:
+      | event               | address                 |
+      | message transmitted | TCP://sql2.example:4022 |

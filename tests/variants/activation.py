@@ -11,7 +11,8 @@ from sbtck import contract as c
 from sbtck.contract import QueueRef
 from sbtck.engine import Broker
 from sbtck.engine.activation import ARRIVAL, QueueMonitor, QueueMonitors
-from sbtck.engine.model import Queue
+from sbtck.engine.model import Message, Queue
+from sbtck.engine.receiving import GET_CONVERSATION_GROUP, Receiving, Session, Wait
 from sbtck.iut.reference import ReferenceImplementation
 
 
@@ -90,9 +91,56 @@ class _StatusIgnored(QueueMonitors):
         return bool(queue.activation.procedure_name)
 
 
+class _WhereIgnored(Receiving):
+    def _matches(self, wait: Wait, message: Message) -> bool:
+        return True
+
+
+class _GetTakesTheMessages(Receiving):
+    def _finish(self, wait: Wait, rows: list[Message], group: str | None) -> None:
+        if wait.statement == GET_CONVERSATION_GROUP and group is not None:
+            queue = self.queues[wait.queue]
+            queue.messages = [m for m in queue.messages if m.group != group]
+        super()._finish(wait, rows, group)
+
+
+class _RollbackServesNoOne(Receiving):
+    rolling_back = False
+
+    def rollback(self, session: Session) -> None:
+        self.rolling_back = True
+        try:
+            super().rollback(session)
+        finally:
+            self.rolling_back = False
+
+    def serve(self, key: QueueRef) -> None:
+        if not self.rolling_back:
+            super().serve(key)
+
+
 def _variant(monitors: type[QueueMonitors], name: str) -> ReferenceImplementation:
     broker = type(f"{name}Broker", (Broker,), {"monitors_class": monitors})
     return ReferenceImplementation(broker_class=broker, name=f"wrong variant: {name}")
+
+
+def _reading(receiving: type[Receiving], name: str) -> ReferenceImplementation:
+    broker = type(f"{name}Broker", (Broker,), {"receiving_class": receiving})
+    return ReferenceImplementation(broker_class=broker, name=f"wrong variant: {name}")
+
+
+def where_ignored() -> ReferenceImplementation:
+    """RECEIVE ... WHERE takes whatever a RECEIVE without it would."""
+    return _reading(_WhereIgnored, "where_ignored")
+
+
+def get_conversation_group_takes_the_messages() -> ReferenceImplementation:
+    return _reading(_GetTakesTheMessages, "get_conversation_group_takes_the_messages")
+
+
+def rollback_serves_no_one() -> ReferenceImplementation:
+    """A rollback releases the group but leaves the reader waiting for it waiting."""
+    return _reading(_RollbackServesNoOne, "rollback_serves_no_one")
 
 
 def unread_count() -> ReferenceImplementation:
@@ -169,6 +217,9 @@ VARIANTS = [
     "only_the_maximum_itself_stops",
     "ended_time_out_still_expires",
     "status_ignored",
+    "where_ignored",
+    "get_conversation_group_takes_the_messages",
+    "rollback_serves_no_one",
 ]
 
 

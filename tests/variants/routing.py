@@ -48,6 +48,20 @@ def _every_route_lives(routes: Iterable[Route], now_ms: int) -> list[Route]:
     return sorted(routes, key=lambda x: x.name)
 
 
+def _alive_at_the_end(routes: Iterable[Route], now_ms: int) -> list[Route]:
+    return sorted((x for x in routes if x.expires_ms is None or x.expires_ms >= now_ms), key=lambda x: x.name)
+
+
+def _step_1_for_any_service(
+    routes: list[Route], service: str, broker: str | None, pending: set[tuple[str, str]], has: bool, chooser: Chooser
+) -> r.Match:
+    if broker:
+        found = [x for x in routes if x.broker_instance is not None and x.broker_instance.upper() == broker.upper()]
+        if found:
+            return r.Match("RTM-1", found)
+    return r.match(routes, service, broker, pending, has, chooser)
+
+
 def _msdb_for_everything(self: Router, at: Instance, inside: bool, home: str | None) -> tuple[str, dict[str, Route]]:
     return "msdb.sys.routes", at.msdb_routes
 
@@ -70,6 +84,16 @@ def _step_3_for_any_service(
     if not broker and found.step in ("RTM-4", "RTM-5", "RTM-6", "RTM-7") and named:
         return r.Match("RTM-3", named)
     return found
+
+
+def alive_at_the_end_of_its_lifetime() -> ReferenceImplementation:
+    """Uses a route at the very instant its lifetime ends."""
+    return _router("alive_at_the_end_of_its_lifetime", live=staticmethod(_alive_at_the_end))
+
+
+def step_1_for_any_service() -> ReferenceImplementation:
+    """Step 1 takes routes naming the conversation's broker instance whatever service they are for."""
+    return _router("step_1_for_any_service", match=staticmethod(_step_1_for_any_service))
 
 
 def step_3_for_any_service() -> ReferenceImplementation:
@@ -150,4 +174,6 @@ VARIANTS = [
     "locate_ignores_broker_instance",
     "never_retries_delayed",
     "step_3_for_any_service",
+    "alive_at_the_end_of_its_lifetime",
+    "step_1_for_any_service",
 ]
