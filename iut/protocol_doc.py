@@ -11,7 +11,17 @@ import dataclasses
 import json
 
 from sbtck import contract as c
-from sbtck.observations import AREA, DECISION_FIELDS, FIELD_MEANINGS, FIELDS, RULE_FIELDS, TRACE, VALUES, Kind
+from sbtck.observations import (
+    AREA,
+    DECISION_FIELDS,
+    FIELD_MEANINGS,
+    FIELDS,
+    REASONS,
+    RULE_FIELDS,
+    TRACE,
+    VALUES,
+    Kind,
+)
 from sbtck.views import COLUMN_MEANINGS, VIEW_COLUMNS
 
 Q = c.QueueRef("sql1", "shop", "TargetQueue")
@@ -121,6 +131,10 @@ def _values(field: str) -> str:
         return " A rule id of `spec/rules.yaml`."
     if field in VALUES:
         return " One of " + ", ".join(f"`{v}`" for v in VALUES[field]) + "."
+    if field == "reason":
+        return "".join(
+            f" `{kind.value}`: " + ", ".join(f"`{v}`" for v in values) + "." for kind, values in REASONS.items()
+        )
     return ""
 
 

@@ -276,6 +276,16 @@ FIELDS: dict[Kind, tuple[str, ...]] = {
 }
 
 
+# The reasons of the kinds whose reason is one of a few (message_dropped says it in free text).
+REASONS: dict[Kind, tuple[str, ...]] = {
+    Kind.DATABASE_BROKER_START_FAILED: ("missing master key",),
+    Kind.ACTIVATION_WITHHELD: ("MAX_QUEUE_READERS", "notification time-out"),
+    Kind.PROCEDURE_EXITED: ("empty RECEIVE", "exited"),
+    Kind.CONNECTION_CLOSED: ("idle", "disconnected"),
+    Kind.DISPATCHER_DELETED: ("out of order", "stale"),
+}
+
+
 # Every field an event may carry, and what it says; at_ms (epoch milliseconds) and kind are on every event.
 FIELD_MEANINGS: dict[str, str] = {
     "active": "whether message forwarding is now on",
@@ -301,7 +311,7 @@ FIELD_MEANINGS: dict[str, str] = {
     "number": "the timer notification's number, from 1 at broker start",
     "procedure_name": "the activation stored procedure started",
     "queue": "a queue of the database",
-    "reason": "why (free text; the features name the reasons they check)",
+    "reason": "why: one of a few for most kinds, free text for message_dropped",
     "result": "how a connection attempt ended",
     "returned": "how many messages a rollback put back on their queues",
     "route": "a route's name",

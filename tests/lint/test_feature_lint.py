@@ -13,7 +13,7 @@ from gherkin.parser import Parser
 from sbtck import catalogue
 from sbtck.catalogue import RULE_ID
 from sbtck.iut.profile import CAPABILITIES
-from sbtck.observations import FIELDS, RULE_FIELDS, VALUES, Kind
+from sbtck.observations import FIELDS, REASONS, RULE_FIELDS, VALUES, Kind
 from sbtck.steps import phrases as p
 from sbtck.views import VIEW_COLUMNS
 
@@ -90,7 +90,7 @@ def observation_problems(step: dict[str, Any]) -> list[str]:
         field = values.get("field")
         if field is not None and field not in FIELDS[kind]:
             return [f"{values['event']!r} events have no field {field!r}; they have {', '.join(FIELDS[kind])}"]
-        if field is not None and _unknown(field, str(values["value"])):
+        if field is not None and _unknown(field, str(values["value"]), kind):
             return [f"{field} {values['value']!r} is none of its values"]
         return []
     table = [[c["value"] for c in row["cells"]] for row in step.get("dataTable", {}).get("rows", [])]
@@ -122,16 +122,20 @@ def observation_problems(step: dict[str, Any]) -> list[str]:
             if kind is not None and column not in ("second", "event") and column not in FIELDS[kind] and cell != "NULL":
                 found.append(f"{kind.value} has no field {column!r}, so its cell reads NULL, not {cell!r}")
             else:
-                found += [f"{column} {v!r} is none of its values" for v in cell.split(" or ") if _unknown(column, v)]
+                found += [
+                    f"{column} {v!r} is none of its values" for v in cell.split(" or ") if _unknown(column, v, kind)
+                ]
     return found
 
 
-def _unknown(field: str, value: str) -> bool:
-    """Is VALUE outside the declared values of FIELD (observations.VALUES; rule ids for rule and step)?"""
+def _unknown(field: str, value: str, kind: Kind | None = None) -> bool:
+    """Is VALUE outside the declared values of FIELD (observations.VALUES, REASONS; rule ids for rule and step)?"""
     if value == "NULL":
         return False
     if field in RULE_FIELDS:
         return value not in catalogue.load().rules
+    if field == "reason" and kind in REASONS:
+        return value not in REASONS[kind]
     return field in VALUES and value not in VALUES[field]
 
 
@@ -200,6 +204,7 @@ def test_a_log_table_cell_must_be_one_of_its_fields_values() -> None:
         ["activation necessary", "message arived", "ACT-6"],
         ["activation necessary", "RECEIVE or rollback", "ACT-06 or ACT-07"],
     ]
+    withheld = [["event", "reason"], ["activation withheld", "MAX_QUEUE_READER"], ["dispatcher deleted", "stale"]]
     step = {
         "text": "the log shows exactly:",
         "dataTable": {"rows": [{"cells": [{"value": v} for v in row]} for row in rows]},
@@ -208,6 +213,8 @@ def test_a_log_table_cell_must_be_one_of_its_fields_values() -> None:
         "trigger 'message arived' is none of its values",
         "rule 'ACT-6' is none of its values",
     ]
+    step["dataTable"] = {"rows": [{"cells": [{"value": v} for v in row]} for row in withheld]}
+    assert observation_problems(step) == ["reason 'MAX_QUEUE_READER' is none of its values"]
 
 
 def test_untagged_scenario_is_refused() -> None:

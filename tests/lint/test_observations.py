@@ -48,7 +48,7 @@ def test_every_kind_has_its_area() -> None:
 def test_the_engine_reports_only_declared_fields_and_values_and_every_field_says_what_it_is() -> None:
     from sbtck import catalogue
     from sbtck.iut.reference import reference
-    from sbtck.observations import FIELD_MEANINGS, FIELDS, RULE_FIELDS, VALUES
+    from sbtck.observations import FIELD_MEANINGS, FIELDS, REASONS, RULE_FIELDS, VALUES
     from sbtck.workloads.generate import generate
     from sbtck.workloads.trace import run
 
@@ -60,6 +60,9 @@ def test_the_engine_reports_only_declared_fields_and_values_and_every_field_says
             }
             unknown |= {(f, event[f]) for f in VALUES if f in event and event[f] not in VALUES[f]}
             unknown |= {(f, event[f]) for f in RULE_FIELDS if f in event and event[f] not in catalogue.load().rules}
+            reasons = REASONS.get(Kind(event["kind"]))
+            if reasons is not None and event.get("reason") not in reasons:
+                unknown.add(("reason", event.get("reason")))
     assert undeclared == set()
     assert unknown == set()
     used = {field for fields in FIELDS.values() for field in fields}
