@@ -133,10 +133,18 @@ def banner(run: dict[str, Any], records: list[ScenarioRecord], label: str | None
         r.INTERRUPTED: f"the run stopped after {len(records)} scenarios; this is not a verdict",
     }[said]
     name = label or f"{impl.get('name', '?')} {impl.get('version', '')}".strip()
+    left = [rec for rec in records if rec.checks[r.LEFT_OUT] or rec.checks["in part"]]
+    checks = (
+        f"<p>{sum(rec.checks[r.LEFT_OUT] for rec in left)} checks left out and "
+        f"{sum(rec.checks['in part'] for rec in left)} made in part, in {len(left)} scenarios: what a real broker "
+        "does not show (the engine's reasoning) is not asked of an implementation without decision_trace.</p>"
+        if left
+        else ""
+    )
     return (
         f'<section class="verdict v-{_cls(said)}" aria-label="verdict" data-verdict="{escape(said)}">'
         f'<p class="big"><span aria-hidden="true">{VERDICT_ICONS[said]}</span> {escape(name)}: '
-        f"{escape(said)}</p><p>{escape(detail)}</p>"
+        f"{escape(said)}</p><p>{escape(detail)}</p>{checks}"
         f'<div class="counts">{_counts(records)}</div></section>'
     )
 

@@ -288,6 +288,8 @@ def test_every_output_says_which_checks_were_left_out(tmp_path: Path) -> None:
     assert "does not declare decision_trace" in step.left_out
     page = (tmp_path / "index.html").read_text()
     assert page.count("not checked: ") == sum(1 for rec in records for s in rec.steps if s.left_out)
+    left_out = sum(rec.checks[r.LEFT_OUT] for rec in records)
+    assert f"{left_out} checks left out and " in page and "without decision_trace" in page
     junit = (tmp_path / "junit.xml").read_text()
     assert f"line {step.line} not checked: " in junit and "checks: " in junit
     features = json.loads((tmp_path / "cucumber.json").read_text())
