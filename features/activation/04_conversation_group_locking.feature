@@ -75,13 +75,14 @@ Feature: Activation 04 - Conversation group locking
       | 10     | procedure exited  | 2    |
       | 15     | procedure started | 3    |
 
-  @ACT-05
-  Scenario: [5] A procedure made to exit while it works does not go on to commit that work
+  @ACT-09
+  Scenario: [5] A procedure made to exit while it works gives its group up to the waiting reader and commits nothing later
     Given 50 messages are sent on dialog "D1"
     And time passes to second 10
     When activated task 1 of queue "WorkQueue" exits
     And time passes to second 45
-    Then the log has no "transaction committed" event where session is "WorkQueue#1" from second 11
+    Then the log for queue "WorkQueue" has 1 "rows returned" event where session is "WorkQueue#2" from second 10 until second 10
+    And the log has no "transaction committed" event where session is "WorkQueue#1" from second 11
     And the log for queue "WorkQueue" has no "rows returned" event where session is "WorkQueue#1" from second 11
 
   # PlainQueue has no activation: nothing reads it but the sessions of the scenario
