@@ -157,9 +157,13 @@ class Router:
         opened = set(self.transport.connect_pending([(w.instance, str(w.address).upper()) for w in waiting]))
         for head in waiting:
             if (head.instance, str(head.address).upper()) in opened:
-                self._retry(head)
+                self.once_connected(head)
         for head in self.heads(NO_PRINCIPAL):
             self._retry(head)  # RTR-5: both addresses are tried again
+
+    def once_connected(self, head: Waiting) -> None:
+        """A message that waited for its connection is routed again; the documents do not say it is not."""
+        self._retry(head)
 
     def reclassify(self, instance: str) -> None:
         """PER-2B: dialogs touched by metadata changes, route expirations or failures register again."""

@@ -3,8 +3,8 @@
 Every step carries its real duration (nanoseconds, as Cucumber writes
 them), its data table as ``rows`` and its docstring as ``doc_string``;
 feature tags stand on the feature, scenario tags on the scenario; ids are
-Cucumber's (``feature-name;scenario-name``). Cucumber has no word for four
-of the kit's six statuses, so they map as follows (README, "Statuses"),
+Cucumber's (``feature-name;scenario-name``). Cucumber has no word for five
+of the kit's seven statuses, so they map as follows (README, "Statuses"),
 and every scenario keeps its own status in ``sbtck_status``:
 
     passed            every step passed
@@ -13,6 +13,7 @@ and every scenario keeps its own status in ``sbtck_status``:
     not applicable    every step skipped
     expected failure  the failing step pending, with the reason; the steps after it skipped
     unexpected pass   every step passed, and an after hook failed saying why
+    differs           the step that came out otherwise skipped, its output saying how; the steps after it skipped
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sbtck.reports.results import (
+    DIFFERS,
     ERROR,
     EXPECTED_FAILURE,
     FAILED,
@@ -43,8 +45,8 @@ def slug(text: str) -> str:
 
 
 def _failing(record: ScenarioRecord) -> int | None:
-    """The index of the step that carries a failure, error or expected failure; None when no step can."""
-    if record.status not in (FAILED, ERROR, EXPECTED_FAILURE):
+    """The index of the step that carries a failure, error, expected failure or difference; None when none can."""
+    if record.status not in (FAILED, ERROR, EXPECTED_FAILURE, DIFFERS):
         return None
     line = (record.failure or {}).get("line")
     for i, step in enumerate(record.steps):
@@ -58,7 +60,7 @@ def _step_status(record: ScenarioRecord, index: int, failing: int | None) -> str
     if record.status == NOT_APPLICABLE:
         return "skipped"
     if index == failing:
-        return "pending" if record.status == EXPECTED_FAILURE else "failed"
+        return {EXPECTED_FAILURE: "pending", DIFFERS: "skipped"}.get(record.status, "failed")
     # a check left out passed: what it would look at is what this implementation does not report
     return "passed" if record.steps[index].status in ("passed", LEFT_OUT) else "skipped"
 
@@ -87,6 +89,8 @@ def _step(record: ScenarioRecord, index: int, failing: int | None) -> dict[str, 
     }
     if step.left_out:
         out["output"] = [f"not checked: {step.left_out}"]
+    if index == failing and record.status == DIFFERS:
+        out["output"] = [f"differs ({record.reason}): {(record.failure or {}).get('message', '')}"]
     if step.datatable:
         out["rows"] = [{"cells": list(row)} for row in step.datatable]
     if step.docstring is not None:

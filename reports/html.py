@@ -32,7 +32,7 @@ table{border-collapse:collapse;width:100%}
 td,th{border:1px solid #ddd;padding:3px 6px;vertical-align:top;text-align:left}
 .s{display:inline-block;padding:0 6px;border-radius:3px;font-size:.85em;white-space:nowrap}
 .passed{background:#d4f4d4}.failed{background:#f8c8c8}.error{background:#ead4f7}.not-applicable{background:#e4e4e4}
-.expected-failure{background:#fde9c4}.unexpected-pass{background:#cfe0ff}.uncovered{background:#fff3b0}
+.expected-failure{background:#fde9c4}.unexpected-pass{background:#cfe0ff}.differs{background:#e2ecd2}.uncovered{background:#fff3b0}
 .not-run,.skipped,.left-out{background:#f2f2f2}
 .sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
 .verdict{border:2px solid;border-radius:6px;padding:.6em 1em;margin:.8em 0}

@@ -8,7 +8,7 @@ nor properties on a test case, so the scenario's line, rules and required
 capabilities are properties of its suite, named after the scenario's ``[n]``
 (``[2] rules``), and are repeated in the test case's ``system-out``.
 
-The kit's six statuses, as JUnit counts them (README, "Statuses"):
+The kit's seven statuses, as JUnit counts them (README, "Statuses"):
 
     passed            a test case with no child
     failed            <failure type="failed">, the kit's own message
@@ -16,6 +16,7 @@ The kit's six statuses, as JUnit counts them (README, "Statuses"):
     not applicable    <skipped type="not applicable">, naming the missing capability
     expected failure  <skipped type="expected failure">, naming the expectation
     unexpected pass   <failure type="unexpected pass">
+    differs           <skipped type="differs">, with the check that came out otherwise than on the reference
 """
 
 from __future__ import annotations
@@ -27,7 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from sbtck.contract import REQUIRES_TAG
-from sbtck.reports.results import ERROR, EXPECTED_FAILURE, FAILED, NOT_APPLICABLE, UNEXPECTED_PASS, ScenarioRecord
+from sbtck.reports.results import (
+    DIFFERS,
+    ERROR,
+    EXPECTED_FAILURE,
+    FAILED,
+    NOT_APPLICABLE,
+    UNEXPECTED_PASS,
+    ScenarioRecord,
+)
 
 # XML 1.0 cannot carry these characters at all, escaped or not
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -62,6 +71,9 @@ def _outcome(case: ET.Element, record: ScenarioRecord) -> None:
             case, "skipped", type=EXPECTED_FAILURE, message=_text(f"expected failure: {record.reason}")
         )
         child.text = _text(message)
+    elif record.status == DIFFERS:
+        child = ET.SubElement(case, "skipped", type=DIFFERS, message=_text(f"differs: {record.reason}"))
+        child.text = _text(f"{where}\n{message}")
     elif record.status == UNEXPECTED_PASS:
         ET.SubElement(
             case,
@@ -78,7 +90,7 @@ def counts(records: list[ScenarioRecord]) -> dict[str, int]:
         "tests": len(statuses),
         "failures": statuses.count(FAILED) + statuses.count(UNEXPECTED_PASS),
         "errors": statuses.count(ERROR),
-        "skipped": statuses.count(NOT_APPLICABLE) + statuses.count(EXPECTED_FAILURE),
+        "skipped": statuses.count(NOT_APPLICABLE) + statuses.count(EXPECTED_FAILURE) + statuses.count(DIFFERS),
     }
 
 

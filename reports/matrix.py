@@ -10,7 +10,7 @@ from sbtck.reports.results import ICONS, ScenarioRecord
 from sbtck.reports.text import escape, run_labels
 
 # the worst status of a cell decides its colour and icon (the icon says it without colour)
-SEVERITY = ["failed", "error", "unexpected pass", "expected failure", "not applicable", "passed"]
+SEVERITY = ["failed", "error", "unexpected pass", "expected failure", "not applicable", "differs", "passed"]
 
 
 def _cell(records: list[ScenarioRecord]) -> str:

@@ -91,3 +91,17 @@ Feature: Periodic 04 - Transport connections
     Then the log at "sql1" shows exactly:
       | second | event              | result    |
       | 0      | connection attempt | connected |
+
+  @PER-2A
+  Scenario: [9] A destination whose suppression ends at second 32 is tried at the 2nd notification at 40, not at 35
+    Given time passes to second 17
+    And the connection from "sql1" to "TCP://sql2.example:4022" drops
+    And a message is sent on dialog "D1"
+    When time passes to second 45
+    Then the log at "sql1" shows exactly from second 12:
+      | second | event              | result    | reason       |
+      | 17     | connection closed  | NULL      | disconnected |
+      | 40     | connection attempt | connected | NULL         |
+    And the log for dialog "D1" at "sql2" shows exactly from second 12:
+      | second | event           | message_sequence_number |
+      | 40     | message arrived | 1                       |

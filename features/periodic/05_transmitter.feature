@@ -13,24 +13,27 @@ Feature: Periodic 05 - The transmitter
     And dialog "D1" is begun from service "Initiator" to service "Target"
 
   Scenario: [1] A dialog that failed for lack of memory resumes at the next 2nd notification
-    Given time passes to second 1
+    # a first message opens the connection to sql2, whether a SEND connects at once or at the 2nd notification
+    Given a message is sent on dialog "D1"
+    And time passes to second 11
     And the transmission of dialog "D1" fails for lack of memory
     And a message is sent on dialog "D1"
-    When time passes to second 12
-    Then the log for dialog "D1" shows exactly:
+    When time passes to second 22
+    Then the log for dialog "D1" shows exactly from second 11:
       | second | event               | instance |
-      | 10     | message transmitted | sql1     |
-      | 10     | message arrived     | sql2     |
-    And the log at "sql1" shows exactly from second 10 until second 10:
+      | 20     | message transmitted | sql1     |
+      | 20     | message arrived     | sql2     |
+    And the log at "sql1" shows exactly from second 20 until second 20:
       | event                    | dialogs |
       | transmitter reclassified | D1      |
 
   Scenario: [2] A dialog that failed security validation resumes at the next 2nd notification
-    Given time passes to second 12
+    Given a message is sent on dialog "D1"
+    And time passes to second 12
     And the transmission of dialog "D1" fails security validation
     And a message is sent on dialog "D1"
     When time passes to second 22
-    Then the log for dialog "D1" shows exactly:
+    Then the log for dialog "D1" shows exactly from second 11:
       | second | event               |
       | 20     | message transmitted |
 

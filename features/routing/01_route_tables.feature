@@ -17,6 +17,7 @@ Feature: Routing 01 - Which route table, and expired routes
       | name     | service_name | address                 |
       | ToOrders | Target       | TCP://sql2.example:4022 |
     When a message is sent on dialog "D1"
+    And time passes to second 10
     Then the log for dialog "D1" shows exactly:
       | event           | instance | table           | step  | routes           | database |
       | routes matched  | sql1     | shop.sys.routes | RTM-2 | ToOrders         | NULL     |
@@ -43,6 +44,7 @@ Feature: Routing 01 - Which route table, and expired routes
       | name   | service_name | address                 |
       | Away   | Target       | TCP://sql5.example:4022 |
     When a message is sent on dialog "D1"
+    And time passes to second 10
     Then the log for dialog "D1" shows exactly:
       | event           | instance | table           | database |
       | routes matched  | sql1     | shop.sys.routes | NULL     |
@@ -57,6 +59,7 @@ Feature: Routing 01 - Which route table, and expired routes
       | AutoCreatedLocal |              | LOCAL                   |            |
     And time passes to second 9
     When a message is sent on dialog "D1"
+    And time passes to second 10
     Then the log for dialog "D1" shows exactly:
       | event           | instance | routes   | database |
       | routes matched  | sql1     | ToOrders | NULL     |
@@ -87,6 +90,7 @@ Feature: Routing 01 - Which route table, and expired routes
       | AutoCreatedLocal |              | LOCAL                   |            |
     And time passes to second 6
     When a message is sent on dialog "D1"
+    And time passes to second 10
     Then the log for dialog "D1" shows exactly:
       | event           | instance | step  | routes           | database |
       | routes matched  | sql1     | RTM-2 | ToOrders         | NULL     |

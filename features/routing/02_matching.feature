@@ -30,6 +30,7 @@ Feature: Routing 02 - Finding matching routes
       | Exact   | Target       | sql2.orders     | TCP://sql2.example:4022 |
       | ByName  | Target       |                 | TCP://sql5.example:4022 |
     When a message is sent on dialog "D1"
+    And time passes to second 10
     Then the log for dialog "D1" at "sql1" shows exactly:
       | event          | instance | step  | routes |
       | routes matched | sql1     | RTM-1 | Exact  |
@@ -45,6 +46,7 @@ Feature: Routing 02 - Finding matching routes
       | Exact   | Target       | sql2.orders     | TCP://sql2.example:4022 |
       | ByName  | Target       |                 | TCP://sql5.example:4022 |
     When a message is sent on dialog "D1"
+    And time passes to second 10
     Then the log for dialog "D1" at "sql1" shows exactly:
       | event          | instance | step  | routes |
       | routes matched | sql1     | RTM-2 | ByName |
@@ -60,6 +62,7 @@ Feature: Routing 02 - Finding matching routes
       | Other   | Target       | sql1.stock      | LOCAL                   |
       | ByName  | Target       |                 | TCP://sql2.example:4022 |
     When a message is sent on dialog "D1"
+    And time passes to second 10
     Then the log for dialog "D1" shows exactly:
       | event           | instance | step  | routes           | database |
       | routes matched  | sql1     | RTM-2 | ByName           | NULL     |
@@ -126,6 +129,7 @@ Feature: Routing 02 - Finding matching routes
       | Dynamic  | http://schemas.microsoft.com/SQL/ServiceBroker/BrokerConfigurationNotice | TCP://sql5.example:4022 |
       | ByName   | Target                                                                   | TCP://sql2.example:4022 |
     When a message is sent on dialog "D1"
+    And time passes to second 10
     Then the log for dialog "D1" has no "routing requested" event
     And the log for dialog "D1" shows exactly:
       | event           | step  | database |
@@ -174,6 +178,7 @@ Feature: Routing 02 - Finding matching routes
       | Anything |              | TCP://sql2.example:4022 |
       | ForOther | Ledger       | LOCAL                   |
     When a message is sent on dialog "D1"
+    And time passes to second 10
     Then the log for dialog "D1" shows exactly:
       | event           | instance | step  | routes   | database |
       | routes matched  | sql1     | RTM-5 | Anything | NULL     |
@@ -211,6 +216,7 @@ Feature: Routing 02 - Finding matching routes
       | name     | service_name | address                 |
       | Anything |              | TCP://sql2.example:4022 |
     When a message is sent on dialog "D1"
+    And time passes to second 10
     Then the log for dialog "D1" shows exactly:
       | event           | instance | step  | rule  |
       | routes matched  | sql1     | RTM-5 | NULL  |
@@ -283,6 +289,7 @@ Feature: Routing 02 - Finding matching routes
       | Other  | Ledger       | sql2.orders     | TCP://sql5.example:4022 |
       | ByName | Target       |                 | TCP://sql2.example:4022 |
     When a message is sent on dialog "D1"
+    And time passes to second 10
     Then the log for dialog "D1" at "sql1" shows exactly:
       | event          | step  | routes |
       | routes matched | RTM-2 | ByName |

@@ -22,6 +22,7 @@ Feature: Routing 03 - Choosing a route
       | B    | Target       | TCP://sql2.example:4022 |
       | C    | Target       | TCP://sql5.example:4022 |
     When a message is sent on dialog "D1"
+    And time passes to second 10
     # the documents do not say which member names a group of identical routes
     Then the log for dialog "D1" at "sql1" shows exactly:
       | event        | step  | candidates     | route       |
@@ -41,6 +42,7 @@ Feature: Routing 03 - Choosing a route
       | Network   | Ledger       | TCP://sql5.example:4022 |                         |
       | Transport | Ledger       | TRANSPORT               |                         |
     When a message is sent on dialog "L1"
+    And time passes to second 10
     Then the log for dialog "L1" shows exactly:
       | event           | instance | step  | route    | database |
       | route chosen    | sql1     | RTC-1 | Mirrored | NULL     |
@@ -67,6 +69,7 @@ Feature: Routing 03 - Choosing a route
       | Local   | Ledger       | LOCAL                   |
       | Network | Ledger       | TCP://sql3.example:4022 |
     When a message is sent on dialog "L1"
+    And time passes to second 10
     Then the log for dialog "L1" shows exactly:
       | event           | instance | step  | route   | database |
       | route chosen    | sql1     | RTC-3 | Network | NULL     |
@@ -81,6 +84,7 @@ Feature: Routing 03 - Choosing a route
       | Network   | TCP://sql2.example:4022/Orders | TCP://sql5.example:4022 |
       | Transport | TCP://sql2.example:4022/Orders | TRANSPORT               |
     When a message is sent on dialog "O1"
+    And time passes to second 10
     Then the log for dialog "O1" at "sql1" shows exactly:
       | event        | step  | route   |
       | route chosen | RTC-3 | Network |
@@ -97,6 +101,7 @@ Feature: Routing 03 - Choosing a route
       | Local     | TCP://sql2.example:4022/Orders | LOCAL     |
       | Transport | TCP://sql2.example:4022/Orders | TRANSPORT |
     When a message is sent on dialog "O1"
+    And time passes to second 10
     Then the log for dialog "O1" shows exactly:
       | event               | instance | step  | route     | address                 | database |
       | route chosen        | sql1     | RTC-4 | Transport | NULL                    | NULL     |
@@ -114,6 +119,7 @@ Feature: Routing 03 - Choosing a route
       | To2     | Target       | TCP://sql2.example:4022 |
     And message forwarding is disabled on "sql5"
     When a message is sent on dialog "D1"
+    And time passes to second 10
     Then the log for dialog "D1" shows exactly:
       | event           | instance | route | rule  |
       | route chosen    | sql1     | Via5  | NULL  |
@@ -131,6 +137,7 @@ Feature: Routing 03 - Choosing a route
       | To2     | Target       | TCP://sql2.example:4022 |
     And message forwarding is enabled on "sql5"
     When a message is sent on dialog "D1"
+    And time passes to second 20
     Then the log for dialog "D1" shows exactly:
       | event             | instance | hops | database |
       | message forwarded | sql5     | 1    | NULL     |
@@ -142,6 +149,7 @@ Feature: Routing 03 - Choosing a route
       | name    | service_name | address                 |
       | ToSql2  | Target       | TCP://sql2.example:4022 |
     When a message is sent on dialog "D1"
+    And time passes to second 10
     Then the log for dialog "D1" shows exactly:
       | event           | instance | database |
       | message arrived | sql2     | orders   |
@@ -154,6 +162,7 @@ Feature: Routing 03 - Choosing a route
       | A    | Target       | TCP://sql2.example:4022 |
       | B    | Target       | TCP://sql5.example:4022 |
     When a message is sent on dialog "D1"
+    And time passes to second 10
     Then the log for dialog "D1" at "sql1" shows exactly:
       | event        | step  | candidates | route  |
       | route chosen | RTC-3 | A, B       | A or B |

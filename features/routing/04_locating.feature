@@ -62,6 +62,7 @@ Feature: Routing 04 - Locating the service, acknowledgements and replies
       | name   | service_name | address                 |
       | Back   | Target       | TCP://sql1.example:4022 |
     When a message is sent on dialog "D1"
+    And time passes to second 20
     Then the log for dialog "D1" shows exactly:
       | event           | instance | table           | database               |
       | routes matched  | sql1     | shop.sys.routes | NULL                   |
@@ -76,6 +77,7 @@ Feature: Routing 04 - Locating the service, acknowledgements and replies
       | name     | service_name | address                 |
       | ToOrders | Target       | TCP://sql2.example:4022 |
     And a message is sent on dialog "D1"
+    And time passes to second 10
     And the routes in database "shop" of "sql1" are:
       | name     | service_name | broker_instance | address                 |
       | Elsewhere| Target       |                 | LOCAL                   |
@@ -103,7 +105,9 @@ Feature: Routing 04 - Locating the service, acknowledgements and replies
       | name     | service_name | address                 |
       | Away     | Initiator    | TCP://sql5.example:4022 |
     And a message is sent on dialog "D1"
+    And time passes to second 10
     When a reply is sent on dialog "D1"
+    And time passes to second 20
     Then the log for dialog "D1" shows exactly from second 0:
       | event            | instance | from_target | table             | database |
       | routes matched   | sql1     | False       | shop.sys.routes   | NULL     |
@@ -126,7 +130,9 @@ Feature: Routing 04 - Locating the service, acknowledgements and replies
       | name     | service_name | address                 |
       | To1      | Initiator    | TCP://sql1.example:4022 |
     And a message is sent on dialog "D1"
+    And time passes to second 10
     When a reply is sent on dialog "D1"
+    And time passes to second 30
     Then the log for dialog "D1" shows exactly:
       | event            | instance | from_target | table             | routes           | database |
       | routes matched   | sql1     | False       | shop.sys.routes   | ToOrders         | NULL     |
@@ -145,12 +151,14 @@ Feature: Routing 04 - Locating the service, acknowledgements and replies
       | name     | service_name | address                 |
       | ToOrders | Target       | TCP://sql2.example:4022 |
     And a message is sent on dialog "D1"
+    And time passes to second 10
     And the routes in database "shop" of "sql1" are:
       | name      | service_name | broker_instance | address                 |
       | Elsewhere | Target       |                 | TCP://sql5.example:4022 |
       | Pinned    | Target       | sql2.orders     | TCP://sql2.example:4022 |
     And 2 messages are sent on dialog "D1"
     When a message is sent on dialog "D2"
+    And time passes to second 20
     Then the log for dialog "D1" at "sql1" shows exactly:
       | event               | message_sequence_number | address                 |
       | message transmitted | 0                       | TCP://sql2.example:4022 |

@@ -25,6 +25,7 @@ Feature: Routing 05 - Routing loops
       | To5   | Target       | TCP://sql5.example:4022 |
     And message forwarding is enabled on "sql2"
     When a message is sent on dialog "D1"
+    And time passes to second 30
     Then the log for dialog "D1" has {forward_hop_limit} "message forwarded" events
     And the log for dialog "D1" shows exactly:
       | event           | rule  |
@@ -40,6 +41,7 @@ Feature: Routing 05 - Routing loops
       | name  | service_name | address                 |
       | To2   | Target       | TCP://sql2.example:4022 |
     When a message is sent on dialog "D1"
+    And time passes to second 20
     Then the log for dialog "D1" shows exactly:
       | event             | instance | hops | database |
       | message forwarded | sql5     | 1    | NULL     |
@@ -51,6 +53,7 @@ Feature: Routing 05 - Routing loops
       | name  | service_name | address                 |
       | Self  | Target       | TCP://sql1.example:4022 |
     When a message is sent on dialog "D1"
+    And time passes to second 10
     Then the log for dialog "D1" shows exactly:
       | event               | instance | table           | to_instance | database               |
       | routes matched      | sql1     | shop.sys.routes | NULL        | NULL                   |
@@ -67,6 +70,7 @@ Feature: Routing 05 - Routing loops
       | name  | service_name | address                 |
       | To2   | Target       | TCP://sql2.example:4022 |
     When a message is sent on dialog "D1"
+    And time passes to second 10
     Then the log for dialog "D1" shows exactly:
       | event           | instance | table           | rule  |
       | routes matched  | sql1     | shop.sys.routes | NULL  |
@@ -83,6 +87,7 @@ Feature: Routing 05 - Routing loops
       | To2   | Target       | TCP://sql2.example:4022 |
     And message forwarding is enabled on "sql1"
     When a message is sent on dialog "D1"
+    And time passes to second 20
     Then the log for dialog "D1" shows exactly:
       | event             | instance | hops | database |
       | message forwarded | sql1     | 1    | NULL     |

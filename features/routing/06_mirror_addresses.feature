@@ -24,6 +24,7 @@ Feature: Routing 06 - Mirror addresses
   @RTR-2
   Scenario: [1] The first use of the route asks both addresses which is the principal
     When a message is sent on dialog "L1"
+    And time passes to second 10
     Then the log for dialog "L1" shows exactly:
       | event               | instance | address                 | answer        | database |
       | principal probe     | sql1     | TCP://sql3.example:4022 | principal     | NULL     |
@@ -35,6 +36,7 @@ Feature: Routing 06 - Mirror addresses
   Scenario: [2] Once the principal is known, later messages go to it without contacting the mirror
     Given a message is sent on dialog "L1"
     When 2 messages are sent on dialog "L1"
+    And time passes to second 10
     Then the log for dialog "L1" shows exactly from second 0:
       | event               | message_sequence_number | address                 |
       | principal probe     | 0                       | TCP://sql3.example:4022 |
@@ -46,48 +48,50 @@ Feature: Routing 06 - Mirror addresses
   @RTR-4
   Scenario: [3] After a failover the old principal says so, and messages follow the partner that claims the role
     Given a message is sent on dialog "L1"
-    And time passes to second 3
+    And time passes to second 13
     And the copy of database "ledger" on "sql4" becomes the principal
     When a message is sent on dialog "L1"
-    Then the log for dialog "L1" shows exactly from second 1:
+    And time passes to second 20
+    Then the log for dialog "L1" shows exactly from second 11:
       | event               | address                 | answer        | database |
       | principal lost      | TCP://sql3.example:4022 | not principal | NULL     |
       | message transmitted | TCP://sql4.example:4022 | NULL          | NULL     |
       | message arrived     | NULL                    | NULL          | ledger   |
     And the log for dialog "L1" at "sql4" has 1 "message arrived" event
     # the partner is asked; whether the old principal is asked again as well the documents do not say
-    And the log for dialog "L1" has 1 "principal probe" event where answer is "principal" from second 1
-    And the log for dialog "L1" has 1 "principal probe" event where address is "TCP://sql4.example:4022" from second 1
+    And the log for dialog "L1" has 1 "principal probe" event where answer is "principal" from second 11
+    And the log for dialog "L1" has 1 "principal probe" event where address is "TCP://sql4.example:4022" from second 11
 
   @RTR-4
   Scenario: [4] When the principal cannot be reached and the partner has taken over, messages go to the partner
     Given a message is sent on dialog "L1"
-    And time passes to second 3
+    And time passes to second 13
     And instance "sql3" cannot be reached
     And the copy of database "ledger" on "sql4" becomes the principal
     When a message is sent on dialog "L1"
-    Then the log for dialog "L1" shows exactly from second 1:
+    And time passes to second 20
+    Then the log for dialog "L1" shows exactly from second 11:
       | event               | address                 | answer      |
       | principal lost      | TCP://sql3.example:4022 | unreachable |
       | message transmitted | TCP://sql4.example:4022 | NULL        |
-    And the log for dialog "L1" has 1 "principal probe" event where answer is "principal" from second 1
-    And the log for dialog "L1" has 1 "principal probe" event where address is "TCP://sql4.example:4022" from second 1
+    And the log for dialog "L1" has 1 "principal probe" event where answer is "principal" from second 11
+    And the log for dialog "L1" has 1 "principal probe" event where address is "TCP://sql4.example:4022" from second 11
 
   @RTR-5
   Scenario: [5] When the principal cannot be reached and the partner does not claim the role, nothing goes to the partner
     Given a message is sent on dialog "L1"
-    And time passes to second 3
+    And time passes to second 13
     And instance "sql3" cannot be reached
     And a message is sent on dialog "L1"
     When time passes to second 100
-    Then the log for dialog "L1" has no "message transmitted" event from second 1
-    And the log for dialog "L1" has no "message arrived" event from second 1
-    And the log for dialog "L1" has no "principal probe" event where answer is "principal" from second 1
+    Then the log for dialog "L1" has no "message transmitted" event from second 11
+    And the log for dialog "L1" has no "message arrived" event from second 11
+    And the log for dialog "L1" has no "principal probe" event where answer is "principal" from second 11
 
   @RTR-5
   Scenario: [6] Both addresses are tried again until the principal answers
     Given a message is sent on dialog "L1"
-    And time passes to second 3
+    And time passes to second 13
     And instance "sql3" cannot be reached
     And a message is sent on dialog "L1"
     And time passes to second 50
@@ -99,7 +103,7 @@ Feature: Routing 06 - Mirror addresses
   @RTR-5 @RTR-4
   Scenario: [7] Both addresses are tried again until the partner says it is now the principal
     Given a message is sent on dialog "L1"
-    And time passes to second 3
+    And time passes to second 13
     And instance "sql3" cannot be reached
     And a message is sent on dialog "L1"
     And time passes to second 50
@@ -126,6 +130,7 @@ Feature: Routing 06 - Mirror addresses
     Given dialog "L2" is begun from service "Initiator" to service "Ledger"
     And a message is sent on dialog "L1"
     When a message is sent on dialog "L2"
+    And time passes to second 10
     Then the log for dialog "L2" shows exactly:
       | event               | instance | address                 | database |
       | message transmitted | sql1     | TCP://sql3.example:4022 | NULL     |
@@ -140,6 +145,7 @@ Feature: Routing 06 - Mirror addresses
       | Pair  | Ledger       |                 | TCP://sql4.example:4022 | TCP://sql3.example:4022 |
       | Exact | Ledger       | sql3.ledger     | TCP://sql3.example:4022 |                         |
     When a message is sent on dialog "L3"
+    And time passes to second 10
     Then the log for dialog "L3" at "sql1" shows exactly:
       | event               | address                 |
       | message transmitted | TCP://sql3.example:4022 |
