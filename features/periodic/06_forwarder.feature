@@ -50,3 +50,31 @@ Feature: Periodic 06 - The message forwarder
       | event           | instance |
       | message arrived | sql2     |
     And the log for dialog "D1" has no "forwarded message deleted" event
+
+  Scenario: [5] A message 60 seconds old at the 5th notification is deleted, one a millisecond younger is kept
+    Given dialog "D2" is begun from service "Initiator" to service "Target"
+    And dialog "D3" is begun from service "Initiator" to service "Target"
+    # D1's message opens sql1's connection to the forwarder by second 10, whether a SEND connects at once or when
+    # notified, so D2's and D3's messages reach sql5 the moment they are sent
+    And a message is sent on dialog "D1"
+    And time passes to second 15
+    And a message is sent on dialog "D2"
+    And time passes to second 15.001
+    And a message is sent on dialog "D3"
+    When time passes to second 75
+    Then the log for dialog "D2" shows exactly:
+      | second | event                     | instance |
+      | 75     | forwarded message deleted | sql5     |
+    And the log for dialog "D3" has no "forwarded message deleted" event
+    And the forwarder of "sql5" holds 1 message
+
+  Scenario: [6] A route change in another instance does not touch the message the forwarder holds
+    Given time passes to second 3
+    And a message is sent on dialog "D1"
+    And time passes to second 12
+    And in database "shop" of "sql1": ALTER ROUTE Via5 WITH ADDRESS = 'TCP://sql5.example:4022'
+    When time passes to second 75
+    Then the forwarder of "sql5" holds no message
+    And the log for dialog "D1" shows exactly:
+      | second | event                     | instance |
+      | 75     | forwarded message deleted | sql5     |

@@ -150,3 +150,35 @@ Feature: Routing 06 - Mirror addresses
       | event               | address                 |
       | message transmitted | TCP://sql3.example:4022 |
     And the log for dialog "L3" has no "principal probe" event
+
+  @RTR-2
+  Scenario: [11] An instance without the broker instance the conversation names does not claim the role
+    Given dialog "L3" is begun from service "Initiator" to service "Ledger" on the broker instance of sql3.ledger
+    And the routes in database "shop" of "sql1" are:
+      | name  | service_name | address                 | mirror_address          |
+      | Other | Ledger       | TCP://sql2.example:4022 | TCP://sql3.example:4022 |
+    When a message is sent on dialog "L3"
+    And time passes to second 10
+    Then the log for dialog "L3" at "sql1" shows exactly:
+      | event               | address                 | answer        |
+      | principal probe     | TCP://sql2.example:4022 | not principal |
+      | principal probe     | TCP://sql3.example:4022 | principal     |
+      | message transmitted | TCP://sql3.example:4022 | NULL          |
+
+  @RTR-4
+  Scenario: [12] A second failover, back to the first principal, is followed as well
+    Given a message is sent on dialog "L1"
+    And time passes to second 13
+    And the copy of database "ledger" on "sql4" becomes the principal
+    And a message is sent on dialog "L1"
+    And time passes to second 23
+    And the copy of database "ledger" on "sql3" becomes the principal
+    When a message is sent on dialog "L1"
+    And time passes to second 30
+    Then the log for dialog "L1" shows exactly from second 21:
+      | event               | address                 | answer        | database |
+      | principal lost      | TCP://sql4.example:4022 | not principal | NULL     |
+      | message transmitted | TCP://sql3.example:4022 | NULL          | NULL     |
+      | message arrived     | NULL                    | NULL          | ledger   |
+    And the log for dialog "L1" has 1 "principal probe" event where answer is "principal" from second 21
+    And the log for dialog "L1" has 1 "principal probe" event where address is "TCP://sql3.example:4022" from second 21

@@ -70,6 +70,36 @@ def forwarder_persists() -> ReferenceImplementation:
     return _implementation("forwarder_persists", router_class=PersistingRouter)
 
 
+def forwarded_deleted_a_moment_early() -> ReferenceImplementation:
+    """Deletes a forwarded message a millisecond before its 60 seconds are up."""
+
+    class Early(Router):
+        def forget_stale_forwarded(self) -> None:
+            for waiting in [w for line in self.lines.values() for w in line if not w.inside]:
+                waiting.received_ms -= 1  # as if each had come a millisecond sooner
+            try:
+                super().forget_stale_forwarded()
+            finally:
+                for waiting in [w for line in self.lines.values() for w in line if not w.inside]:
+                    waiting.received_ms += 1
+
+    return _implementation("forwarded_deleted_a_moment_early", router_class=Early)
+
+
+def route_change_reclassifies_every_instance() -> ReferenceImplementation:
+    """A route change in one instance reclassifies what every instance holds, so a forwarder keeps it longer."""
+
+    class Everywhere(Router):
+        def reclassify(self, instance: str) -> None:
+            changed = self.metadata_changed.get(instance)
+            super().reclassify(instance)
+            for other in self.instances:
+                if other != instance and changed is not None:
+                    self.metadata_changed[other] = max(self.metadata_changed.get(other, 0), changed)
+
+    return _implementation("route_change_reclassifies_every_instance", router_class=Everywhere)
+
+
 def no_handler_restart() -> ReferenceImplementation:
     class Lazy(Maintenance):
         def restart_handlers(self, instance: str) -> None:
@@ -104,4 +134,6 @@ VARIANTS = [
     "no_handler_restart",
     "no_broker_restart",
     "tries_suppressed_destinations",
+    "forwarded_deleted_a_moment_early",
+    "route_change_reclassifies_every_instance",
 ]

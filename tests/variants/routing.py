@@ -135,6 +135,30 @@ def partner_without_claim() -> ReferenceImplementation:
     return _router("partner_without_claim", claims_principal=claims)
 
 
+def principal_for_any_broker_instance() -> ReferenceImplementation:
+    """A partner claims the role if it is principal for any database, whatever broker instance is named."""
+
+    def claims(self: Router, address: str, route: Route, env: Envelope) -> str:
+        target = self.by_address(address)
+        if target is None or not target.reachable:
+            return "unreachable"
+        roles = [db.mirroring_role for db in target.databases.values()]
+        return "principal" if any(role in ("principal", None) for role in roles) else "not principal"
+
+    return _router("principal_for_any_broker_instance", claims_principal=claims)
+
+
+def never_asks_a_lost_principal_again() -> ReferenceImplementation:
+    """Once an address has lost the role it is never asked again, so a failback is never followed."""
+
+    def after_losing(self: Router, pair: list[str], known: str) -> list[str]:
+        lost: set[str] = self.__dict__.setdefault("ever_lost", set())
+        lost.add(known)
+        return [a for a in pair if a not in lost]
+
+    return _router("never_asks_a_lost_principal_again", after_losing=after_losing)
+
+
 def pinning_ignored() -> ReferenceImplementation:
     return _implementation("pinning_ignored", acknowledge=_no_acknowledgement_pinning)
 
@@ -176,4 +200,6 @@ VARIANTS = [
     "step_3_for_any_service",
     "alive_at_the_end_of_its_lifetime",
     "step_1_for_any_service",
+    "principal_for_any_broker_instance",
+    "never_asks_a_lost_principal_again",
 ]
