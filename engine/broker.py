@@ -44,6 +44,7 @@ class Broker(QueueStatements, Administration):
     router_class: type[Router] = Router
     maintenance_class: type[Maintenance] = Maintenance
     transport_class: type[Transport] = Transport
+    dispatcher_class: type[Dispatcher] = Dispatcher
     chooser_class: type[Chooser] = FirstChooser
     schedule: tuple[Task, ...] = SCHEDULE
 
@@ -74,7 +75,8 @@ class Broker(QueueStatements, Administration):
         self.monitors.receiving = self.receiving
         self.transport = self.transport_class(ctx)
         self.dispatchers = {
-            name: Dispatcher(ctx, inst, self.deliver, self._expected) for name, inst in self.instances.items()
+            name: self.dispatcher_class(ctx, inst, self.deliver, self._expected)
+            for name, inst in self.instances.items()
         }
         self.router = self.router_class(ctx, chooser or self.chooser_class(), self.transport, self)
         self.maintenance = self.maintenance_class(ctx, self._has_dialogs)

@@ -91,3 +91,43 @@ Feature: Periodic 03 - The message dispatcher
       | 14     | message arrived | 0                       |
       | 14     | message arrived | 1                       |
       | 14     | message arrived | 2                       |
+
+  Scenario: [8] Each message waits its own time: one arriving 2 seconds after another is saved 2 seconds later
+    Given the dispatcher of "sql2" saves each message 6 seconds after it arrives
+    And time passes to second 13
+    And a message is sent on dialog "D1"
+    And time passes to second 15
+    And a message is sent on dialog "D1"
+    When time passes to second 30
+    Then the log for dialog "D1" at "sql2" shows exactly:
+      | second | event           | message_sequence_number |
+      | 19     | message arrived | 0                       |
+      | 21     | message arrived | 1                       |
+
+  Scenario: [9] A message 10 seconds old at a notification is stale; one a millisecond younger is not yet
+    Given dialog "D2" is begun from service "Initiator" to service "Target"
+    And the dispatcher of "sql2" stops saving messages
+    And time passes to second 15
+    And a message is sent on dialog "D1"
+    And time passes to second 15.001
+    And a message is sent on dialog "D2"
+    When time passes to second 25
+    Then the log for dialog "D1" at "sql2" shows exactly:
+      | second | event               | reason |
+      | 15     | dispatcher buffered | NULL   |
+      | 25     | dispatcher deleted  | stale  |
+    And the log for dialog "D2" has no "dispatcher deleted" event
+    And the dispatcher of "sql2" holds 1 message
+
+  Scenario: [10] A notification keeps the messages that follow a buffered one in order
+    Given the dispatcher of "sql2" stops saving messages
+    And time passes to second 11
+    And 3 messages are sent on dialog "D1"
+    And time passes to second 16
+    When the dispatcher of "sql2" saves messages again
+    Then the log for dialog "D1" has no "dispatcher deleted" event
+    And the log for dialog "D1" at "sql2" shows exactly:
+      | second | event           | message_sequence_number |
+      | 16     | message arrived | 0                       |
+      | 16     | message arrived | 1                       |
+      | 16     | message arrived | 2                       |

@@ -7,6 +7,7 @@ from typing import Any
 
 from sbtck.engine import Broker, EngineParams
 from sbtck.engine.choosing import Chooser
+from sbtck.engine.dispatcher import Buffered, Dispatcher
 from sbtck.engine.periodic import SCHEDULE, Maintenance, Task, every
 from sbtck.engine.router import Router
 from sbtck.engine.transport import Transport
@@ -100,6 +101,48 @@ def route_change_reclassifies_every_instance() -> ReferenceImplementation:
     return _implementation("route_change_reclassifies_every_instance", router_class=Everywhere)
 
 
+def saves_the_line_when_its_first_is_due() -> ReferenceImplementation:
+    """Once the first buffered message's time is up, saves the messages behind it as well."""
+
+    class Hasty(Dispatcher):
+        def _save_in_order(self, key: tuple[str, bool]) -> None:
+            delay, self.delay_ms = self.delay_ms, 0
+            try:
+                super()._save_in_order(key)
+            finally:
+                self.delay_ms = delay
+
+    return _implementation("saves_the_line_when_its_first_is_due", dispatcher_class=Hasty)
+
+
+def stale_only_after_10_seconds() -> ReferenceImplementation:
+    """Counts a buffered message stale only once it is more than 10 seconds old."""
+
+    class Patient(Dispatcher):
+        def sweep(self) -> None:
+            for line in self.buffers.values():
+                for item in line:
+                    item.arrived_ms += 1
+            try:
+                super().sweep()
+            finally:
+                for line in self.buffers.values():
+                    for item in line:
+                        item.arrived_ms -= 1
+
+    return _implementation("stale_only_after_10_seconds", dispatcher_class=Patient)
+
+
+def deletes_what_follows_a_buffered_message() -> ReferenceImplementation:
+    """Deletes every message but the one expected next, although those behind it leave no gap."""
+
+    class Strict(Dispatcher):
+        def _follows(self, key: tuple[str, bool], item: Buffered, line: list[Buffered]) -> bool:
+            return False
+
+    return _implementation("deletes_what_follows_a_buffered_message", dispatcher_class=Strict)
+
+
 def no_handler_restart() -> ReferenceImplementation:
     class Lazy(Maintenance):
         def restart_handlers(self, instance: str) -> None:
@@ -136,4 +179,7 @@ VARIANTS = [
     "tries_suppressed_destinations",
     "forwarded_deleted_a_moment_early",
     "route_change_reclassifies_every_instance",
+    "saves_the_line_when_its_first_is_due",
+    "stale_only_after_10_seconds",
+    "deletes_what_follows_a_buffered_message",
 ]
