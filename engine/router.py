@@ -278,14 +278,14 @@ class Router:
         self.clock.at(self.clock.now_ms + int(self.params.delayed_retry_s * 1000), lambda: self._retry(waiting))
 
     # ------------------------------------------------------------ transport
-    def _transmit(self, env: Envelope, at: Instance, address: str | None, inside: bool, home: str | None) -> bool:
+    def _transmit(self, env: Envelope, at: Instance, address: str | None, inside: bool, home: str | None) -> None:
         if inside and env.dialog in self.failed:
             self._wait(env, at, inside, home, FAILED, address)
-            return False
+            return
         target = self.by_address(address) if address else None
         if target is None or address is None or not self.transport.ready(at.name, address):
             self._wait(env, at, inside, home, CONNECTING, address)
-            return False
+            return
         self.transport.used(at.name, address)
         if not inside:
             env.hops += 1
@@ -294,10 +294,9 @@ class Router:
         if (env.dialog, env.from_target, env.sequence) in self.lost:
             self.lost.discard((env.dialog, env.from_target, env.sequence))
             self._emit(Kind.MESSAGE_LOST_IN_TRANSIT, at, env, address=target.address)
-            return True
+            return
         # RTX-2: an address that resolves to this very instance arrives as from outside, through msdb.sys.routes
         self.route(env, target, inside=False, home=None, via_transport=True)
-        return True
 
     def claims_principal(self, address: str, route: Route, env: Envelope) -> str:
         target = self.by_address(address)

@@ -41,6 +41,7 @@ Feature: Periodic 04 - Transport connections
       | 12     | connection closed  | NULL    | disconnected |
       | 30     | connection attempt | refused | NULL         |
       | 90     | connection attempt | refused | NULL         |
+    And the transmission queue of "sql1" holds 1 message
 
   @PER-2A
   Scenario: [3] Once the destination answers again, the pending messages go at the first attempt after suppression

@@ -74,3 +74,19 @@ Feature: Periodic 05 - The transmitter
     And the log for dialog "D1" shows exactly:
       | second | event                | status                                            |
       | 1      | transmission pending | waiting for a connection to TCP://sql2.example:4022 |
+
+  Scenario: [6] A route expiration touches the waiting dialogs once, at the next 2nd notification, and not again
+    Given instance "sql2" cannot be reached
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 | lifetime_s |
+      | ToOrders | Target       | TCP://sql2.example:4022 | 20         |
+      | Lasting  | Target       | TCP://sql2.example:4022 |            |
+    And time passes to second 1
+    And a message is sent on dialog "D1"
+    When time passes to second 35
+    Then the log at "sql1" shows exactly:
+      | second | event                    | dialogs |
+      | 10     | transmitter reclassified | (none)  |
+      | 20     | transmitter reclassified | D1      |
+      | 30     | transmitter reclassified | (none)  |
+    And the log for dialog "D1" has no "message arrived" event

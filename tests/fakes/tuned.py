@@ -2,7 +2,9 @@
 
 ``SBTCK_TUNED="activation_empty_window_s=2,delayed_retry_s=30"`` sets them;
 ``--iut python:tests.fakes.tuned:tuned`` runs it. A scenario that holds for
-any allowed value passes on it whatever the values in range.
+any allowed value passes on it whatever the values in range;
+``tuned_connecting_when_notified`` takes the other side of PER-2A's open
+choice as well, so that no scenario holds for one pairing only.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ import dataclasses
 import os
 
 from sbtck import contract as c
-from sbtck.engine import EngineParams
+from sbtck.engine import Broker, EngineParams
 from sbtck.iut.reference import ReferenceImplementation
+from tests.variants.allowed import connects_on_the_next_notification
 
 
 class Tuned(ReferenceImplementation):
-    def __init__(self, values: dict[str, int]) -> None:
-        super().__init__(params=dataclasses.replace(EngineParams.reference(), **values), name="reference, tuned")
+    def __init__(self, values: dict[str, int], broker_class: type[Broker] = Broker) -> None:
+        params = dataclasses.replace(EngineParams.reference(), **values)
+        super().__init__(params=params, broker_class=broker_class, name="reference, tuned")
         self.values = values
 
     def handshake(self) -> c.Handshake:
@@ -25,6 +29,14 @@ class Tuned(ReferenceImplementation):
         return dataclasses.replace(base, params={**base.params, **self.values})
 
 
-def tuned() -> Tuned:
+def _values() -> dict[str, int]:
     pairs = [p.split("=") for p in os.environ.get("SBTCK_TUNED", "").split(",") if p]
-    return Tuned({name.strip(): int(value) for name, value in pairs})
+    return {name.strip(): int(value) for name, value in pairs}
+
+
+def tuned() -> Tuned:
+    return Tuned(_values())
+
+
+def tuned_connecting_when_notified() -> Tuned:
+    return Tuned(_values(), connects_on_the_next_notification().broker_class)

@@ -9,7 +9,7 @@ from sbtck.engine import Broker
 from sbtck.engine import routing as r
 from sbtck.engine.choosing import Chooser, LastChooser
 from sbtck.engine.model import Conversation, Database, Envelope, Instance, Route
-from sbtck.engine.router import Router
+from sbtck.engine.router import Router, Waiting
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import Kind
 
@@ -159,6 +159,27 @@ def never_asks_a_lost_principal_again() -> ReferenceImplementation:
     return _router("never_asks_a_lost_principal_again", after_losing=after_losing)
 
 
+def behind_a_delayed_message_forgotten() -> ReferenceImplementation:
+    """Retries only the delayed message itself: the messages queued behind it never follow."""
+
+    def retry(self: Router, waiting: Waiting) -> None:
+        line = self.lines.get((waiting.envelope.dialog, waiting.envelope.from_target), [])
+        if line and line[0] is waiting:
+            line.pop(0)
+            self.route(waiting.envelope, self.instances[waiting.instance], inside=waiting.inside, home=waiting.home)
+
+    return _router("behind_a_delayed_message_forgotten", _retry=retry)
+
+
+def transmission_queue_always_empty() -> ReferenceImplementation:
+    """sys.transmission_queue never lists the messages that wait in it (the forwarder's memory is shown right)."""
+
+    def rows(self: Router, forwarded: bool = False) -> list[dict[str, object]]:
+        return Router.transmission_rows(self, forwarded=True) if forwarded else []
+
+    return _router("transmission_queue_always_empty", transmission_rows=rows)
+
+
 def pinning_ignored() -> ReferenceImplementation:
     return _implementation("pinning_ignored", acknowledge=_no_acknowledgement_pinning)
 
@@ -202,4 +223,6 @@ VARIANTS = [
     "step_1_for_any_service",
     "principal_for_any_broker_instance",
     "never_asks_a_lost_principal_again",
+    "behind_a_delayed_message_forgotten",
+    "transmission_queue_always_empty",
 ]
