@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ANNOTATED = re.compile(r"^\s*(def .*|\w+: .*|\*?\*?\w+: [^=]*,?|\) -> .*)$")
+ANNOTATED = re.compile(r"^\s*(def .*|self, \w+: .*|\w+: .*|\*?\*?\w+: [^=]*,?|\) -> .*)$")
 
 
 def _changed(before: str, after: str) -> tuple[int, int]:
@@ -38,7 +38,8 @@ def in_annotation(before: str, after: str) -> bool:
         return True
     colon = before.find(": ")
     equals = before.find(" = ", colon) if colon != -1 else -1
-    if before.lstrip().startswith("def "):
+    if before.lstrip().startswith(("def ", "self, ")):
+        # a signature, or the parameter line of one wrapped by the formatter
         # inside the parameter list: the changed span lies after some "name: " and before the next "," or ")"
         head = before[:start]
         return bool(re.search(r"\w+: [^,()=]*$", head)) and not re.search(r"=", before[start:end])
