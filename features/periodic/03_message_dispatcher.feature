@@ -131,3 +131,13 @@ Feature: Periodic 03 - The message dispatcher
       | 16     | message arrived | 0                       |
       | 16     | message arrived | 1                       |
       | 16     | message arrived | 2                       |
+
+  Scenario: [11] A message delivered within its own instance does not pass through the dispatcher
+    Given the dispatcher of "sql1" stops saving messages
+    And in database "shop" of "sql1": ALTER ROUTE ToOrders WITH ADDRESS = 'LOCAL'
+    And time passes to second 13
+    When a message is sent on dialog "D1"
+    Then the log for dialog "D1" shows exactly:
+      | second | event           | instance | database |
+      | 13     | message arrived | sql1     | stock    |
+    And the log for dialog "D1" has no "dispatcher buffered" event

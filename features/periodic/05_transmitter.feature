@@ -47,6 +47,8 @@ Feature: Periodic 05 - The transmitter
     Then the log for dialog "D1" shows exactly:
       | second | event           | instance | database |
       | 20     | message arrived | sql1     | stock    |
+    # it never crossed the transport, so the dispatcher (PER-1C) never had it
+    And the log for dialog "D1" has no "dispatcher buffered" event
 
   Scenario: [4] A route expiration is taken up by waiting dialogs at the next 2nd notification
     Given instance "sql2" cannot be reached

@@ -8,6 +8,7 @@ from typing import Any
 from sbtck.engine import Broker, EngineParams
 from sbtck.engine.choosing import Chooser
 from sbtck.engine.dispatcher import Buffered, Dispatcher
+from sbtck.engine.model import Envelope, Instance
 from sbtck.engine.periodic import SCHEDULE, Maintenance, Task, every
 from sbtck.engine.router import Router
 from sbtck.engine.transport import Transport
@@ -143,6 +144,18 @@ def deletes_what_follows_a_buffered_message() -> ReferenceImplementation:
     return _implementation("deletes_what_follows_a_buffered_message", dispatcher_class=Strict)
 
 
+def local_delivery_through_the_dispatcher() -> ReferenceImplementation:
+    """Hands a message delivered within its own instance to the dispatcher, as if it had crossed the transport."""
+
+    class Detour(Router):
+        def _local(
+            self, env: Envelope, at: Instance, broker: str | None, home: str | None, via_transport: bool
+        ) -> None:
+            super()._local(env, at, broker, home, True)
+
+    return _implementation("local_delivery_through_the_dispatcher", router_class=Detour)
+
+
 def no_handler_restart() -> ReferenceImplementation:
     class Lazy(Maintenance):
         def restart_handlers(self, instance: str) -> None:
@@ -188,4 +201,5 @@ VARIANTS = [
     "saves_the_line_when_its_first_is_due",
     "stale_only_after_10_seconds",
     "deletes_what_follows_a_buffered_message",
+    "local_delivery_through_the_dispatcher",
 ]
