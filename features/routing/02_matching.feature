@@ -304,12 +304,12 @@ Feature: Routing 02 - Finding matching routes
       | message transmitted | TCP://sql2.example:4022 |
 
   @RTM-8
-  Scenario: [19] A message queued behind a delayed one goes with it once a route is found at a later retry
+  Scenario: [19] The messages queued behind a delayed one go with it once a route is found at a later retry
     Given dialog "D1" is begun from service "Initiator" to service "Target"
     And the routes in database "shop" of "sql1" are:
       | name     | service_name | address                 |
       | ForOther | Ledger       | TCP://sql3.example:4022 |
-    And 2 messages are sent on dialog "D1"
+    And 3 messages are sent on dialog "D1"
     And time passes to second {delayed_retry_s} + 0.5
     And in database "shop" of "sql1": CREATE ROUTE ToStock WITH SERVICE_NAME = 'Target', ADDRESS = 'LOCAL'
     # found at the retry after the time-out (RTM-8) or when the transmitter takes up the new route (PER-2B)
@@ -318,3 +318,4 @@ Feature: Routing 02 - Finding matching routes
       | event           | message_sequence_number |
       | message arrived | 0                       |
       | message arrived | 1                       |
+      | message arrived | 2                       |
