@@ -167,3 +167,26 @@ Feature: Routing 04 - Locating the service, acknowledgements and replies
     And the log for dialog "D2" at "sql1" shows exactly:
       | event               | address                 |
       | message transmitted | TCP://sql5.example:4022 |
+
+  @RTE-05
+  Scenario: [10] A second reply is delivered by the broker instance it names as well, after the first
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 |
+      | ToOrders | Target       | TCP://sql2.example:4022 |
+    And the routes in database "orders" of "sql2" are:
+      | name     | service_name | address                 |
+      | Back     | Initiator    | TCP://sql1.example:4022 |
+    And the routes in msdb of "sql1" are:
+      | name     | service_name | address                 |
+      | Away     | Initiator    | TCP://sql5.example:4022 |
+    And a message is sent on dialog "D1"
+    And time passes to second 10
+    When 2 replies are sent on dialog "D1"
+    And time passes to second 20
+    Then the log for dialog "D1" at "sql1" shows exactly from second 1:
+      | event            | from_target | message_sequence_number | database |
+      | reply recognised | True        | 0                       | NULL     |
+      | message arrived  | True        | 0                       | shop     |
+      | reply recognised | True        | 1                       | NULL     |
+      | message arrived  | True        | 1                       | shop     |

@@ -180,6 +180,19 @@ def transmission_queue_always_empty() -> ReferenceImplementation:
     return _router("transmission_queue_always_empty", transmission_rows=rows)
 
 
+def every_reply_numbered_0() -> ReferenceImplementation:
+    """Numbers every reply of a dialog 0, so a second reply comes to the initiator as the first again."""
+
+    def send(
+        self: Broker, at_ms: int, dialog: str, message_type: str = "DEFAULT", body: str = "", from_target: bool = False
+    ) -> dict[str, Any]:
+        if from_target and dialog in self.conversations:
+            self.conversations[dialog].reply_sequence = 0
+        return Broker.send(self, at_ms, dialog, message_type, body, from_target)
+
+    return _implementation("every_reply_numbered_0", send=send)
+
+
 def pinning_ignored() -> ReferenceImplementation:
     return _implementation("pinning_ignored", acknowledge=_no_acknowledgement_pinning)
 
@@ -229,4 +242,5 @@ VARIANTS = [
     "never_asks_a_lost_principal_again",
     "behind_a_delayed_message_forgotten",
     "transmission_queue_always_empty",
+    "every_reply_numbered_0",
 ]
