@@ -71,3 +71,22 @@ Feature: Periodic 07 - Broker restart, configuration notices and the acknowledge
     And the acknowledged-message clean-up of database "stock" on "sql1" stops
     When time passes to second 60
     Then the log has no "ack cleanup resumed" event
+
+  @PER-5E @requires-routing
+  Scenario: [7] Only the databases that have dialogs get their clean-up resumed, not those beside them
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And a message is sent on dialog "D1"
+    And time passes to second 11
+    And the acknowledged-message clean-up of database "stock" on "sql1" stops
+    And the acknowledged-message clean-up of database "shop" on "sql1" stops
+    And the acknowledged-message clean-up of database "vault" on "sql2" stops
+    And the acknowledged-message clean-up of database "orders" on "sql2" stops
+    When time passes to second 30
+    Then the log shows exactly from second 11:
+      | second | event               | database |
+      | 11     | ack cleanup stopped | stock    |
+      | 11     | ack cleanup stopped | shop     |
+      | 11     | ack cleanup stopped | vault    |
+      | 11     | ack cleanup stopped | orders   |
+      | 25     | ack cleanup resumed | shop     |
+      | 25     | ack cleanup resumed | orders   |

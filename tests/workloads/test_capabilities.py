@@ -107,7 +107,7 @@ CASES = (
     + [
         ("periodic", v, partial.PERIODIC)
         for v in periodic.VARIANTS
-        if v not in TRANSPORT and v not in periodic.MILLISECOND_WIDE
+        if v not in TRANSPORT and v not in periodic.NOT_IN_WORLDS
     ]
     + [("periodic", v, partial.ROUTING + partial.PERIODIC) for v in sorted(TRANSPORT)]
 )

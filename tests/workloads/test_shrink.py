@@ -20,7 +20,7 @@ VARIANTS = (
     + [
         f"tests.variants.periodic:{v}"
         for v in periodic.VARIANTS
-        if v not in periodic.MILLISECOND_WIDE | periodic.RARE_IN_MIXED_WORLDS
+        if v not in periodic.NOT_IN_WORLDS | periodic.RARE_IN_MIXED_WORLDS
     ]
 )
 # every variant shows in the first worlds; the stage is not asked to be lucky
