@@ -14,13 +14,14 @@ from sbtck import catalogue
 from sbtck.catalogue import RULE_ID
 from sbtck.iut.profile import CAPABILITIES
 from sbtck.observations import FIELDS, REASONS, RULE_FIELDS, VALUES, Kind
+from sbtck.reports.results import INFORMATIVE
 from sbtck.steps import phrases as p
 from sbtck.views import VIEW_COLUMNS
 
 FEATURES = Path(__file__).resolve().parents[2] / "features"
 FILE_NAME = re.compile(r"^\d{2}_[a-z0-9_]+\.feature$")
 NUMBERED = re.compile(r"^\[(\d+)\] \S")
-KNOWN_TAGS = {"informative"} | {f"requires-{cap.replace('_', '-')}" for cap in CAPABILITIES}
+KNOWN_TAGS = {INFORMATIVE} | {f"requires-{cap.replace('_', '-')}" for cap in CAPABILITIES}
 
 
 @dataclass
@@ -62,7 +63,7 @@ def lint(path: Path, text: str) -> list[Problem]:
                 problems.append(Problem(where, f"@{tag} names no rule of spec/rules.yaml"))
             elif not RULE_ID.match(tag) and tag not in KNOWN_TAGS:
                 problems.append(Problem(where, f"unknown tag @{tag}"))
-        if not any(RULE_ID.match(t) for t in tags) and "informative" not in tags:
+        if not any(RULE_ID.match(t) for t in tags) and INFORMATIVE not in tags:
             problems.append(Problem(where, "a scenario names the rules it checks (@ACT-06) or is @informative"))
         whens = [s for s in scenario["steps"] if s["keyword"].strip() == "When"]
         if len(whens) > 1:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sbtck.reports.results import INFORMATIVE
 from tests.helpers import ROOT, sbtck
 
 FEATURES = sorted((ROOT / "features").rglob("*.feature"))
@@ -23,7 +24,7 @@ def test_run_writes_report_junit_and_results(tmp_path: Path) -> None:
     assert len(results["scenarios"]) == _scenario_count()
     assert results["implementation"]["name"] == "sbtck reference engine"
     assert results["profile"]["params"]["external_activation_timeout_s"] == 60
-    assert all(s["rules"] or "informative" in s["tags"] for s in results["scenarios"])
+    assert all(s["rules"] or INFORMATIVE in s["tags"] for s in results["scenarios"])
     assert "<testsuite" in (tmp_path / "junit.xml").read_text()
     page = (tmp_path / "index.html").read_text()
     assert "ACT-09" in page and "conforms" in page
