@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
-@dataclass(order=True)
+@dataclass
 class _Due:
     at_ms: int
     seq: int
-    action: Callable[[], None] = field(compare=False)
-    cancelled: bool = field(default=False, compare=False)
+    action: Callable[[], None]
+    cancelled: bool = False
 
 
 class Clockwork:
@@ -24,7 +24,8 @@ class Clockwork:
 
     def __init__(self, now_ms: int) -> None:
         self.now_ms = now_ms
-        self._agenda: list[_Due] = []
+        # (at_ms, seq, due): the heap compares the two integers in C; seq is unique, so it never reaches the due
+        self._agenda: list[tuple[int, int, _Due]] = []
         self._settling: list[Callable[[], None]] = []
         self._seq = 0
 
@@ -33,7 +34,7 @@ class Clockwork:
             at_ms = self.now_ms
         self._seq += 1
         due = _Due(at_ms, self._seq, action)
-        heapq.heappush(self._agenda, due)
+        heapq.heappush(self._agenda, (at_ms, self._seq, due))
         return due
 
     def soon(self, action: Callable[[], None]) -> _Due:
@@ -53,18 +54,18 @@ class Clockwork:
         if until_ms < self.now_ms:
             raise ValueError(f"time cannot go back: now is {self.now_ms} ms, asked for {until_ms} ms")
         while True:
-            if self._agenda and self._agenda[0].at_ms <= self.now_ms:
+            if self._agenda and self._agenda[0][0] <= self.now_ms:
                 self._run_next()
             elif self._settling:
                 self._settling.pop(0)()
-            elif self._agenda and self._agenda[0].at_ms <= until_ms:
+            elif self._agenda and self._agenda[0][0] <= until_ms:
                 self._run_next()
             else:
                 break
         self.now_ms = until_ms
 
     def _run_next(self) -> None:
-        due = heapq.heappop(self._agenda)
+        due = heapq.heappop(self._agenda)[2]
         if not due.cancelled:
             self.now_ms = due.at_ms
             due.action()

@@ -90,6 +90,8 @@ class Dispatcher:
         """Every notification: drop out-of-order messages and those waiting 10 seconds or more."""
         stale = int(self.params.dispatcher_stale_s * 1000)
         for key, line in self.buffers.items():
+            if not line:  # most dialogs' buffers are empty most of the time
+                continue
             keep = []
             for item in line:
                 if not self._in_order(key, item) and not self._follows(key, item, line):

@@ -40,6 +40,27 @@ BEHIND = "behind an earlier message of the conversation"
 FAILED = "failed"
 
 
+@dataclass(frozen=True)
+class Unroutable:
+    """What the last routing attempt of a message found at one place, when it found nothing to send it by.
+
+    A delayed conversation is matched again every ``delayed_retry_s`` for as
+    long as it waits (RTM-8), each attempt reported. Until a route of that
+    table changes, a routing request is made, a route of it reaches its
+    expiry or the instance gains or loses the service, another attempt finds
+    the same: then the matching itself is not run again, only reported again.
+    This keeps a long world's cost from growing with its length times its
+    delayed messages. Attempts that asked the chooser (RTM-3 between broker
+    instances) are always run again, as the chooser may follow another
+    implementation's picks attempt by attempt.
+    """
+
+    stamp: tuple[int, int, bool]
+    until_ms: float
+    matched: dict[str, object]
+    why: str
+
+
 @dataclass
 class Waiting:
     """A message that cannot go yet."""
@@ -80,13 +101,27 @@ class Router:
         self._retrying: Envelope | None = None
         self.requests: dict[str, set[tuple[str, str]]] = {}
         self.principals: dict[tuple[str, str], str] = {}
+        # per message and place: what its last attempt found, while it cannot have changed (see Unroutable)
+        self.unroutable: dict[tuple[str, bool, int, str, str], Unroutable] = {}
+        self._routes_version = 0
 
     # ------------------------------------------------------------ addresses
     def by_address(self, address: str) -> Instance | None:
         return next((i for i in self.instances.values() if i.address.upper() == address.upper()), None)
 
     def _emit(self, kind: Kind, at: Instance, env: Envelope, **fields: object) -> None:
-        self.log.emit(self.clock.now_ms, kind, instance=at.name, **env.fields(), **fields)
+        # the message's fields written out rather than merged from env.fields(): a delayed message emits every retry
+        self.log.record(
+            self.clock.now_ms,
+            kind,
+            {
+                "instance": at.name,
+                "dialog": env.dialog,
+                "message_sequence_number": env.sequence,
+                "from_target": env.from_target,
+                **fields,
+            },
+        )
 
     # The three steps of routing, as methods so that a test can build a wrong router.
     live = staticmethod(live)
@@ -187,6 +222,7 @@ class Router:
 
     def route_changed(self, instance: str) -> None:
         self._order += 1
+        self._routes_version += 1
         self.metadata_changed[instance] = self._order
 
     def fail_dialog(self, dialog: str, reason: str) -> None:
@@ -216,32 +252,40 @@ class Router:
         table, routes = self.table_for(at, inside, home)
         key = f"{at.name}/{table}"
         pending = self.requests.setdefault(key, set())
+        has_service = at.has_service(env.to_service)
+        place = (env.dialog, env.from_target, env.sequence, at.name, table)
+        stamp = (self._routes_version, len(pending), has_service)
+        known = self.unroutable.get(place)
+        if known is not None and known.stamp == stamp and self.clock.now_ms < known.until_ms:
+            self._emit(Kind.ROUTES_MATCHED, at, env, **known.matched)
+            self._delay(env, at, inside, home, known.why)
+            return
         found = self.match(
             self.live(routes.values(), self.clock.now_ms),
             env.to_service,
             env.to_broker_instance,
             pending,
-            at.has_service(env.to_service),
+            has_service,
             self.chooser,
         )
-        self._emit(
-            Kind.ROUTES_MATCHED,
-            at,
-            env,
-            table=table,
-            step=found.step,
-            routes=[r.name for r in found.routes],
+        matched: dict[str, object] = {
+            "table": table,
+            "step": found.step,
+            "routes": [r.name for r in found.routes],
             **({"broker_instance": found.picked_broker_instance} if found.picked_broker_instance else {}),
-        )
+        }
+        self._emit(Kind.ROUTES_MATCHED, at, env, **matched)
         if found.request is not None:
             pending.add((found.request.name, env.to_service))
             self._emit(Kind.ROUTING_REQUESTED, at, env, route=found.request.name, service=env.to_service, table=table)
         if found.delayed:
+            self._remember(place, stamp, routes, matched, found.step, found.request is None)
             self._delay(env, at, inside, home, found.step)
             return
-        choice = self.choose(found.routes, at.has_service(env.to_service), self.chooser)
+        choice = self.choose(found.routes, has_service, self.chooser)
         if choice is None:
             # the last step of choosing (RTC-4) left nothing; the documents say no more, so it waits as delayed
+            self._remember(place, stamp, routes, matched, "RTC-4", found.step != "RTM-3")
             self._delay(env, at, inside, home, "RTC-4")
             return
         route = choice.route
@@ -261,6 +305,23 @@ class Router:
             self._transmit(env, at, _transport_address(env.to_service), inside, home)
         else:
             self._transmit(env, at, route.address, inside, home)
+
+    def _remember(
+        self,
+        place: tuple[str, bool, int, str, str],
+        stamp: tuple[int, int, bool],
+        routes: dict[str, Route],
+        matched: dict[str, object],
+        why: str,
+        reusable: bool,
+    ) -> None:
+        if not reusable:
+            self.unroutable.pop(place, None)
+            return
+        now = self.clock.now_ms
+        # a route expiring at this instant or later may change what matches; one expired before never does
+        expiries = [r.expires_ms for r in routes.values() if r.expires_ms is not None and r.expires_ms >= now]
+        self.unroutable[place] = Unroutable(stamp, min(expiries, default=float("inf")), matched, why)
 
     def _local(self, env: Envelope, at: Instance, broker: str | None, home: str | None, via_transport: bool) -> None:
         """RTL-1: a LOCAL route delivers in this instance; the table it came from was chosen by table_for."""

@@ -24,7 +24,7 @@ class Match:
 
 def live(routes: Iterable[Route], now_ms: int) -> list[Route]:
     """RTE-02: expired routes take no part."""
-    return sorted((r for r in routes if r.expires_ms is None or r.expires_ms > now_ms), key=lambda r: r.name)
+    return sorted((r for r in routes if r.expires_ms is None or r.expires_ms > now_ms), key=_name)
 
 
 def _same_broker(route: Route, broker: str) -> bool:
@@ -88,21 +88,39 @@ class Choice:
 def choose(routes: list[Route], instance_has_service: bool, chooser: Chooser) -> Choice | None:
     """RTC-0..4: identical routes count once; mirror, then LOCAL, then network address, then TRANSPORT."""
     distinct: dict[tuple[str | None, str | None, str], Route] = {}
-    for route in sorted(routes, key=lambda r: r.name):
+    for route in sorted(routes, key=_name):
         distinct.setdefault(route.identity(), route)
-    candidates = list(distinct.values())
-    steps = [
-        ("RTC-1", [r for r in candidates if r.mirror_address]),
-        ("RTC-2", [r for r in candidates if r.address.upper() == LOCAL] if instance_has_service else []),
-        ("RTC-3", [r for r in candidates if is_network(r.address) and not r.mirror_address]),
-        ("RTC-4", [r for r in candidates if r.address.upper() == TRANSPORT]),
-    ]
+    # one pass sorts the candidates into the four steps: this runs on every routing attempt, retries included
+    mirrored: list[Route] = []
+    local: list[Route] = []
+    network: list[Route] = []
+    transport: list[Route] = []
+    for r in distinct.values():
+        address = r.address.upper()
+        if r.mirror_address:
+            mirrored.append(r)
+        if address == LOCAL:
+            local.append(r)
+        elif address == TRANSPORT:
+            transport.append(r)
+        elif not r.mirror_address:
+            network.append(r)
+    steps = (
+        ("RTC-1", mirrored),
+        ("RTC-2", local if instance_has_service else []),
+        ("RTC-3", network),
+        ("RTC-4", transport),
+    )
     for step, options in steps:
         if options:
             names = [r.name for r in options]
             name = names[0] if len(names) == 1 else chooser.choose(ROUTE, names, _addresses(options, by_name=True))
             return Choice(step, next(r for r in options if r.name == name), names)
     return None
+
+
+def _name(route: Route) -> str:
+    return route.name
 
 
 def locate(instance: Instance, service: str, broker: str | None, home: str | None, chooser: Chooser) -> Database | None:

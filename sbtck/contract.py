@@ -312,14 +312,24 @@ class QueryView(Command):
 COMMANDS: dict[str, type[Command]] = {cls.kind: cls for cls in Command.__subclasses__()}
 
 
+# each command's field names, looked up once: a workload parses hundreds of commands per world
+FIELD_NAMES: dict[str, frozenset[str]] = {}
+
+
+def _field_names(cls: type[Command]) -> frozenset[str]:
+    names = FIELD_NAMES.get(cls.kind)
+    if names is None:
+        names = FIELD_NAMES[cls.kind] = frozenset(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 def command_from_json(data: dict[str, Any]) -> Command:
     if not isinstance(data, dict) or "kind" not in data:
         raise ContractError(f"a command is an object with a 'kind', got {data!r}")
     cls = COMMANDS.get(data["kind"])
     if cls is None:
         raise ContractError(f"unknown command kind {data['kind']!r}; known: {', '.join(sorted(COMMANDS))}")
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(data) - names - {"kind"}
+    unknown = set(data) - _field_names(cls) - {"kind"}
     if unknown:
         raise ContractError(f"command {cls.kind!r} has no field(s) {', '.join(sorted(unknown))}")
     values = {k: v for k, v in data.items() if k != "kind"}

@@ -33,9 +33,20 @@ def execute(op: dict[str, Any], implementation: Implementation) -> dict[str, Any
         "kind": op["kind"],
         "error": response.error,
         # a snapshot, whatever the implementation does with the object it returned
-        "result": copy.deepcopy(response.result),
+        "result": _snapshot(response.result),
         "events": [e.to_json() for e in response.events],
     }
+
+
+def _snapshot(value: Any) -> Any:
+    """A copy of a JSON-like value: what ``copy.deepcopy`` gives, without its memo (results hold no cycles)."""
+    if isinstance(value, dict):
+        return {k: _snapshot(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_snapshot(v) for v in value]
+    if isinstance(value, str | int | float | bool | None):
+        return value
+    return copy.deepcopy(value)
 
 
 def run(world: World, implementation: Implementation) -> Trace:
