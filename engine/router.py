@@ -99,6 +99,9 @@ class Router:
         # per conversation and direction, in sending order: only the head is ever routed
         self.lines: dict[tuple[str, bool], list[Waiting]] = {}
         self._retrying: Envelope | None = None
+        # the wait being retried, and the message's hops then: a message that waits again where it waited keeps
+        # the instant it was received
+        self._retried: tuple[Waiting, int] | None = None
         self.requests: dict[str, set[tuple[str, str]]] = {}
         self.principals: dict[tuple[str, str], str] = {}
         # per message and place: what its last attempt found, while it cannot have changed (see Unroutable)
@@ -156,7 +159,17 @@ class Router:
         self, env: Envelope, at: Instance, inside: bool, home: str | None, status: str, address: str | None = None
     ) -> Waiting:
         self._order += 1
-        waiting = Waiting(env, at.name, inside, home, status, self.clock.now_ms, address, self._order)
+        received = self.clock.now_ms
+        again = self._retried
+        if again is not None and (again[0].envelope, again[0].instance, again[0].inside, again[1]) == (
+            env,
+            at.name,
+            inside,
+            env.hops,
+        ):
+            # still where it was received (not sent on and back): it has waited since then (PER-5B's 60 seconds)
+            received = again[0].received_ms
+        waiting = Waiting(env, at.name, inside, home, status, received, address, self._order)
         line = self.lines.setdefault((env.dialog, env.from_target), [])
         if self._retrying is env:
             line.insert(0, waiting)
@@ -172,11 +185,11 @@ class Router:
             line.pop(0)
             env, at = waiting.envelope, self.instances[waiting.instance]
             self._emit(Kind.ROUTING_RETRIED, at, env)
-            self._retrying = env
+            self._retrying, self._retried = env, (waiting, env.hops)
             try:
                 self.route(env, at, inside=waiting.inside, home=waiting.home, via_transport=not waiting.inside)
             finally:
-                self._retrying = None
+                self._retrying, self._retried = None, None
             if not line or line[0].envelope is env:
                 break
             waiting = line[0]  # the head went on its way: the next in line follows at once

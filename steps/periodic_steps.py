@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sbtck import contract as c
+from sbtck.errors import ScenarioError
 from sbtck.steps import phrases as p
 from sbtck.steps.vocabulary import step
 from sbtck.steps.world import World
@@ -68,6 +69,25 @@ def holds(world: World, what: str, instance: str, count: str) -> None:
     rows = _rows(world, VIEW_COUNTS[what], instance)
     want = 0 if count == "no" else int(count)
     assert len(rows) == want, f"{what} {instance}: expected {want} message(s), got {rows}\nlog:\n{world.log_text()}"
+
+
+@step(p.HELD_SINCE)
+def held_since(world: World, what: str, instance: str, message: str, second: str) -> None:
+    dialog, colon, sequence = message.partition(":")
+    if not colon or not sequence.strip().isdigit():
+        raise ScenarioError(f"a message is written DIALOG:SEQUENCE, as D1:0; got {message!r}")
+    rows = [
+        r
+        for r in _rows(world, VIEW_COUNTS[what], instance)
+        if r["dialog"] == dialog and r["message_sequence_number"] == int(sequence) and not r["from_target"]
+    ]
+    want = world.clock.start_ms + round(world.seconds(second) * 1000)
+    assert len(rows) == 1, f"{what} {instance}: expected one row for {message}, got {rows}\nlog:\n{world.log_text()}"
+    got = rows[0]["received_ms"]
+    since = f"second {(got - world.clock.start_ms) / 1000:g}" if isinstance(got, int | float) else repr(got)
+    assert got == want, (
+        f"{what} {instance}: {message} held since {since}, expected since second {second}\nlog:\n{world.log_text()}"
+    )
 
 
 @step(p.RUNNING_HANDLERS)

@@ -291,6 +291,15 @@ HOLDS = Phrase(
     'the transmission queue of "sql1" holds no message',
     "Messages buffered by the dispatcher, held by the forwarder, or in sys.transmission_queue.",
 )
+HELD_SINCE = Phrase(
+    "views",
+    THEN,
+    '{what:the forwarder of|the transmission queue of} "{instance}" has held message {message}'
+    " since second {second:rest}",
+    'the transmission queue of "sql1" has held message D1:0 since second 2',
+    "The message (DIALOG:SEQUENCE, sent by the initiator) has one row there, and its received_ms is that second:"
+    " when it entered the transmission queue, or reached the forwarder.",
+)
 RUNNING_HANDLERS = Phrase(
     "views",
     THEN,

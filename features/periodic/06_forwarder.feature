@@ -78,3 +78,20 @@ Feature: Periodic 06 - The message forwarder
     And the log for dialog "D1" shows exactly:
       | second | event                     | instance |
       | 75     | forwarded message deleted | sql5     |
+    # sql5's transmitter has nothing to take up again (PER-2B): the change was sql1's
+    And the log for dialog "D1" at "sql5" has no "routing retried" event
+
+  Scenario: [7] A message the forwarder has no route for is matched again and again, and still deleted 60 seconds after it arrived
+    # no route names Target at sql5: the message waits there as delayed and is matched again every delayed_retry_s
+    # (RTM-8); its 60 seconds run from its arrival at sql5 (at second 3, or at 10 if sql1 connects when notified),
+    # not from its last matching
+    Given the routes in msdb of "sql5" are:
+      | name  | service_name | address                 |
+      | Other | Elsewhere    | TCP://sql2.example:4022 |
+    And time passes to second 3
+    And a message is sent on dialog "D1"
+    When time passes to second 75
+    Then the log for dialog "D1" shows exactly:
+      | second | event                     | instance |
+      | 75     | forwarded message deleted | sql5     |
+    And the forwarder of "sql5" holds no message

@@ -319,3 +319,19 @@ Feature: Routing 02 - Finding matching routes
       | message arrived | 0                       |
       | message arrived | 1                       |
       | message arrived | 2                       |
+
+  @RTM-8
+  Scenario: [20] A delayed message keeps the instant it entered the transmission queue while it is matched again
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 |
+      | ForOther | Ledger       | TCP://sql3.example:4022 |
+    And time passes to second 2
+    And a message is sent on dialog "D1"
+    When time passes to second 2 + 2 * {delayed_retry_s} + 0.5
+    Then the log for dialog "D1" shows exactly:
+      | second                    | event                |
+      | 2                         | conversation delayed |
+      | 2 + {delayed_retry_s}     | conversation delayed |
+      | 2 + 2 * {delayed_retry_s} | conversation delayed |
+    And the transmission queue of "sql1" has held message D1:0 since second 2

@@ -10,7 +10,7 @@ from sbtck.engine.choosing import Chooser
 from sbtck.engine.dispatcher import Buffered, Dispatcher
 from sbtck.engine.model import Envelope, Instance
 from sbtck.engine.periodic import SCHEDULE, Maintenance, Task, every
-from sbtck.engine.router import Router
+from sbtck.engine.router import Router, Waiting
 from sbtck.engine.transport import Transport
 from sbtck.iut.reference import ReferenceImplementation
 
@@ -88,8 +88,25 @@ def forwarded_deleted_a_moment_early() -> ReferenceImplementation:
     return _implementation("forwarded_deleted_a_moment_early", router_class=Early)
 
 
+def held_since_its_last_matching() -> ReferenceImplementation:
+    """Takes a message matched again as received anew.
+
+    The forwarder then never finds a delayed message stale, and the transmission queue shows a message entered at
+    its last matching.
+    """
+
+    class Renewing(Router):
+        def _wait(
+            self, env: Envelope, at: Instance, inside: bool, home: str | None, status: str, address: str | None = None
+        ) -> Waiting:
+            self._retried = None  # every wait a fresh receipt
+            return super()._wait(env, at, inside, home, status, address)
+
+    return _implementation("held_since_its_last_matching", router_class=Renewing)
+
+
 def route_change_reclassifies_every_instance() -> ReferenceImplementation:
-    """A route change in one instance reclassifies what every instance holds, so a forwarder keeps it longer."""
+    """A route change in one instance reclassifies what every instance holds: a forwarder routes its messages again."""
 
     class Everywhere(Router):
         def reclassify(self, instance: str) -> None:
@@ -203,6 +220,7 @@ VARIANTS = [
     "suppress_15_after_failed_attempt",
     "stale_after_5_seconds",
     "forwarder_persists",
+    "held_since_its_last_matching",
     "no_handler_restart",
     "no_broker_restart",
     "tries_suppressed_destinations",
