@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 NULL = "NULL"
+# network addresses: the documents give them no case, so a table compares them in upper case on both sides
+CASE_FREE = frozenset({"address"})
 
 
 def cell(column: str, value: Any, start_ms: int) -> str:
@@ -15,4 +17,13 @@ def cell(column: str, value: Any, start_ms: int) -> str:
         return ", ".join(str(v) for v in value) or "(none)"
     if column.endswith("_time"):
         return f"second {(int(value) - start_ms) / 1000:g}"
+    if column in CASE_FREE:
+        return str(value).upper()
     return str(value)
+
+
+def as_compared(column: str, text: str) -> str:
+    """A cell of a feature's table as ``cell`` would render what it expects (each of "a or b" alike)."""
+    if column in CASE_FREE and text != NULL:
+        return " or ".join(option.upper() for option in text.split(" or "))
+    return text

@@ -12,7 +12,7 @@ from sbtck import contract as c
 from sbtck.errors import ScenarioError
 from sbtck.observations import DECISION_FIELDS, DECISION_TRACE, FIELDS, Kind
 from sbtck.steps import phrases as p
-from sbtck.steps.cells import NULL, cell
+from sbtck.steps.cells import NULL, as_compared, cell
 from sbtck.steps.vocabulary import step
 from sbtck.steps.world import World
 
@@ -48,7 +48,7 @@ def _cell(world: World, column: str, value: Any) -> str:
 def _expected(world: World, column: str, text: str) -> str:
     if column.endswith("_time") and text.startswith("second "):
         return f"second {world.seconds(text[len('second ') :]):g}"
-    return text
+    return as_compared(column, text)
 
 
 @step(p.MONITOR_ROW)
@@ -218,7 +218,10 @@ def log_shows(
     kinds = {_kind(row[header.index("event")]) for row in rows}
     events = [e for e in _span(world, since, until) if e.kind in kinds and _mine(world, e, queue, dialog, instance)]
     want = [
-        [f"{world.seconds(cell):g}" if col == "second" else cell for col, cell in zip(header, row, strict=True)]
+        [
+            f"{world.seconds(cell):g}" if col == "second" else as_compared(col, cell)
+            for col, cell in zip(header, row, strict=True)
+        ]
         for row in rows
     ]
     got = _as_set_within_an_instant(events, [_render(world, e, header) for e in events], want)
@@ -314,7 +317,7 @@ def log_counts(
         for e in _span(world, since, until)
         if e.kind == _kind(event)
         and _mine(world, e, queue, dialog, instance)
-        and (field is None or _cell(world, field, e.fields.get(field)) == value)
+        and (field is None or _cell(world, field, e.fields.get(field)) == as_compared(field, str(value)))
     ]
     want = 0 if count == "no" else world.seconds(count)
     assert len(found) == want, f"expected {want:g} {event!r} events, got {len(found)}:\n{world.log_text(found)}"

@@ -106,3 +106,75 @@ Feature: Periodic 04 - Transport connections
     And the log for dialog "D1" at "sql2" shows exactly from second 12:
       | second | event           | message_sequence_number |
       | 40     | message arrived | 1                       |
+
+  @PER-2A
+  Scenario: [10] A destination whose 15 seconds end exactly at the 2nd notification at second 30 is tried at it, not by a SEND just before
+    Given time passes to second 15
+    And the connection from "sql1" to "TCP://sql2.example:4022" drops
+    And time passes to second 29.99
+    And a message is sent on dialog "D1"
+    When time passes to second 35
+    Then the log at "sql1" shows exactly from second 12:
+      | second | event              | address                 | result    | reason       |
+      | 15     | connection closed  | TCP://sql2.example:4022 | NULL      | disconnected |
+      | 30     | connection attempt | TCP://sql2.example:4022 | connected | NULL         |
+
+  @PER-2A
+  Scenario: [11] After an attempt fails at second 30, a SEND at second 89.99 does not try the destination; the notification at 90 does
+    Given dialog "D2" is begun from service "Initiator" to service "Target"
+    And time passes to second 12
+    And instance "sql2" cannot be reached
+    And time passes to second 13
+    And a message is sent on dialog "D1"
+    And time passes to second 89.99
+    # another dialog: a second message of D1 would only queue behind the first
+    And a message is sent on dialog "D2"
+    When time passes to second 95
+    Then the log at "sql1" shows exactly from second 13:
+      | second | event              | address                 | result  |
+      | 30     | connection attempt | TCP://sql2.example:4022 | refused |
+      | 90     | connection attempt | TCP://sql2.example:4022 | refused |
+
+  @PER-5A
+  Scenario: [12] A connection idle for exactly 90 seconds at a 5th notification closes at it
+    Given time passes to second 35
+    And a message is sent on dialog "D1"
+    When time passes to second 130
+    Then the log at "sql1" shows exactly:
+      | second | event             | address                 | reason |
+      | 125    | connection closed | TCP://sql2.example:4022 | idle   |
+
+  @PER-5A
+  Scenario: [13] A connection idle for 89.95 seconds at a 5th notification stays open until the next one
+    Given time passes to second 35.05
+    And a message is sent on dialog "D1"
+    When time passes to second 155
+    Then the log at "sql1" shows exactly:
+      | second | event             | reason |
+      | 150    | connection closed | idle   |
+
+  @PER-2A
+  Scenario: [14] An instance that cannot be reached loses its connections, and only its own
+    Given dialog "D2" is begun from service "Initiator" to service "Vault"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 |
+      | ToOrders | Target       | TCP://sql2.example:4022 |
+      | ToVault  | Vault        | TCP://sql5.example:4022 |
+    And a message is sent on dialog "D2"
+    And time passes to second 21
+    When instance "sql2" cannot be reached
+    Then "sql1" has no connection to "TCP://sql2.example:4022"
+    And "sql1" has a connection to "TCP://sql5.example:4022"
+
+  @PER-2A
+  Scenario: [15] An instance that cannot be reached leaves the connections to the others open
+    Given dialog "D2" is begun from service "Initiator" to service "Vault"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 |
+      | ToOrders | Target       | TCP://sql2.example:4022 |
+      | ToVault  | Vault        | TCP://sql5.example:4022 |
+    And a message is sent on dialog "D2"
+    And time passes to second 21
+    When instance "sql5" cannot be reached
+    Then "sql1" has no connection to "TCP://sql5.example:4022"
+    And "sql1" has a connection to "TCP://sql2.example:4022"

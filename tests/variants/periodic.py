@@ -55,6 +55,33 @@ def suppress_15_after_failed_attempt() -> ReferenceImplementation:
     return _with_params("suppress_15_after_failed_attempt", suppress_after_failed_connect_s=15)
 
 
+def idle_closes_after_more_than_90_seconds() -> ReferenceImplementation:
+    """Closes a connection idle for more than 90 seconds, keeping one idle for exactly 90."""
+
+    class Strict(Transport):
+        def close_idle(self) -> None:
+            for conn in self.connections.values():
+                conn.last_activity_ms += 1  # as if each had been used a millisecond later
+            try:
+                super().close_idle()
+            finally:
+                for conn in self.connections.values():
+                    conn.last_activity_ms -= 1
+
+    return _implementation("idle_closes_after_more_than_90_seconds", transport_class=Strict)
+
+
+def unreachable_drops_every_connection() -> ReferenceImplementation:
+    """An instance that cannot be reached takes every connection down with its own."""
+
+    class Sweeping(Transport):
+        def drop_links_to(self, address: str) -> None:
+            for link in list(self.connections):
+                self.disconnect(link, "disconnected")
+
+    return _implementation("unreachable_drops_every_connection", transport_class=Sweeping)
+
+
 def stale_after_5_seconds() -> ReferenceImplementation:
     return _with_params("stale_after_5_seconds", dispatcher_stale_s=5)
 
@@ -221,6 +248,8 @@ VARIANTS = [
     "stale_after_5_seconds",
     "forwarder_persists",
     "held_since_its_last_matching",
+    "idle_closes_after_more_than_90_seconds",
+    "unreachable_drops_every_connection",
     "no_handler_restart",
     "no_broker_restart",
     "tries_suppressed_destinations",

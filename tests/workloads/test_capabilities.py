@@ -101,6 +101,7 @@ TRANSPORT |= {"tries_suppressed_destinations", "idle_close_every_notification", 
 TRANSPORT |= {"route_change_reclassifies_every_instance", "saves_the_line_when_its_first_is_due"}
 TRANSPORT |= {"stale_only_after_10_seconds", "deletes_what_follows_a_buffered_message"}
 TRANSPORT |= {"local_delivery_through_the_dispatcher", "held_since_its_last_matching"}
+TRANSPORT |= {"idle_closes_after_more_than_90_seconds", "unreachable_drops_every_connection"}
 CASES = (
     [("activation", v, partial.ACTIVATION) for v in activation.VARIANTS]
     + [("routing", v, partial.ROUTING) for v in routing.VARIANTS]
