@@ -182,3 +182,18 @@ Feature: Routing 06 - Mirror addresses
       | message arrived     | NULL                    | NULL          | ledger   |
     And the log for dialog "L1" has 1 "principal probe" event where answer is "principal" from second 21
     And the log for dialog "L1" has 1 "principal probe" event where address is "TCP://sql3.example:4022" from second 21
+
+  @RTR-2
+  Scenario: [13] An instance does not claim the role for a broker instance it does not hold, whatever it holds beside
+    # sql2 holds Target and sql3 holds broker instances that sort after sql1.stock's, but neither holds sql1.stock's
+    Given dialog "T1" is begun from service "Initiator" to service "Target" on the broker instance of sql1.stock
+    And the routes in database "shop" of "sql1" are:
+      | name  | service_name | address                 | mirror_address          |
+      | Other | Target       | TCP://sql2.example:4022 | TCP://sql3.example:4022 |
+    When a message is sent on dialog "T1"
+    And time passes to second 5
+    Then the log for dialog "T1" at "sql1" shows exactly:
+      | event           | address                 | answer        |
+      | principal probe | TCP://sql2.example:4022 | not principal |
+      | principal probe | TCP://sql3.example:4022 | not principal |
+    And the log for dialog "T1" has no "message transmitted" event
