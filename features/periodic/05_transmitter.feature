@@ -92,3 +92,14 @@ Feature: Periodic 05 - The transmitter
       | 20     | transmitter reclassified | D1      |
       | 30     | transmitter reclassified | (none)  |
     And the log for dialog "D1" has no "message arrived" event
+
+  Scenario: [7] A route change in another instance does not touch the dialogs waiting in this one
+    Given instance "sql2" cannot be reached
+    And time passes to second 1
+    And a message is sent on dialog "D1"
+    And time passes to second 12
+    And in database "orders" of "sql2": CREATE ROUTE Back WITH SERVICE_NAME = 'Initiator', ADDRESS = 'TCP://sql1.example:4022'
+    When time passes to second 35
+    # sql2's transmitter takes up its own change at 20; sql1's message still waits for its connection, untouched
+    Then the log for dialog "D1" has no "routing retried" event
+    And the transmission queue of "sql1" holds 1 message
