@@ -19,10 +19,10 @@ from sbtck.engine.params import EngineParams
 from sbtck.engine.periodic import SCHEDULE, Maintenance, Task, tasks_of
 from sbtck.engine.receiving import Receiving, Session
 from sbtck.engine.route_admin import RouteAdmin
-from sbtck.engine.router import Router
+from sbtck.engine.router import Router, SendsOnceConnected
 from sbtck.engine.statements import QueueStatements
 from sbtck.engine.topology import build
-from sbtck.engine.transport import Transport
+from sbtck.engine.transport import NotifiedTransport, Transport
 from sbtck.errors import BrokerError
 from sbtck.observations import Kind
 
@@ -295,3 +295,27 @@ class Broker(QueueStatements, Administration):
 
     def drain_events(self) -> list[Event]:
         return self.log.drain()
+
+
+# Two choices about a message waiting for its connection that the documents leave open and no chooser makes: when
+# the transport connects (at a SEND or only when notified, PER-2A), and whether the message is matched again once
+# its connection opens. The workload stage accepts a trace any of these brokers gives; the reference's pair first.
+class ConnectsWhenNotified(Broker):
+    transport_class = NotifiedTransport
+    router_class = SendsOnceConnected
+
+
+class ConnectsWhenNotifiedMatchingAgain(Broker):
+    transport_class = NotifiedTransport
+
+
+class SendsWhereRouted(Broker):
+    router_class = SendsOnceConnected
+
+
+CONNECTING_CHOICES: tuple[type[Broker], ...] = (
+    Broker,
+    ConnectsWhenNotified,
+    ConnectsWhenNotifiedMatchingAgain,
+    SendsWhereRouted,
+)

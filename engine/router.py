@@ -441,6 +441,28 @@ class Router:
         ]
 
 
+class SendsOnceConnected(Router):
+    """A message waiting for a connection goes on the address it was routed to, without being matched again.
+
+    The documents leave open whether a message is matched again when its
+    connection opens (``Router.once_connected``): this is the other choice.
+    """
+
+    def once_connected(self, head: Waiting) -> None:
+        key = (head.envelope.dialog, head.envelope.from_target)
+        line = self.lines[key]
+        line.pop(0)
+        self._retrying = head.envelope
+        try:
+            self._transmit(head.envelope, self.instances[head.instance], head.address, head.inside, head.home)
+        finally:
+            self._retrying = None
+        if line and line[0].envelope is not head.envelope:
+            self._retry(line[0])  # the next in line follows at once
+        elif not line:
+            self.lines.pop(key, None)
+
+
 def _transport_address(service: str) -> str | None:
     """A TRANSPORT route takes the address from the service name, as in 'TCP://host:4022/Service'."""
     if not service.upper().startswith("TCP://"):

@@ -88,8 +88,11 @@ class Choice:
 def choose(routes: list[Route], instance_has_service: bool, chooser: Chooser) -> Choice | None:
     """RTC-0..4: identical routes count once; mirror, then LOCAL, then network address, then TRANSPORT."""
     distinct: dict[tuple[str | None, str | None, str], Route] = {}
+    # which name a group of identical routes goes by is not said either: the chooser may pick any member
+    members: dict[tuple[str | None, str | None, str], list[Route]] = {}
     for route in sorted(routes, key=_name):
         distinct.setdefault(route.identity(), route)
+        members.setdefault(route.identity(), []).append(route)
     # one pass sorts the candidates into the four steps: this runs on every routing attempt, retries included
     mirrored: list[Route] = []
     local: list[Route] = []
@@ -114,8 +117,11 @@ def choose(routes: list[Route], instance_has_service: bool, chooser: Chooser) ->
     for step, options in steps:
         if options:
             names = [r.name for r in options]
-            name = names[0] if len(names) == 1 else chooser.choose(ROUTE, names, _addresses(options, by_name=True))
-            return Choice(step, next(r for r in options if r.name == name), names)
+            named = [m for r in options for m in members[r.identity()]]
+            if len(named) == 1:
+                return Choice(step, named[0], names)
+            name = chooser.choose(ROUTE, [m.name for m in named], _addresses(named, by_name=True))
+            return Choice(step, next(m for m in named if m.name == name), names)
     return None
 
 

@@ -103,3 +103,9 @@ class Transport:
             }
             for link, conn in sorted(self.connections.items())
         ]
+
+
+class NotifiedTransport(Transport):
+    """PER-2A read literally: the transport connects when notified, not when a message is sent. An allowed choice."""
+
+    connect_on_send = False

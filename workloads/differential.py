@@ -12,6 +12,14 @@ check keeps true, so that a difference it reports is the implementation's:
    implementation reported for the same routing attempt, if that pick is
    among the allowed ones; otherwise the reference's own first choice, and the
    difference shows. The reference never sees a choice it could not make.
+   The other open choices no chooser makes are followed as well: the
+   brokers of ``CONNECTING_CHOICES`` (connect at a SEND or when notified;
+   match a message again once connected, or send it where it was routed)
+   each run beside the trace, and the first that explains it wins; a
+   dialog acknowledged again with the broker instance it was acknowledged
+   with is a repeat, not a difference (``_repeats_left_out``); which member
+   names a group of identical routes is the chooser's too, so a
+   route_chosen's candidates compare by number (``BY_NUMBER``).
 2. **Open values are the implementation's.** The reference runs with the
    parameter values the implementation declared (``reference_params``).
 3. **Compared where the documents give an order, and no further.** Events
@@ -21,7 +29,8 @@ check keeps true, so that a difference it reports is the implementation's:
    difference, and lists compare as sets (``_canonical``).
 4. **The first difference is the one reported.** Later steps depend on
    earlier ones, so after the first differing step the rest says nothing new;
-   the check stops there and names the step, both sides' events and the
+   the check stops there (for the connecting choice that got furthest) and
+   names the step, both sides' events and the
    rules those events speak for (``rules_of``), or DIFF when none does.
 5. **Refusals count.** A command one side takes and the other refuses is a
    difference by itself, before any event is looked at.
@@ -35,6 +44,7 @@ from dataclasses import fields as dataclass_fields
 from typing import Any
 
 from sbtck.engine import EngineParams
+from sbtck.engine.broker import CONNECTING_CHOICES
 from sbtck.engine.choosing import BROKER_INSTANCE, DATABASE_ORDER, ROUTE, Addresses, FirstChooser
 from sbtck.engine.model import LOCAL
 from sbtck.iut.reference import ReferenceImplementation
@@ -42,7 +52,7 @@ from sbtck.observations import EVIDENCES, Kind, reported_by
 from sbtck.workloads.generate import World
 from sbtck.workloads.invariants import Violation
 from sbtck.workloads.landscape import ALL
-from sbtck.workloads.trace import Trace, run
+from sbtck.workloads.trace import Trace, execute
 
 RULE_ID = re.compile(r"^(ACT|RTE|RTM|RTC|RTL|RTX|RTR|PER)-[0-9A-Z]+$")
 DIFFERENCE = "DIFF"  # one of sbtck.catalogue.KIT_RULES
@@ -141,10 +151,21 @@ def _canonical(value: Any) -> Any:
     return value
 
 
+# fields whose names are an open choice: which member a group of identical routes goes by (RTC-0) is not said, so
+# the candidates of a route_chosen compare by their number
+BY_NUMBER = {(Kind.ROUTE_CHOSEN.value, "candidates")}
+
+
+def _field_same(kind: str, key: str, a: Any, b: Any) -> bool:
+    if (kind, key) in BY_NUMBER and isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b)
+    return bool(_canonical(a) == _canonical(b))
+
+
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Events agree on kind, time and every field both report: a missing field is not a difference."""
     shared = set(a) & set(b)
-    return all(_canonical(a[k]) == _canonical(b[k]) for k in shared) and a["kind"] == b["kind"]
+    return a["kind"] == b["kind"] and all(_field_same(a["kind"], k, a[k], b[k]) for k in shared)
 
 
 def _unmatched(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -181,15 +202,26 @@ def rules_of(events: list[dict[str, Any]]) -> list[str]:
     return found
 
 
-def differ(index: int, got: dict[str, Any], want: dict[str, Any], capabilities: frozenset[str]) -> list[Violation]:
+def differ(
+    index: int,
+    got: dict[str, Any],
+    want: dict[str, Any],
+    capabilities: frozenset[str],
+    acknowledged: dict[str, object] | None = None,
+) -> list[Violation]:
     """What one step of the implementation shows that the reference's same step does not (nothing when alike).
 
     Only events of the kinds the implementation's capabilities cover are
     compared: one that does not route is not asked how the reference routed.
+    ``acknowledged`` carries, from step to step, the broker instance each
+    dialog's acknowledgement named in the reference; with it, an
+    implementation may acknowledge a dialog again (``_repeats_left_out``).
     """
     if capabilities != ALL:
         got = {**got, "events": [e for e in got["events"] if reported_by(e["kind"], capabilities)]}
         want = {**want, "events": [e for e in want["events"] if reported_by(e["kind"], capabilities)]}
+    if acknowledged is not None:
+        got = {**got, "events": _repeats_left_out(got["events"], want["events"], acknowledged)}
     if (got["error"] is None) != (want["error"] is None):
         said = f"refused: {got['error']}" if got["error"] else "accepted"
         refused = "refused" if want["error"] else "accepted"
@@ -203,17 +235,61 @@ def differ(index: int, got: dict[str, Any], want: dict[str, Any], capabilities: 
     return []
 
 
+def _repeats_left_out(
+    got: list[dict[str, Any]], want: list[dict[str, Any]], acknowledged: dict[str, object]
+) -> list[dict[str, Any]]:
+    """GOT without the acknowledgements that repeat one the reference made, naming the same broker instance.
+
+    RTE-04 says the acknowledgement names the target's broker instance and later messages carry it; nothing says
+    a dialog is acknowledged once only. An acknowledgement before the reference's first, or naming another broker
+    instance, stays and differs.
+    """
+    now = {str(e.get("dialog")) for e in want if e["kind"] == Kind.ACKNOWLEDGED}
+    for e in want:
+        if e["kind"] == Kind.ACKNOWLEDGED:
+            acknowledged.setdefault(str(e.get("dialog")), e.get("broker_instance"))
+    kept, matched = [], set()
+    for e in got:
+        dialog = str(e.get("dialog"))
+        if e["kind"] == Kind.ACKNOWLEDGED and not (dialog in now and dialog not in matched):
+            if dialog in acknowledged and acknowledged[dialog] == e.get("broker_instance"):
+                continue
+        elif e["kind"] == Kind.ACKNOWLEDGED:
+            matched.add(dialog)
+        kept.append(e)
+    return kept
+
+
 def compare(
     world: World, trace: Trace, params: dict[str, Any], capabilities: frozenset[str] = ALL
 ) -> tuple[list[Violation], Trace]:
-    """The first step where no allowed behaviour of the reference gives the implementation's outcome."""
-    chooser = FollowingChooser(trace.events())
-    expected = run(world, ReferenceImplementation(params=reference_params(params), chooser=chooser))
-    for index, (got, want) in enumerate(zip(trace.steps, expected.steps, strict=True)):
-        found = differ(index, got, want, capabilities)
-        if found:
-            return found, expected
-    return [], expected
+    """The first step where no allowed behaviour of the reference gives the implementation's outcome.
+
+    Each of the brokers that make the connecting choices otherwise (``CONNECTING_CHOICES``) runs beside the
+    implementation's trace to its first difference; the first that goes through explains the trace. When none does,
+    the one that went furthest names the difference, and runs on to the end for the expected trace.
+    """
+    furthest: tuple[list[Violation], ReferenceImplementation, Trace] | None = None
+    for broker in CONNECTING_CHOICES:
+        reference = ReferenceImplementation(
+            broker_class=broker, params=reference_params(params), chooser=FollowingChooser(trace.events())
+        )
+        expected = Trace(world.seed)
+        found: list[Violation] = []
+        acknowledged: dict[str, object] = {}
+        for index, (op, got) in enumerate(zip(world.script, trace.steps, strict=True)):
+            expected.steps.append(execute(op, reference))
+            found = differ(index, got, expected.steps[-1], capabilities, acknowledged)
+            if found:
+                break
+        if not found:
+            return [], expected
+        if furthest is None or found[0].at_step > furthest[0][0].at_step:
+            furthest = (found, reference, expected)
+    assert furthest is not None
+    found, reference, expected = furthest
+    expected.steps += [execute(op, reference) for op in world.script[len(expected.steps) :]]
+    return found, expected
 
 
 def _brief(events: list[dict[str, Any]]) -> str:

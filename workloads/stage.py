@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sbtck.contract import Handshake
+from sbtck.engine.broker import CONNECTING_CHOICES
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.reference import ReferenceImplementation
 
@@ -204,20 +205,26 @@ class Checker:
             implementation = self._open()
             assert self.handshake is not None
             invariants = Invariants(world)
-            reference, chooser = None, FollowingChooser()
+            # every broker of the connecting choices in step, as compare() runs them; each leaves at its first
+            # difference, and the difference of the last to leave (the first of them, if several leave together)
+            # is the one the whole check reports
+            references: list[tuple[ReferenceImplementation, FollowingChooser, dict[str, object]]] = []
             if self.differential:
                 params = reference_params(self.handshake.params)
-                reference = ReferenceImplementation(params=params, chooser=chooser)
+                for broker in CONNECTING_CHOICES:
+                    chooser = FollowingChooser()
+                    references.append((ReferenceImplementation(broker, params=params, chooser=chooser), chooser, {}))
             shown = frozenset(self.handshake.capabilities)
             for index, op in enumerate(world.script):
                 got = execute(op, implementation)
                 found = invariants.step(index, op, got)
-                if reference is not None:
+                differences = []
+                for reference, chooser, acknowledged in references:
                     chooser.feed(got["events"])
-                    different = differ(index, got, execute(op, reference), shown)
-                    if different:
-                        found += different
-                        reference = None  # the whole check, too, compares to the first difference only
+                    differences.append(differ(index, got, execute(op, reference), shown, acknowledged))
+                if references and all(differences):
+                    found += differences[0]
+                references = [pair for pair, different in zip(references, differences, strict=True) if not different]
                 if any(v.rule == rule for v in found):
                     return True
             return any(v.rule == rule for v in invariants.end(len(world.script)))

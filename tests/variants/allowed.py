@@ -15,10 +15,10 @@ from sbtck import contract as c
 from sbtck.engine import Broker
 from sbtck.engine import routing as r
 from sbtck.engine.activation import ActivatedTask, QueueMonitors
+from sbtck.engine.broker import ConnectsWhenNotified
 from sbtck.engine.choosing import Chooser
 from sbtck.engine.model import Route
-from sbtck.engine.router import Router, Waiting
-from sbtck.engine.transport import Transport
+from sbtck.engine.router import Router
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import FIELDS, Kind
 
@@ -192,33 +192,6 @@ ALLOWED = [
 ]
 
 
-class _ConnectsOnTheNextNotification(Transport):
-    """PER-2A read literally: the transport connects when notified, not when a message is sent."""
-
-    connect_on_send = False
-
-
-class _SendsOnceConnected(Router):
-    """A message waiting for a connection goes on the address it was routed to, without being matched again."""
-
-    def once_connected(self, head: Waiting) -> None:
-        key = (head.envelope.dialog, head.envelope.from_target)
-        line = self.lines[key]
-        line.pop(0)
-        self._retrying = head.envelope
-        try:
-            self._transmit(head.envelope, self.instances[head.instance], head.address, head.inside, head.home)
-        finally:
-            self._retrying = None
-        if line and line[0].envelope is not head.envelope:
-            self._retry(line[0])  # the next in line follows at once
-        elif not line:
-            self.lines.pop(key, None)
-
-
 def connects_on_the_next_notification() -> ReferenceImplementation:
-    return _engine(
-        "connects on the next 2nd notification",
-        transport_class=_ConnectsOnTheNextNotification,
-        router_class=_SendsOnceConnected,
-    )
+    """PER-2A read literally: the transport connects when notified; a waiting message goes where it was routed."""
+    return ReferenceImplementation(broker_class=ConnectsWhenNotified, name="connects on the next 2nd notification")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Callable
 
 import pytest
@@ -13,13 +14,15 @@ from sbtck.fixtures.topology import parse
 from sbtck.iut.loader import factory_for
 from sbtck.iut.reference import ReferenceImplementation, reference
 from sbtck.observations import Kind
+from sbtck.reports.results import PASSED
 from sbtck.workloads.differential import FollowingChooser, compare
 from sbtck.workloads.generate import generate, needs
 from sbtck.workloads.invariants import check
 from sbtck.workloads.reproduce import step, topology_yaml
+from sbtck.workloads.stage import Checker
 from sbtck.workloads.trace import run
 from tests.engine.test_engine_properties import _Duplicates, _IgnoresLocks
-from tests.variants import activation, routing
+from tests.variants import activation, allowed, routing
 
 SEEDS = range(300)
 
@@ -86,6 +89,30 @@ def test_the_differential_check_accepts_the_reference_and_its_other_allowed_choi
         for implementation in (reference(), routing.last_choices()):
             found, _ = compare(world, run(world, implementation), implementation.handshake().params)
             assert found == [], (seed, implementation.name, found)
+
+
+# allowed behaviours the stage does not follow yet: it still fails some worlds of each (about 3 in 100 and 15 in
+# 100); strict, so that following them turns these into passes that must be moved out of here
+NOT_FOLLOWED_YET = {"asks_the_lost_principal_again", "committer_receives_first"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason="not followed by the stage yet"))
+        if name in NOT_FOLLOWED_YET
+        else name
+        for name in allowed.ALLOWED
+    ],
+)
+def test_the_stage_accepts_every_world_of_a_broker_taking_allowed_choices(name: str) -> None:
+    """The suite passes on each (test_allowed_behaviours.py); the differential check must not fail them either."""
+    checker = Checker(getattr(allowed, name), differential=True)
+    try:
+        outcomes = Counter(checker.check(seed).outcome for seed in range(60))
+    finally:
+        checker.close()
+    assert outcomes == Counter({PASSED: 60}), outcomes
 
 
 def test_the_following_chooser_takes_the_implementations_allowed_pick_for_the_same_message() -> None:
