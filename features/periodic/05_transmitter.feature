@@ -49,6 +49,9 @@ Feature: Periodic 05 - The transmitter
       | 20     | message arrived | sql1     | stock    |
     # it never crossed the transport, so the dispatcher (PER-1C) never had it
     And the log for dialog "D1" has no "dispatcher buffered" event
+    And the log at "sql1" shows exactly from second 1:
+      | second | event         | database | route    |
+      | 12     | route altered | shop     | ToOrders |
 
   Scenario: [4] A route expiration is taken up by waiting dialogs at the next 2nd notification
     Given instance "sql2" cannot be reached

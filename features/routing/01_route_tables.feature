@@ -114,3 +114,27 @@ Feature: Routing 01 - Which route table, and expired routes
     And the log for dialog "D2" shows exactly:
       | event           | instance | database |
       | message arrived | sql1     | shop     |
+
+  @RTE-02
+  Scenario: [8] ALTER ROUTE without LIFETIME keeps the route's expiry; with LIFETIME it counts from the ALTER
+    Given dialog "D2" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name             | service_name | address                 | lifetime_s |
+      | ToOrders         | Target       | TCP://sql2.example:4022 | 10         |
+      | Spare            | Clerk        | TCP://sql5.example:4022 | 10         |
+      | AutoCreatedLocal |              | LOCAL                   |            |
+    And time passes to second 5
+    And in database "shop" of "sql1": ALTER ROUTE ToOrders WITH ADDRESS = 'LOCAL'
+    And in database "shop" of "sql1": ALTER ROUTE Spare WITH SERVICE_NAME = 'Target', ADDRESS = 'TCP://sql2.example:4022', LIFETIME = 20
+    And time passes to second 11
+    # ToOrders expired at 10 as it was going to; Spare lasts until 25
+    And a message is sent on dialog "D1"
+    And time passes to second 24
+    When a message is sent on dialog "D2"
+    And time passes to second 35
+    Then the log for dialog "D1" shows exactly:
+      | event           | instance | database |
+      | message arrived | sql2     | orders   |
+    And the log for dialog "D2" shows exactly:
+      | event           | instance | database |
+      | message arrived | sql2     | orders   |

@@ -335,3 +335,24 @@ Feature: Routing 02 - Finding matching routes
       | 2 + {delayed_retry_s}     | conversation delayed |
       | 2 + 2 * {delayed_retry_s} | conversation delayed |
     And the transmission queue of "sql1" has held message D1:0 since second 2
+
+  @RTM-4 @requires-dynamic-routing
+  Scenario: [21] Once the dynamic routing service has answered, its route dropped, routing information is requested again
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And dialog "D2" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name    | service_name                                                             | address                 |
+      | Dynamic | http://schemas.microsoft.com/SQL/ServiceBroker/BrokerConfigurationNotice | TCP://sql5.example:4022 |
+    And a message is sent on dialog "D1"
+    And time passes to second 1
+    And the dynamic routing service answers for service "Target" in database "shop" of "sql1" with ADDRESS = TCP://sql2.example:4022
+    And in database "shop" of "sql1": DROP ROUTE Dynamic_Target
+    When a message is sent on dialog "D2"
+    Then the log at "sql1" shows exactly from second 1:
+      | second | event         | database | route          |
+      | 1      | route created | shop     | Dynamic_Target |
+      | 1      | route dropped | shop     | Dynamic_Target |
+    And the log for dialog "D2" at "sql1" shows exactly:
+      | second | event             | route   | service |
+      | 1      | routing requested | Dynamic | Target  |
+

@@ -197,3 +197,22 @@ Feature: Routing 06 - Mirror addresses
       | principal probe | TCP://sql2.example:4022 | not principal |
       | principal probe | TCP://sql3.example:4022 | not principal |
     And the log for dialog "T1" has no "message transmitted" event
+
+  @RTR-4
+  Scenario: [14] A failover changes the roles of the mirrored database's copies only
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 | mirror_address          |
+      | Pair     | Ledger       | TCP://sql3.example:4022 | TCP://sql4.example:4022 |
+      | ToOrders | Target       | TCP://sql2.example:4022 |                         |
+    And the copy of database "ledger" on "sql4" becomes the principal
+    When a message is sent on dialog "D1"
+    And a message is sent on dialog "L1"
+    And time passes to second 10
+    Then the log for dialog "D1" shows exactly:
+      | event           | instance | database |
+      | message arrived | sql2     | orders   |
+    And the log for dialog "L1" shows exactly:
+      | event           | instance | database |
+      | message arrived | sql4     | ledger   |
+

@@ -104,7 +104,7 @@ TRANSPORT |= {"local_delivery_through_the_dispatcher", "held_since_its_last_matc
 TRANSPORT |= {"idle_closes_after_more_than_90_seconds", "unreachable_drops_every_connection"}
 CASES = (
     [("activation", v, partial.ACTIVATION) for v in activation.VARIANTS]
-    + [("routing", v, partial.ROUTING) for v in routing.VARIANTS]
+    + [("routing", v, partial.ROUTING) for v in routing.VARIANTS if v not in routing.NOT_IN_WORLDS]
     + [
         ("periodic", v, partial.PERIODIC)
         for v in periodic.VARIANTS

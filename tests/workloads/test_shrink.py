@@ -16,7 +16,11 @@ from tests.variants import activation, periodic, routing
 
 VARIANTS = (
     [f"tests.variants.activation:{v}" for v in activation.VARIANTS]
-    + [f"tests.variants.routing:{v}" for v in routing.VARIANTS if v not in routing.RARE_IN_MIXED_WORLDS]
+    + [
+        f"tests.variants.routing:{v}"
+        for v in routing.VARIANTS
+        if v not in routing.NOT_IN_WORLDS | routing.RARE_IN_MIXED_WORLDS
+    ]
     + [
         f"tests.variants.periodic:{v}"
         for v in periodic.VARIANTS
