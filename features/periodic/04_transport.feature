@@ -52,7 +52,10 @@ Feature: Periodic 04 - Transport connections
     And time passes to second 40
     And instance "sql2" can be reached again
     When time passes to second 95
-    Then the log for dialog "D1" at "sql2" shows exactly from second 12:
+    Then the log shows exactly from second 13:
+      | second | event              | instance |
+      | 40     | instance reachable | sql2     |
+    And the log for dialog "D1" at "sql2" shows exactly from second 12:
       | second | event           | message_sequence_number |
       | 90     | message arrived | 1                       |
       | 90     | message arrived | 2                       |
@@ -165,6 +168,9 @@ Feature: Periodic 04 - Transport connections
     When instance "sql2" cannot be reached
     Then "sql1" has no connection to "TCP://sql2.example:4022"
     And "sql1" has a connection to "TCP://sql5.example:4022"
+    And the log shows exactly from second 21:
+      | second | event                | instance |
+      | 21     | instance unreachable | sql2     |
 
   @PER-2A
   Scenario: [15] An instance that cannot be reached leaves the connections to the others open

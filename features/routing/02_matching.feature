@@ -356,3 +356,21 @@ Feature: Routing 02 - Finding matching routes
       | second | event             | route   | service |
       | 1      | routing requested | Dynamic | Target  |
 
+  @RTM-4 @requires-dynamic-routing
+  Scenario: [22] An answer for one service leaves the other services' routing requests pending
+    Given dialog "C1" is begun from service "Initiator" to service "Clerk"
+    And dialog "L1" is begun from service "Initiator" to service "Ledger"
+    And dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name    | service_name                                                             | address                 |
+      | Dynamic | http://schemas.microsoft.com/SQL/ServiceBroker/BrokerConfigurationNotice | TCP://sql5.example:4022 |
+    And a message is sent on dialog "C1"
+    And a message is sent on dialog "L1"
+    And a message is sent on dialog "D1"
+    And time passes to second 1
+    And the dynamic routing service answers for service "Ledger" in database "shop" of "sql1" with ADDRESS = TCP://sql3.example:4022
+    # Clerk and Target are matched again after the time-out: their requests are still pending, so none is made again
+    When time passes to second {delayed_retry_s} + 1
+    Then the log for dialog "C1" has 1 "routing requested" event
+    And the log for dialog "D1" has 1 "routing requested" event
+
