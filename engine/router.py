@@ -58,6 +58,7 @@ class Unroutable:
     stamp: tuple[int, int, bool]
     until_ms: float
     matched: dict[str, object]
+    routes: tuple[str, ...]
     why: str
 
 
@@ -268,9 +269,12 @@ class Router:
         has_service = at.has_service(env.to_service)
         place = (env.dialog, env.from_target, env.sequence, at.name, table)
         stamp = (self._routes_version, len(pending), has_service)
-        known = self.unroutable.get(place)
+        # taken out, and put back only while it holds: a message that goes on leaves nothing behind
+        known = self.unroutable.pop(place, None)
         if known is not None and known.stamp == stamp and self.clock.now_ms < known.until_ms:
-            self._emit(Kind.ROUTES_MATCHED, at, env, **known.matched)
+            self.unroutable[place] = known
+            # each event its own list of routes: no event shares a mutable field with another
+            self._emit(Kind.ROUTES_MATCHED, at, env, **{**known.matched, "routes": list(known.routes)})
             self._delay(env, at, inside, home, known.why)
             return
         found = self.match(
@@ -292,13 +296,15 @@ class Router:
             pending.add((found.request.name, env.to_service))
             self._emit(Kind.ROUTING_REQUESTED, at, env, route=found.request.name, service=env.to_service, table=table)
         if found.delayed:
-            self._remember(place, stamp, routes, matched, found.step, found.request is None)
+            if found.request is None:  # a request made changes what the next attempt finds
+                self._remember(place, stamp, routes, matched, found.routes, found.step)
             self._delay(env, at, inside, home, found.step)
             return
         choice = self.choose(found.routes, has_service, self.chooser)
         if choice is None:
             # the last step of choosing (RTC-4) left nothing; the documents say no more, so it waits as delayed
-            self._remember(place, stamp, routes, matched, "RTC-4", found.step != "RTM-3")
+            if found.step != "RTM-3":  # the chooser picked the broker instance: the next attempt asks again
+                self._remember(place, stamp, routes, matched, found.routes, "RTC-4")
             self._delay(env, at, inside, home, "RTC-4")
             return
         route = choice.route
@@ -325,16 +331,14 @@ class Router:
         stamp: tuple[int, int, bool],
         routes: dict[str, Route],
         matched: dict[str, object],
+        found: list[Route],
         why: str,
-        reusable: bool,
     ) -> None:
-        if not reusable:
-            self.unroutable.pop(place, None)
-            return
         now = self.clock.now_ms
         # a route expiring at this instant or later may change what matches; one expired before never does
         expiries = [r.expires_ms for r in routes.values() if r.expires_ms is not None and r.expires_ms >= now]
-        self.unroutable[place] = Unroutable(stamp, min(expiries, default=float("inf")), matched, why)
+        names = tuple(r.name for r in found)
+        self.unroutable[place] = Unroutable(stamp, min(expiries, default=float("inf")), matched, names, why)
 
     def _local(self, env: Envelope, at: Instance, broker: str | None, home: str | None, via_transport: bool) -> None:
         """RTL-1: a LOCAL route delivers in this instance; the table it came from was chosen by table_for."""
