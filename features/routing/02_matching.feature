@@ -79,8 +79,8 @@ Feature: Routing 02 - Finding matching routes
       | Stock    | Target       | sql1.stock      | LOCAL                   |
     When a message is sent on dialog "D1"
     Then the log for dialog "D1" at "sql1" shows exactly:
-      | event          | instance | step  | routes                   |
-      | routes matched | sql1     | RTM-3 | Orders1, Orders2 or Stock |
+      | event          | instance | step  | routes                    | broker_instance                                                              |
+      | routes matched | sql1     | RTM-3 | Orders1, Orders2 or Stock | 00000000-0000-0000-0000-000000000021 or 00000000-0000-0000-0000-000000000012 |
     # where the message goes cannot show the pick (any of the routes is the choice of some broker
     # instance); that it goes at all shows step 3 matched: without it the conversation waits (RTM-8)
     And the log for dialog "D1" at "sql1" has no "conversation delayed" event

@@ -216,3 +216,21 @@ Feature: Routing 06 - Mirror addresses
       | event           | instance | database |
       | message arrived | sql4     | ledger   |
 
+  @RTR-4
+  Scenario: [15] A failover leaves alone a database beside the mirror whose broker instance sorts after the pair's
+    Given dialog "A1" is begun from service "Initiator" to service "Archive"
+    And the routes in database "shop" of "sql1" are:
+      | name      | service_name | address                 | mirror_address          |
+      | Pair      | Ledger       | TCP://sql3.example:4022 | TCP://sql4.example:4022 |
+      | ToArchive | Archive      | TCP://sql4.example:4022 |                         |
+    And the copy of database "ledger" on "sql4" becomes the principal
+    When a message is sent on dialog "A1"
+    And a message is sent on dialog "L1"
+    And time passes to second 10
+    Then the log for dialog "A1" shows exactly:
+      | event           | instance | database |
+      | message arrived | sql4     | archive  |
+    And the log for dialog "L1" shows exactly:
+      | event           | instance | database |
+      | message arrived | sql4     | ledger   |
+
