@@ -11,6 +11,10 @@ from typing import Protocol
 ROUTE = "route"  # RTC-1..4: one route among the candidates of a step
 BROKER_INSTANCE = "broker_instance"  # RTM-3: one broker instance among several
 DATABASE_ORDER = "database_order"  # RTL-3: the order of the other databases
+# RTR-4: whom to ask once the principal is lost - the partner alone, or the lost principal again with it; the
+# reference's default sorts first
+PROBES = "probes"
+PARTNER_ALONE, LOST_PRINCIPAL_TOO = "partner alone", "partner and lost principal"
 
 
 # what each option of a choice would send the message to: a route's addresses, a broker instance's routes'

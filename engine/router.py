@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from sbtck.engine.choosing import Chooser
+from sbtck.engine.choosing import LOST_PRINCIPAL_TOO, PARTNER_ALONE, PROBES, Chooser
 from sbtck.engine.context import Context
 from sbtck.engine.model import LOCAL, TRANSPORT, Database, Envelope, Instance, Route
 from sbtck.engine.routing import choose, live, locate, match
@@ -394,7 +394,9 @@ class Router:
 
     def after_losing(self, pair: list[str], known: str) -> list[str]:
         """RTR-4 sends to the partner once it claims the role; asking the lost principal again is not ruled out."""
-        return [a for a in pair if a != known]
+        partner = [a for a in pair if a != known]
+        asks = {PARTNER_ALONE: tuple(partner), LOST_PRINCIPAL_TOO: tuple(pair)}
+        return partner if self.chooser.choose(PROBES, list(asks), asks) == PARTNER_ALONE else pair
 
     def _probe(self, at: Instance, env: Envelope, route: Route, address: str) -> bool:
         answer = self.claims_principal(address, route, env)

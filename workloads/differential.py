@@ -7,7 +7,8 @@ but "is there an allowed behaviour that explains what it did?". What the
 check keeps true, so that a difference it reports is the implementation's:
 
 1. **Open choices follow the implementation.** Where the documents leave a
-   choice open (RTC-1..4 route, RTM-3 broker instance, RTL-3 database order)
+   choice open (RTC-1..4 route, RTM-3 broker instance, RTL-3 database order,
+   RTR-4 asking the lost principal again)
    the reference asks ``FollowingChooser``, which picks what the
    implementation reported for the same routing attempt, if that pick is
    among the allowed ones; otherwise the reference's own first choice, and the
@@ -45,7 +46,16 @@ from typing import Any
 
 from sbtck.engine import EngineParams
 from sbtck.engine.broker import CONNECTING_CHOICES
-from sbtck.engine.choosing import BROKER_INSTANCE, DATABASE_ORDER, ROUTE, Addresses, FirstChooser
+from sbtck.engine.choosing import (
+    BROKER_INSTANCE,
+    DATABASE_ORDER,
+    LOST_PRINCIPAL_TOO,
+    PARTNER_ALONE,
+    PROBES,
+    ROUTE,
+    Addresses,
+    FirstChooser,
+)
 from sbtck.engine.model import LOCAL
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import EVIDENCES, Kind, reported_by
@@ -101,7 +111,10 @@ class FollowingChooser:
                 went.setdefault(WENT_TO, LOCAL)
                 went.setdefault(DATABASE_ORDER, str(e["database"]))
             attempts = self.attempts.setdefault(key, [])
-            if e["kind"] == Kind.ROUTES_MATCHED:
+            if e["kind"] in (Kind.PRINCIPAL_LOST, Kind.PRINCIPAL_PROBE):
+                # observable: without a decision trace they count for the message, as where it went does
+                _probes(attempts[-1] if attempts else self.went.setdefault(key, {}), e)
+            elif e["kind"] == Kind.ROUTES_MATCHED:
                 attempts.append({BROKER_INSTANCE: str(e["broker_instance"])} if e.get("broker_instance") else {})
             elif not attempts:
                 continue
@@ -132,6 +145,21 @@ class FollowingChooser:
         first = self._pick(kind, options)
         rest = self.fallback.order(kind, [o for o in options if o != first])
         return [first, *rest] if first else rest
+
+
+def _probes(attempt: dict[str, str], e: dict[str, Any]) -> None:
+    """RTR-4's pick: the lost principal asked again, or not. The events of one instant come in any order."""
+    address = str(e.get("address")).upper()
+    if e["kind"] == Kind.PRINCIPAL_LOST:
+        attempt[_LOST] = address
+    else:
+        attempt[_PROBED] = attempt.get(_PROBED, "") + address + "\n"
+    if _LOST in attempt:
+        asked_again = attempt[_LOST] in attempt.get(_PROBED, "").splitlines()
+        attempt[PROBES] = LOST_PRINCIPAL_TOO if asked_again else PARTNER_ALONE
+
+
+_LOST, _PROBED = "lost principal", "probed"
 
 
 def reference_params(declared: dict[str, Any]) -> EngineParams:
