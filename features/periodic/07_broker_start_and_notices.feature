@@ -90,3 +90,14 @@ Feature: Periodic 07 - Broker restart, configuration notices and the acknowledge
       | 11     | ack cleanup stopped | orders   |
       | 25     | ack cleanup resumed | shop     |
       | 25     | ack cleanup resumed | orders   |
+
+  @PER-5C @requires-routing
+  Scenario: [8] A message for a database whose broker has not started does not arrive there
+    Given dialog "V1" is begun from service "Initiator" to service "Vault"
+    And the routes in database "shop" of "sql1" are:
+      | name    | service_name | address                 |
+      | ToVault | Vault        | TCP://sql2.example:4022 |
+    When a message is sent on dialog "V1"
+    And time passes to second 20
+    # where it goes instead (dropped, or held until the broker starts) the documents do not say
+    Then the log for dialog "V1" has no "message arrived" event

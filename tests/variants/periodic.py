@@ -225,6 +225,25 @@ def no_broker_restart() -> ReferenceImplementation:
     return _implementation("no_broker_restart", maintenance_class=Lazy)
 
 
+def delivers_before_the_broker_starts() -> ReferenceImplementation:
+    """Routing takes a database whose broker failed to start (PER-5C) as started: it gets messages all the same."""
+
+    class Started(Router):
+        def route(
+            self, env: Envelope, at: Instance, *, inside: bool, home: str | None, via_transport: bool = False
+        ) -> None:
+            started = {name: db.broker_started for name, db in at.databases.items()}
+            for db in at.databases.values():
+                db.broker_started = True
+            try:
+                super().route(env, at, inside=inside, home=home, via_transport=via_transport)
+            finally:
+                for name, db in at.databases.items():
+                    db.broker_started = started[name]
+
+    return _implementation("delivers_before_the_broker_starts", router_class=Started)
+
+
 def tries_suppressed_destinations() -> ReferenceImplementation:
     class Eager(Transport):
         def suppressed(self, link: tuple[str, str]) -> bool:
@@ -260,4 +279,5 @@ VARIANTS = [
     "deletes_what_follows_a_buffered_message",
     "local_delivery_through_the_dispatcher",
     "cleanup_resumed_for_every_database",
+    "delivers_before_the_broker_starts",
 ]
