@@ -85,9 +85,9 @@ class Administration:
         self.dispatchers[instance].set_saving(mode, int(delay_s * 1000))
 
     @command
-    def lose_in_transit(self: _Broker, dialog: str, sequence: int, from_target: bool) -> None:
+    def lose_in_transit(self: _Broker, dialog: str, sequence: int, from_target: bool, every: bool = False) -> None:
         self.conversation(dialog)
-        self.router.lost.add((dialog, from_target, sequence))
+        self.router.lost[(dialog, from_target, sequence)] = every
 
     @command
     def drop_connection(self: _Broker, instance: str, address: str) -> None:

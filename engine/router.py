@@ -91,7 +91,8 @@ class Router:
         self.chooser = chooser
         self.arrivals = arrivals
         self.transport = transport
-        self.lost: set[tuple[str, bool, int]] = set()
+        # the messages the network loses: True for every transmission, False for the next one only
+        self.lost: dict[tuple[str, bool, int], bool] = {}
         self.failed: dict[str, str] = {}
         # instance -> the order number of its last route change; a dialog waiting since before it is touched
         self.metadata_changed: dict[str, int] = {}
@@ -369,8 +370,10 @@ class Router:
             env.hops += 1
             self._emit(Kind.MESSAGE_FORWARDED, at, env, address=target.address, hops=env.hops)
         self._emit(Kind.MESSAGE_TRANSMITTED, at, env, address=target.address, to_instance=target.name)
-        if (env.dialog, env.from_target, env.sequence) in self.lost:
-            self.lost.discard((env.dialog, env.from_target, env.sequence))
+        lost = (env.dialog, env.from_target, env.sequence)
+        if lost in self.lost:
+            if not self.lost[lost]:
+                del self.lost[lost]
             self._emit(Kind.MESSAGE_LOST_IN_TRANSIT, at, env, address=target.address)
             return
         # RTX-2: an address that resolves to this very instance arrives as from outside, through msdb.sys.routes

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from sbtck.errors import ContractError
 from sbtck.views import VIEW_COLUMNS
 
-PROTOCOL_VERSION = "1.0"
+PROTOCOL_VERSION = "1.1"
 
 # What an implementation may declare. A feature or scenario tagged @requires-NAME (NAME with
 # dashes) is not applicable without NAME.
@@ -256,12 +256,17 @@ class SetDispatcherSaving(Command):
 
 @dataclass(frozen=True)
 class LoseInTransit(Command):
-    """A fault: the network loses the next transmission of this message."""
+    """A fault: the network loses the next transmission of this message, or with ``every`` every one from now on.
+
+    ``every`` is for a broker that sends a message again while it has not arrived, which the documents neither
+    ask nor forbid: its copies are lost too, so the message never arrives.
+    """
 
     kind: ClassVar[str] = "lose_in_transit"
     dialog: str
     sequence: int
     from_target: bool = False
+    every: bool = False
 
 
 @dataclass(frozen=True)

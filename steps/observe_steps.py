@@ -156,10 +156,21 @@ def _as_set_within_an_instant(events: list[c.Event], got: list[list[str]], want:
     return out
 
 
-def _matching(got: list[list[str]], want: list[list[str]]) -> list[int] | None:
-    """An order of GOT's rows that matches WANT's row for row, if there is one (backtracking: instants are small)."""
-    if len(got) != len(want) or len(got) < 2:
-        return None
+def _first(
+    events: list[c.Event], rendered: list[list[str]], want: list[list[str]]
+) -> tuple[list[c.Event], list[list[str]]]:
+    """The first len(WANT) events; of the last instant among them, those that match WANT's last rows if some do
+    (the events of one instant compare as a set, so "first" cannot cut that instant by arrival)."""
+    last_ms = events[len(want) - 1].at_ms
+    before = sum(1 for e in events if e.at_ms < last_ms)
+    at_last = [i for i, e in enumerate(events) if e.at_ms == last_ms]
+    picked = _fitting([rendered[i] for i in at_last], want[before:])
+    keep = list(range(before)) + (sorted(at_last[i] for i in picked) if picked else at_last[: len(want) - before])
+    return [events[i] for i in keep], [rendered[i] for i in keep]
+
+
+def _fitting(got: list[list[str]], want: list[list[str]]) -> list[int] | None:
+    """Distinct rows of GOT matching WANT's row for row, if there are (backtracking: instants are small)."""
     fits = [[i for i, g in enumerate(got) if all(map(_allows, w, g))] for w in want]
     chosen: list[int] = []
 
@@ -175,6 +186,13 @@ def _matching(got: list[list[str]], want: list[list[str]]) -> list[int] | None:
         return False
 
     return chosen if place(0) else None
+
+
+def _matching(got: list[list[str]], want: list[list[str]]) -> list[int] | None:
+    """An order of GOT's rows that matches WANT's row for row, if there is one (backtracking: instants are small)."""
+    if len(got) != len(want) or len(got) < 2:
+        return None
+    return _fitting(got, want)
 
 
 def _observable(world: World, header: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
@@ -202,12 +220,13 @@ def log_shows(
     queue: str | None,
     dialog: str | None,
     instance: str | None,
+    how: str,
     since: str | None,
     until: str | None,
     datatable: list[list[str]],
 ) -> None:
     """The events of the kinds the table names (for the queue, if one is named) are exactly its rows, in order
-    from one instant to the next; within one instant as a set."""
+    from one instant to the next; within one instant as a set. With ``first``, the first of them are."""
     header, *rows = datatable
     if "event" not in header:
         raise ScenarioError("a log table needs an 'event' column")
@@ -224,7 +243,10 @@ def log_shows(
         ]
         for row in rows
     ]
-    got = _as_set_within_an_instant(events, [_render(world, e, header) for e in events], want)
+    rendered = [_render(world, e, header) for e in events]
+    if how == "first" and len(events) > len(want):
+        events, rendered = _first(events, rendered, want)
+    got = _as_set_within_an_instant(events, rendered, want)
     got = [
         [w if _allows(w, g) else g for g, w in zip(grow, wrow, strict=True)]
         for grow, wrow in zip(got, want, strict=False)
@@ -302,7 +324,8 @@ def log_counts(
     queue: str | None,
     dialog: str | None,
     instance: str | None,
-    count: str,
+    least: str | None,
+    count: str | None,
     event: str,
     field: str | None,
     value: str | None,
@@ -312,6 +335,8 @@ def log_counts(
     if not world.traced and (_kind(event) in DECISION_TRACE or field in DECISION_FIELDS):
         world.leave_out(f"the {event!r} events" + (f" by {field}" if field else ""), everything=True)
         return
+    if value is not None and "{" in value:  # a number from the open parameters: "{forward_hop_limit} + 1"
+        value = f"{world.seconds(value):g}"
     found = [
         e
         for e in _span(world, since, until)
@@ -319,5 +344,11 @@ def log_counts(
         and _mine(world, e, queue, dialog, instance)
         and (field is None or _cell(world, field, e.fields.get(field)) == as_compared(field, str(value)))
     ]
-    want = 0 if count == "no" else world.seconds(count)
+    if least is not None:
+        floor = world.seconds(least)
+        assert len(found) >= floor, (
+            f"expected at least {floor:g} {event!r} events, got {len(found)}:\n{world.log_text(found)}"
+        )
+        return
+    want = 0 if count == "no" else world.seconds(str(count))
     assert len(found) == want, f"expected {want:g} {event!r} events, got {len(found)}:\n{world.log_text(found)}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sbtck import contract as c
 from sbtck.errors import ScenarioError
 from sbtck.steps import phrases as p
@@ -21,8 +23,8 @@ def dispatcher_saving(world: World, instance: str, how: str | None, delay: str |
 
 
 @step(p.LOSE)
-def lose(world: World, sequence: str, dialog: str) -> None:
-    world.run(c.LoseInTransit(world.at(), dialog, int(sequence)))
+def lose(world: World, every: str | None, sequence: str, dialog: str) -> None:
+    world.run(c.LoseInTransit(world.at(), dialog, int(sequence), every=every is not None))
 
 
 @step(p.CONNECTION_DROPS)
@@ -71,16 +73,31 @@ def holds(world: World, what: str, instance: str, count: str) -> None:
     assert len(rows) == want, f"{what} {instance}: expected {want} message(s), got {rows}\nlog:\n{world.log_text()}"
 
 
-@step(p.HELD_SINCE)
-def held_since(world: World, what: str, instance: str, message: str, second: str) -> None:
+def _message_rows(world: World, what: str, instance: str, message: str) -> list[dict[str, Any]]:
     dialog, colon, sequence = message.partition(":")
     if not colon or not sequence.strip().isdigit():
         raise ScenarioError(f"a message is written DIALOG:SEQUENCE, as D1:0; got {message!r}")
-    rows = [
+    return [
         r
         for r in _rows(world, VIEW_COUNTS[what], instance)
         if r["dialog"] == dialog and r["message_sequence_number"] == int(sequence) and not r["from_target"]
     ]
+
+
+@step(p.HOLDS_MESSAGE)
+def holds_message(world: World, what: str, instance: str, none: str | None, message: str, second: str) -> None:
+    by = world.clock.start_ms + round(world.seconds(second) * 1000)
+    rows = _message_rows(world, what, instance, message)
+    received = [r for r in rows if isinstance(r["received_ms"], int | float) and r["received_ms"] <= by]
+    if none:
+        assert not received, f"{what} {instance}: expected no copy of {message} received by second {second}, got {rows}"
+    else:
+        assert received, f"{what} {instance}: expected {message} received by second {second}, got {rows}"
+
+
+@step(p.HELD_SINCE)
+def held_since(world: World, what: str, instance: str, message: str, second: str) -> None:
+    rows = _message_rows(world, what, instance, message)
     want = world.clock.start_ms + round(world.seconds(second) * 1000)
     assert len(rows) == 1, f"{what} {instance}: expected one row for {message}, got {rows}\nlog:\n{world.log_text()}"
     got = rows[0]["received_ms"]

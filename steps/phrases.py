@@ -213,9 +213,10 @@ DISPATCHER_SAVING = Phrase(
 LOSE = Phrase(
     "periodic",
     ACTION,
-    'the network loses message {sequence:int} of dialog "{dialog}"',
-    'the network loses message 0 of dialog "D1"',
-    "The message never arrives; it stays unacknowledged.",
+    'the network loses [{every:every transmission of} ]message {sequence:int} of dialog "{dialog}"',
+    'the network loses every transmission of message 0 of dialog "D1"',
+    "Its next transmission never arrives; it stays unacknowledged. With *every transmission of*, neither does"
+    " a copy a broker may send again.",
 )
 CONNECTION_DROPS = Phrase(
     "periodic",
@@ -300,6 +301,16 @@ HELD_SINCE = Phrase(
     "The message (DIALOG:SEQUENCE, sent by the initiator) has one row there, and its received_ms is that second:"
     " when it entered the transmission queue, or reached the forwarder.",
 )
+HOLDS_MESSAGE = Phrase(
+    "views",
+    THEN,
+    '{what:the forwarder of|the transmission queue of} "{instance}" <holds|{none:holds no copy of}> message'
+    " {message} received by second {second:rest}",
+    'the forwarder of "sql5" holds message D1:0 received by second 10',
+    "A row of the message (DIALOG:SEQUENCE, sent by the initiator) there has a received_ms at or before that"
+    " second; with *no copy of*, none has. A broker that sends a message again may hold copies, each received"
+    " when it came.",
+)
 RUNNING_HANDLERS = Phrase(
     "views",
     THEN,
@@ -312,17 +323,22 @@ RUNNING_HANDLERS = Phrase(
 LOG_SHOWS = Phrase(
     "log",
     THEN,
-    f"the log{WHOSE} shows exactly{SPAN}:",
+    f"the log{WHOSE} shows {{how:exactly|first}}{SPAN}:",
     'the log for queue "WorkQueue" shows exactly from second 5:',
-    "The events of the kinds the table names are exactly its rows, in order (see Log tables).",
+    "The events of the kinds the table names are exactly its rows, in order (see Log tables). *first*: the first"
+    " of them are its rows, and more may follow, where a broker may send a message again while it has not"
+    " arrived.",
     "a table",
 )
 LOG_COUNTS = Phrase(
     "log",
     THEN,
-    f'the log{WHOSE} has {{count:time}} "{{event}}" event[s][ where {{field:word}} is "{{value:any}}"]{SPAN}',
+    f'the log{WHOSE} has <at least {{least:time}}|{{count:time}}> "{{event}}" event[s]'
+    f'[ where {{field:word}} is "{{value:any}}"]{SPAN}',
     'the log for dialog "D1" has no "message dropped" event from second 10',
-    "Counts events of one kind, optionally with one field's value.",
+    "Counts events of one kind, optionally with one field's value (a number may use the open values:"
+    ' `"{forward_hop_limit} + 1"`). *at least* where a broker may do it again: a message it sends again while'
+    " it has not arrived is routed, forwarded, dropped or deleted again.",
 )
 SESSION_WAITING = Phrase(
     "log", THEN, 'session "{session}" is waiting', 'session "S2" is waiting', "Its last statement waits."

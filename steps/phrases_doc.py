@@ -35,7 +35,11 @@ NOTATIONS = """\
   `second` is when. A column applies to the kinds that declare it as a
   field (`NULL` on the others); fields no column names are ignored. Without
   the capability `decision_trace` the rows of its kinds and the columns
-  `rule` and `step` are left out, and the report says so.
+  `rule` and `step` are left out, and the report says so. A table that
+  `shows first` holds for the first of those events, and more may follow:
+  where a message never arrives, a broker may send it again, and each copy
+  is routed, forwarded, dropped or deleted again (`has at least N` counts
+  the same way).
 """
 
 

@@ -289,7 +289,7 @@ def then_steps(
             break
     else:
         return THEN
-    lines = [f"    Then {p.LOG_SHOWS.text()}", *_table(want)]
+    lines = [f"    Then {p.LOG_SHOWS.text(how='exactly')}", *_table(want)]
     lines += [f"    And {p.LOG_COUNTS.text(count='no', event=kind.replace('_', ' '))}" for kind in absent]
     lines.append(f"    And {p.INVARIANTS_HOLD.source}")
     return "\n".join(lines) + "\n"

@@ -60,24 +60,29 @@ Feature: Periodic 03 - The message dispatcher
     Given the dispatcher of "sql2" saves each message 14 seconds after it arrives
     And time passes to second 13
     And a message is sent on dialog "D1"
-    When time passes to second 40
-    Then the log for dialog "D1" at "sql2" shows exactly:
-      | second | event               | reason |
-      | 13     | dispatcher buffered | NULL   |
-      | 25     | dispatcher deleted  | stale  |
+    # it would be saved at second 27; a copy sent again is saved 14 seconds after it came, unless deleted first
+    # like this one: none comes through before second 29
+    When time passes to second 27
+    Then the log for dialog "D1" at "sql2" has 1 "dispatcher buffered" event until second 13
+    And the log for dialog "D1" at "sql2" shows first:
+      | second | event              | reason |
+      | 25     | dispatcher deleted | stale  |
     And the log for dialog "D1" has no "message arrived" event
 
+  # a broker may send message 1 again while it has not arrived, so copies of it may be buffered and deleted too;
+  # every copy of message 0 is lost, so none of them is ever in order
   Scenario: [6] A message that arrives out of order is deleted by the next notification
-    Given the network loses message 0 of dialog "D1"
+    Given the network loses every transmission of message 0 of dialog "D1"
     And time passes to second 11
     And a message is sent on dialog "D1"
     And time passes to second 12
     And a message is sent on dialog "D1"
     When time passes to second 19
-    Then the log for dialog "D1" at "sql2" shows exactly:
-      | second | event               | message_sequence_number | reason       |
-      | 12     | dispatcher buffered | 1                       | NULL         |
-      | 15     | dispatcher deleted  | 1                       | out of order |
+    Then the log for dialog "D1" at "sql2" shows first:
+      | second | event               | message_sequence_number |
+      | 12     | dispatcher buffered | 1                       |
+    And the log for dialog "D1" at "sql2" has no "dispatcher deleted" event until second 14
+    And the log for dialog "D1" at "sql2" has at least 1 "dispatcher deleted" event where reason is "out of order" from second 15 until second 15
     And the log for dialog "D1" has no "message arrived" event
 
   Scenario: [7] Messages buffered while saving is stopped are saved in order once it resumes

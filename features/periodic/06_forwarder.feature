@@ -6,6 +6,11 @@ Feature: Periodic 06 - The message forwarder
   forward within 60 seconds of receiving them. Here sql1 sends Target's
   messages to the forwarder sql5, which sends them on to sql2.
 
+  sql1 may send a message again while it has not arrived (the documents
+  neither ask nor forbid it), so the forwarder may hold copies of it, each
+  received when it came: the scenarios speak of the copies received by a
+  given second, and of the first deletions.
+
   Background:
     Given the topology "periodic"
     And dialog "D1" is begun from service "Initiator" to service "Target"
@@ -21,21 +26,21 @@ Feature: Periodic 06 - The message forwarder
     Given time passes to second 3
     When a message is sent on dialog "D1"
     And time passes to second 10
-    Then the forwarder of "sql5" holds 1 message
+    Then the forwarder of "sql5" holds message D1:0 received by second 10
     And the transmission queue of "sql5" holds no message
 
   Scenario: [2] It is still held at the 5th notification at second 50
     Given time passes to second 3
     And a message is sent on dialog "D1"
     When time passes to second 74
-    Then the forwarder of "sql5" holds 1 message
+    Then the forwarder of "sql5" holds message D1:0 received by second 10
 
   Scenario: [3] It is deleted by the 5th notification at second 75, 72 seconds after it arrived
     Given time passes to second 3
     And a message is sent on dialog "D1"
     When time passes to second 75
-    Then the forwarder of "sql5" holds no message
-    And the log for dialog "D1" shows exactly:
+    Then the forwarder of "sql5" holds no copy of message D1:0 received by second 15
+    And the log for dialog "D1" shows first:
       | second | event                     | instance |
       | 75     | forwarded message deleted | sql5     |
 
@@ -66,7 +71,8 @@ Feature: Periodic 06 - The message forwarder
       | second | event                     | instance |
       | 75     | forwarded message deleted | sql5     |
     And the log for dialog "D3" has no "forwarded message deleted" event
-    And the forwarder of "sql5" holds 1 message
+    And the forwarder of "sql5" holds message D3:0 received by second 15.001
+    And the forwarder of "sql5" holds no copy of message D2:0 received by second 15
 
   Scenario: [6] A route change in another instance does not touch the message the forwarder holds
     Given time passes to second 3
@@ -74,8 +80,8 @@ Feature: Periodic 06 - The message forwarder
     And time passes to second 12
     And in database "shop" of "sql1": ALTER ROUTE Via5 WITH ADDRESS = 'TCP://sql5.example:4022'
     When time passes to second 75
-    Then the forwarder of "sql5" holds no message
-    And the log for dialog "D1" shows exactly:
+    Then the forwarder of "sql5" holds no copy of message D1:0 received by second 15
+    And the log for dialog "D1" shows first:
       | second | event                     | instance |
       | 75     | forwarded message deleted | sql5     |
     # sql5's transmitter has nothing to take up again (PER-2B): the change was sql1's
@@ -91,7 +97,7 @@ Feature: Periodic 06 - The message forwarder
     And time passes to second 3
     And a message is sent on dialog "D1"
     When time passes to second 75
-    Then the log for dialog "D1" shows exactly:
+    Then the log for dialog "D1" shows first:
       | second | event                     | instance |
       | 75     | forwarded message deleted | sql5     |
-    And the forwarder of "sql5" holds no message
+    And the forwarder of "sql5" holds no copy of message D1:0 received by second 15

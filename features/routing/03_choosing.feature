@@ -85,11 +85,11 @@ Feature: Routing 03 - Choosing a route
       | Transport | TCP://sql2.example:4022/Orders | TRANSPORT               |
     When a message is sent on dialog "O1"
     And time passes to second 10
-    Then the log for dialog "O1" at "sql1" shows exactly:
+    Then the log for dialog "O1" at "sql1" shows first:
       | event        | step  | route   |
       | route chosen | RTC-3 | Network |
     # TRANSPORT would take sql2's address from the service name
-    And the log for dialog "O1" at "sql1" shows exactly:
+    And the log for dialog "O1" at "sql1" shows first:
       | event               | address                 |
       | message transmitted | TCP://sql5.example:4022 |
 
@@ -120,7 +120,7 @@ Feature: Routing 03 - Choosing a route
     And message forwarding is disabled on "sql5"
     When a message is sent on dialog "D1"
     And time passes to second 10
-    Then the log for dialog "D1" shows exactly:
+    Then the log for dialog "D1" shows first:
       | event           | instance | route | rule  |
       | route chosen    | sql1     | Via5  | NULL  |
       | route chosen    | sql5     | To2   | NULL  |
