@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sbtck.contract import QueueRef
+from sbtck.engine.choosing import A_WAITING_READER, NEXT_READER, THE_COMMITTER, Chooser, FirstChooser
 from sbtck.engine.context import Context
 from sbtck.engine.model import Message, Queue, ReaderBehaviour
 from sbtck.engine.receiving import Receiving, Session
@@ -60,6 +61,7 @@ class QueueMonitors:
         self.params = ctx.params
         self.new_session = new_session
         self.receiving: Receiving  # set by the broker; the two refer to each other
+        self.chooser: Chooser = FirstChooser()  # the broker's, once it has one
         self.monitors: dict[QueueRef, QueueMonitor] = {}
         self.tasks: dict[QueueRef, list[ActivatedTask]] = {key: [] for key in ctx.queues}
         self._ordinals: dict[QueueRef, int] = {key: 0 for key in ctx.queues}
@@ -205,8 +207,18 @@ class QueueMonitors:
         task.cancel_work = lambda: setattr(due, "cancelled", True)
 
     def _worked(self, task: ActivatedTask) -> None:
-        self.receiving.commit(task.session)
-        self.clock.soon(lambda: self._next_receive(task))
+        # a choice only while a reader waits on the queue: else the procedure gets the group again either way
+        waiting = bool(self.receiving.waits[task.key])
+        if waiting:
+            self.chooser.about(task.key.instance, {"session": task.session.name, "at_ms": self.clock.now_ms})
+        if not waiting or self.chooser.choose(NEXT_READER, [A_WAITING_READER, THE_COMMITTER]) == A_WAITING_READER:
+            self.receiving.commit(task.session)
+            self.clock.soon(lambda: self._next_receive(task))
+            return
+        touched = self.receiving.commit(task.session, serve=False)
+        self._next_receive(task)
+        for key in touched:
+            self.receiving.serve(key)
 
     def exit_procedure(self, task: ActivatedTask, reason: str) -> None:
         task.cancel_work()

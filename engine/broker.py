@@ -78,7 +78,8 @@ class Broker(QueueStatements, Administration):
             name: self.dispatcher_class(ctx, inst, self.deliver, self._expected)
             for name, inst in self.instances.items()
         }
-        self.router = self.router_class(ctx, chooser or self.chooser_class(), self.transport, self)
+        self.monitors.chooser = chooser = chooser or self.chooser_class()
+        self.router = self.router_class(ctx, chooser, self.transport, self)
         self.maintenance = self.maintenance_class(ctx, self._has_dialogs)
         self.routes = RouteAdmin(ctx, self.router)
         for queue in self.queues.values():

@@ -15,6 +15,10 @@ DATABASE_ORDER = "database_order"  # RTL-3: the order of the other databases
 # reference's default sorts first
 PROBES = "probes"
 PARTNER_ALONE, LOST_PRINCIPAL_TOO = "partner alone", "partner and lost principal"
+# ACT-09: who gets the conversation group a procedure's commit releases - a reader waiting for it, or the
+# procedure itself, RECEIVEing again at once; the reference's default sorts first
+NEXT_READER = "next_reader"
+A_WAITING_READER, THE_COMMITTER = "a waiting reader", "the committer"
 
 
 # what each option of a choice would send the message to: a route's addresses, a broker instance's routes'

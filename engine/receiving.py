@@ -122,12 +122,14 @@ class Receiving:
             raise ReceivingError(f"session {session.name!r} already has an open transaction")
         session.in_transaction = True
 
-    def commit(self, session: Session) -> None:
+    def commit(self, session: Session, *, serve: bool = True) -> list[QueueRef]:
+        """Ends the transaction and, unless told not to, serves the readers waiting on the queues it touched."""
         self._require_transaction(session, "COMMIT")
         touched = self._end_transaction(session)
         self.log.emit(self.clock.now_ms, Kind.TRANSACTION_COMMITTED, session=session.name)
-        for key in touched:
+        for key in touched if serve else ():
             self.serve(key)
+        return touched
 
     def rollback(self, session: Session) -> None:
         self._require_transaction(session, "ROLLBACK")

@@ -8,7 +8,8 @@ check keeps true, so that a difference it reports is the implementation's:
 
 1. **Open choices follow the implementation.** Where the documents leave a
    choice open (RTC-1..4 route, RTM-3 broker instance, RTL-3 database order,
-   RTR-4 asking the lost principal again)
+   RTR-4 asking the lost principal again, ACT-09 who gets a group a commit
+   releases)
    the reference asks ``FollowingChooser``, which picks what the
    implementation reported for the same routing attempt, if that pick is
    among the allowed ones; otherwise the reference's own first choice, and the
@@ -47,12 +48,15 @@ from typing import Any
 from sbtck.engine import EngineParams
 from sbtck.engine.broker import CONNECTING_CHOICES
 from sbtck.engine.choosing import (
+    A_WAITING_READER,
     BROKER_INSTANCE,
     DATABASE_ORDER,
     LOST_PRINCIPAL_TOO,
+    NEXT_READER,
     PARTNER_ALONE,
     PROBES,
     ROUTE,
+    THE_COMMITTER,
     Addresses,
     FirstChooser,
 )
@@ -88,6 +92,10 @@ class FollowingChooser:
     where the message went (the address it was transmitted to, LOCAL when it
     arrived in that instance, the database) picks the option that sends it
     there.
+
+    Who gets the conversation group a procedure's commit releases (ACT-09)
+    is read from the sessions' results: the first to get rows of that group
+    after the commit.
     """
 
     def __init__(self, events: list[dict[str, Any]] | None = None) -> None:
@@ -96,11 +104,18 @@ class FollowingChooser:
         self.seen: dict[tuple[str, str, int, bool], int] = {}
         self.current: dict[str, str] = {}
         self.fallback = FirstChooser()
+        # ACT-09: the group each session last got rows of; a group a commit released, by the commit (its session
+        # and instant); who got it next, by the commit
+        self.holding: dict[str, str] = {}
+        self.released: dict[str, tuple[str, int]] = {}
+        self.next_reader: dict[tuple[str, int], str] = {}
         self.feed(events or [])
 
     def feed(self, events: list[dict[str, Any]]) -> None:
         """More of the implementation's events, in order: a run in step with it feeds each step's before its own."""
         for e in events:
+            if e["kind"] in (Kind.TRANSACTION_COMMITTED, Kind.ROWS_RETURNED) and e.get("session"):
+                self._reader(e)
             if "dialog" not in e or "instance" not in e:
                 continue
             key = _key(e["instance"], e)
@@ -123,7 +138,29 @@ class FollowingChooser:
             elif e["kind"] in (Kind.DISPATCHER_BUFFERED, Kind.MESSAGE_ARRIVED) and e.get("database"):
                 attempts[-1].setdefault(DATABASE_ORDER, str(e["database"]))
 
+    def _reader(self, e: dict[str, Any]) -> None:
+        session = str(e["session"])
+        if e["kind"] == Kind.TRANSACTION_COMMITTED:
+            group = self.holding.pop(session, None)
+            if group is not None:
+                self.released[group] = (session, int(e["at_ms"]))
+            return
+        # a RECEIVE names the group in its rows, GET CONVERSATION GROUP in the event (rows checked: any answer)
+        rows = e.get("rows")
+        first = rows[0] if isinstance(rows, list) and rows and isinstance(rows[0], dict) else {}
+        group = e.get("conversation_group") or first.get("conversation_group")
+        if group is None:
+            return
+        if str(group) in self.released:
+            self.next_reader[self.released.pop(str(group))] = session
+        self.holding[session] = str(group)
+
     def about(self, instance: str, message: dict[str, object]) -> None:
+        if "session" in message:  # a procedure's commit (ACT-09), not a routing attempt
+            session = str(message["session"])
+            who = self.next_reader.get((session, int(str(message["at_ms"]))))
+            self.current = {} if who is None else {NEXT_READER: THE_COMMITTER if who == session else A_WAITING_READER}
+            return
         key = _key(instance, message)
         n = self.seen.get(key, 0)
         self.seen[key] = n + 1

@@ -16,7 +16,7 @@ from sbtck.engine import Broker
 from sbtck.engine import routing as r
 from sbtck.engine.activation import ActivatedTask, QueueMonitors
 from sbtck.engine.broker import ConnectsWhenNotified
-from sbtck.engine.choosing import Chooser
+from sbtck.engine.choosing import NEXT_READER, THE_COMMITTER, Addresses, Chooser, FirstChooser
 from sbtck.engine.dispatcher import Dispatcher
 from sbtck.engine.model import Database, Envelope, Instance, Route
 from sbtck.engine.router import Router
@@ -135,19 +135,12 @@ class _IdenticalNamedByTheirLast(Router):
     choose = staticmethod(_identical_named_by_their_last)
 
 
-class _CommitterReceivesFirst(QueueMonitors):
+class _CommitterReceivesFirst(FirstChooser):
     """A procedure that commits and RECEIVEs again at once gets its conversation group again before a reader
     that was waiting: the documents say one reader at a time holds a group, not which waiting one gets it next."""
 
-    def _worked(self, task: ActivatedTask) -> None:
-        receiving = self.receiving
-        receiving.serve = lambda key: None  # type: ignore[method-assign]
-        try:
-            receiving.commit(task.session)
-        finally:
-            del receiving.serve
-        self._next_receive(task)
-        receiving.serve(task.key)
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return THE_COMMITTER if kind == NEXT_READER else super().choose(kind, options, addresses)
 
 
 class _ExitCommits(QueueMonitors):
@@ -176,7 +169,7 @@ def names_identical_routes_by_their_last() -> ReferenceImplementation:
 
 
 def committer_receives_first() -> ReferenceImplementation:
-    return _engine("the committing reader receives first", monitors_class=_CommitterReceivesFirst)
+    return _engine("the committing reader receives first", chooser_class=_CommitterReceivesFirst)
 
 
 ALLOWED = [

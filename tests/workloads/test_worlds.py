@@ -9,7 +9,16 @@ from collections.abc import Callable
 import pytest
 
 from sbtck.engine import Broker
-from sbtck.engine.choosing import DATABASE_ORDER, ROUTE
+from sbtck.engine.choosing import (
+    A_WAITING_READER,
+    DATABASE_ORDER,
+    LOST_PRINCIPAL_TOO,
+    NEXT_READER,
+    PARTNER_ALONE,
+    PROBES,
+    ROUTE,
+    THE_COMMITTER,
+)
 from sbtck.fixtures.topology import parse
 from sbtck.iut.loader import factory_for
 from sbtck.iut.reference import ReferenceImplementation, reference
@@ -91,10 +100,10 @@ def test_the_differential_check_accepts_the_reference_and_its_other_allowed_choi
             assert found == [], (seed, implementation.name, found)
 
 
-# allowed behaviours the stage does not follow yet: it still fails some worlds of each (about 15 in 100 for the
-# committer, 40 in 100 for the resending brokers, whose copies it takes for differences); strict, so that
-# following one turns it into a pass that must be moved out of here
-NOT_FOLLOWED_YET = {"committer_receives_first", "resends_after_4_seconds", "resends_after_a_second"}
+# allowed behaviours the stage does not follow yet: it still fails some worlds of each (about 40 in 100: it takes
+# the copies a resending broker sends for differences); strict, so that following one turns it into a pass that
+# must be moved out of here
+NOT_FOLLOWED_YET = {"resends_after_4_seconds", "resends_after_a_second"}
 
 
 @pytest.mark.parametrize(
@@ -135,6 +144,39 @@ def test_the_following_chooser_takes_the_implementations_allowed_pick_for_the_sa
     assert chooser.order(DATABASE_ORDER, ["db", "db2"]) == ["db2", "db"]
     chooser.about("sql1", message)  # the second attempt: its pick was C, which is not allowed here
     assert chooser.choose(ROUTE, ["A", "B"]) == "A"
+
+
+def test_the_following_chooser_reads_who_was_asked_after_losing_the_principal_from_the_probes() -> None:
+    message = {"dialog": "L1", "message_sequence_number": 0, "from_target": False, "instance": "sql1"}
+    pair = {PARTNER_ALONE: ("B",), LOST_PRINCIPAL_TOO: ("A", "B")}
+    # the events of one instant come in any order: the probe of the lost principal before the loss itself
+    again = [
+        {"kind": Kind.PRINCIPAL_PROBE, **message, "address": "tcp://a"},
+        {"kind": Kind.PRINCIPAL_LOST, **message, "address": "TCP://A"},
+        {"kind": Kind.PRINCIPAL_PROBE, **message, "address": "TCP://B"},
+    ]
+    chooser = FollowingChooser(again)
+    chooser.about("sql1", message)
+    assert chooser.choose(PROBES, list(pair), pair) == LOST_PRINCIPAL_TOO
+    chooser = FollowingChooser([again[1], again[2]])
+    chooser.about("sql1", message)
+    assert chooser.choose(PROBES, list(pair), pair) == PARTNER_ALONE
+
+
+def test_the_following_chooser_gives_a_released_group_to_the_session_that_got_it_next() -> None:
+    received = {"kind": Kind.ROWS_RETURNED, "at_ms": 0, "session": "Q#1", "rows": [{"conversation_group": "G"}]}
+    committed = {"kind": Kind.TRANSACTION_COMMITTED, "at_ms": 5000, "session": "Q#1"}
+    taken_by_waiting = {"kind": Kind.ROWS_RETURNED, "at_ms": 5000, "session": "S2", "conversation_group": "G"}
+    taken_again = {**received, "at_ms": 5000}
+    for events, want in (
+        ([received, committed, taken_by_waiting, taken_again], A_WAITING_READER),
+        ([received, committed, taken_again, taken_by_waiting], THE_COMMITTER),
+    ):
+        chooser = FollowingChooser(events)
+        chooser.about("sql1", {"session": "Q#1", "at_ms": 5000})
+        assert chooser.choose(NEXT_READER, [A_WAITING_READER, THE_COMMITTER]) == want
+    chooser.about("sql1", {"session": "Q#1", "at_ms": 10000})  # a commit the implementation did not report
+    assert chooser.choose(NEXT_READER, [A_WAITING_READER, THE_COMMITTER]) == A_WAITING_READER
 
 
 def test_every_command_of_every_world_has_a_step_and_every_topology_a_file_form() -> None:
