@@ -9,16 +9,8 @@ from collections.abc import Callable
 import pytest
 
 from sbtck.engine import Broker
-from sbtck.engine.choosing import (
-    A_WAITING_READER,
-    DATABASE_ORDER,
-    LOST_PRINCIPAL_TOO,
-    NEXT_READER,
-    PARTNER_ALONE,
-    PROBES,
-    ROUTE,
-    THE_COMMITTER,
-)
+from sbtck.engine import choosing as ch
+from sbtck.engine.choosing import DATABASE_ORDER, ROUTE
 from sbtck.fixtures.topology import parse
 from sbtck.iut.loader import factory_for
 from sbtck.iut.reference import ReferenceImplementation, reference
@@ -148,7 +140,7 @@ def test_the_following_chooser_takes_the_implementations_allowed_pick_for_the_sa
 
 def test_the_following_chooser_reads_who_was_asked_after_losing_the_principal_from_the_probes() -> None:
     message = {"dialog": "L1", "message_sequence_number": 0, "from_target": False, "instance": "sql1"}
-    pair = {PARTNER_ALONE: ("B",), LOST_PRINCIPAL_TOO: ("A", "B")}
+    pair = {ch.PARTNER_ALONE: ("B",), ch.LOST_PRINCIPAL_TOO: ("A", "B")}
     # the events of one instant come in any order: the probe of the lost principal before the loss itself
     again = [
         {"kind": Kind.PRINCIPAL_PROBE, **message, "address": "tcp://a"},
@@ -157,10 +149,10 @@ def test_the_following_chooser_reads_who_was_asked_after_losing_the_principal_fr
     ]
     chooser = FollowingChooser(again)
     chooser.about("sql1", message)
-    assert chooser.choose(PROBES, list(pair), pair) == LOST_PRINCIPAL_TOO
+    assert chooser.choose(ch.PROBES, list(pair), pair) == ch.LOST_PRINCIPAL_TOO
     chooser = FollowingChooser([again[1], again[2]])
     chooser.about("sql1", message)
-    assert chooser.choose(PROBES, list(pair), pair) == PARTNER_ALONE
+    assert chooser.choose(ch.PROBES, list(pair), pair) == ch.PARTNER_ALONE
 
 
 def test_the_following_chooser_gives_a_released_group_to_the_session_that_got_it_next() -> None:
@@ -169,14 +161,14 @@ def test_the_following_chooser_gives_a_released_group_to_the_session_that_got_it
     taken_by_waiting = {"kind": Kind.ROWS_RETURNED, "at_ms": 5000, "session": "S2", "conversation_group": "G"}
     taken_again = {**received, "at_ms": 5000}
     for events, want in (
-        ([received, committed, taken_by_waiting, taken_again], A_WAITING_READER),
-        ([received, committed, taken_again, taken_by_waiting], THE_COMMITTER),
+        ([received, committed, taken_by_waiting, taken_again], ch.A_WAITING_READER),
+        ([received, committed, taken_again, taken_by_waiting], ch.THE_COMMITTER),
     ):
         chooser = FollowingChooser(events)
         chooser.about("sql1", {"session": "Q#1", "at_ms": 5000})
-        assert chooser.choose(NEXT_READER, [A_WAITING_READER, THE_COMMITTER]) == want
+        assert chooser.choose(ch.NEXT_READER, [ch.A_WAITING_READER, ch.THE_COMMITTER]) == want
     chooser.about("sql1", {"session": "Q#1", "at_ms": 10000})  # a commit the implementation did not report
-    assert chooser.choose(NEXT_READER, [A_WAITING_READER, THE_COMMITTER]) == A_WAITING_READER
+    assert chooser.choose(ch.NEXT_READER, [ch.A_WAITING_READER, ch.THE_COMMITTER]) == ch.A_WAITING_READER
 
 
 def test_every_command_of_every_world_has_a_step_and_every_topology_a_file_form() -> None:
