@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from sbtck.contract import PROTOCOL_VERSION
 from sbtck.errors import DeclarationError, OutputError
 from sbtck.iut.profile import load_expectations, load_file
 from sbtck.reports import results as r
@@ -127,7 +128,7 @@ def test_ctrl_c_ends_the_run_and_its_implementation_and_keeps_the_last_report(tm
         ("caps_unknown", "`$.result.capabilities`"),
         ("params_list", "`$.result.params`"),
         ("name_number", "`$.result.name`"),
-        ("protocol_2", "speaks protocol 2.0, the kit 1.0"),
+        ("protocol_2", f"speaks protocol 2.0, the kit {PROTOCOL_VERSION}"),
     ],
 )
 def test_a_wrong_handshake_is_every_scenarios_error_naming_the_field(mode: str, field: str, tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from sbtck.contract import PROTOCOL_VERSION
 from tests.helpers import ROOT, sbtck
 
 FAKE = ROOT / "tests" / "fakes" / "misbehaving.py"
@@ -48,7 +49,8 @@ def test_another_protocol_version_makes_every_scenario_an_error_saying_so(tmp_pa
     run = sbtck("--iut", _fake("protocol_2"), "--tags", TAGS, out=tmp_path)
     assert run.code == 1
     scenarios = run.results()["scenarios"]
-    assert scenarios and all("speaks protocol 2.0, the kit 1.0" in s["failure"]["message"] for s in scenarios)
+    want = f"speaks protocol 2.0, the kit {PROTOCOL_VERSION}"
+    assert scenarios and all(want in s["failure"]["message"] for s in scenarios)
 
 
 def test_a_program_missing_from_path(tmp_path: Path) -> None:
