@@ -12,8 +12,8 @@ class EventLog:
     """Collects events; the adapter drains the new ones after every call."""
 
     def __init__(self) -> None:
+        # only the events not drained yet: a long world's log does not keep what its adapter already took
         self.events: list[Event] = []
-        self._drained = 0
 
     def emit(self, at_ms: int, kind: Kind, **fields: Any) -> None:
         # the plain string: an event goes through pickles, JSON and xdist, which know no enum
@@ -25,6 +25,5 @@ class EventLog:
         self.events.append(Event(at_ms, kind._value_, fields))
 
     def drain(self) -> list[Event]:
-        new = self.events[self._drained :]
-        self._drained = len(self.events)
+        new, self.events = self.events, []
         return new
