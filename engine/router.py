@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from sbtck.engine.choosing import LOST_PRINCIPAL_TOO, PARTNER_ALONE, PROBES, Chooser
+from sbtck.engine.choosing import LOST_PRINCIPAL_TOO, PARTNER_ALONE, PROBES, Addresses, Chooser
 from sbtck.engine.context import Context
 from sbtck.engine.model import LOCAL, TRANSPORT, Database, Envelope, Instance, Route
-from sbtck.engine.routing import choose, live, locate, match
+from sbtck.engine.routing import Choice, choose, live, locate, match
 from sbtck.engine.transport import Transport
 from sbtck.observations import Kind
 
@@ -60,6 +60,43 @@ class Unroutable:
     matched: dict[str, object]
     routes: tuple[str, ...]
     why: str
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What matching and choosing gave at one place for one service and broker instance, the chooser not asked.
+
+    The same table, the same pending routing requests and the same presence
+    of the service give the same routes and the same choice, until a route
+    of the table reaches its expiry; then routing a message again there only
+    reports what it found. A decision the chooser took part in is never
+    kept: another attempt may be answered otherwise (RTM-3, RTC-1..4).
+    """
+
+    stamp: tuple[int, int, bool]
+    until_ms: float
+    matched: dict[str, object]
+    routes: tuple[str, ...]
+    choice: Choice
+
+
+class _Asking:
+    """A chooser that counts the choices it is asked to make, and passes them on."""
+
+    def __init__(self, chooser: Chooser) -> None:
+        self.chooser = chooser
+        self.asked = 0
+
+    def about(self, instance: str, message: dict[str, object]) -> None:
+        self.chooser.about(instance, message)
+
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        self.asked += 1
+        return self.chooser.choose(kind, options, addresses)
+
+    def order(self, kind: str, options: list[str]) -> list[str]:
+        self.asked += 1
+        return self.chooser.order(kind, options)
 
 
 @dataclass
@@ -109,6 +146,10 @@ class Router:
         # per message and place: what its last attempt found, while it cannot have changed (see Unroutable)
         self.unroutable: dict[tuple[str, bool, int, str, str], Unroutable] = {}
         self._routes_version = 0
+        # per place, service and broker instance: the routing decision, while it cannot have changed (see Decided)
+        self.decided: dict[tuple[str, str, str, str | None], Decided] = {}
+        # the chooser as routing's three steps get it: counting its answers tells a decision that asked none
+        self._asking = _Asking(chooser)
 
     # ------------------------------------------------------------ addresses
     def by_address(self, address: str) -> Instance | None:
@@ -219,12 +260,12 @@ class Router:
         """PER-2B: dialogs touched by metadata changes, route expirations or failures register again."""
         since = self.last_reclassified_ms.get(instance, -1)
         self.last_reclassified_ms[instance] = self.clock.now_ms
-        at = self.instances[instance]
-        tables = [at.msdb_routes, *(d.routes for d in at.databases.values())]
-        expired = any(since < (r.expires_ms or -2) <= self.clock.now_ms for t in tables for r in t.values())
         changed = self.metadata_changed.pop(instance, 0)
         heads = [h for h in self.heads(DELAYED, CONNECTING, NO_PRINCIPAL, FAILED) if h.instance == instance]
-        chosen = [h for h in heads if h.status == FAILED or expired or h.order < changed]
+        # the expiries are looked at only when a dialog waits here: this runs twice a notification per instance
+        chosen = [h for h in heads if h.status == FAILED or h.order < changed] if heads else []
+        if len(chosen) < len(heads) and self._expired_since(instance, since):
+            chosen = heads
         self.log.emit(
             self.clock.now_ms,
             Kind.TRANSMITTER_RECLASSIFIED,
@@ -234,6 +275,11 @@ class Router:
         for head in chosen:
             self.failed.pop(head.envelope.dialog, None)
             self._retry(head)
+
+    def _expired_since(self, instance: str, since: int) -> bool:
+        at = self.instances[instance]
+        tables = [at.msdb_routes, *(d.routes for d in at.databases.values())]
+        return any(since < (r.expires_ms or -2) <= self.clock.now_ms for t in tables for r in t.values())
 
     def route_changed(self, instance: str) -> None:
         self._order += 1
@@ -278,38 +324,53 @@ class Router:
             self._emit(Kind.ROUTES_MATCHED, at, env, **{**known.matched, "routes": list(known.routes)})
             self._delay(env, at, inside, home, known.why)
             return
-        found = self.match(
-            self.live(routes.values(), self.clock.now_ms),
-            env.to_service,
-            env.to_broker_instance,
-            pending,
-            has_service,
-            self.chooser,
-        )
-        matched: dict[str, object] = {
-            "table": table,
-            "step": found.step,
-            "routes": [r.name for r in found.routes],
-            **({"broker_instance": found.picked_broker_instance} if found.picked_broker_instance else {}),
-        }
-        self._emit(Kind.ROUTES_MATCHED, at, env, **matched)
-        if found.request is not None:
-            pending.add((found.request.name, env.to_service))
-            self._emit(Kind.ROUTING_REQUESTED, at, env, route=found.request.name, service=env.to_service, table=table)
-        if found.delayed:
-            if found.request is None:  # a request made changes what the next attempt finds
-                self._remember(place, stamp, routes, matched, found.routes, found.step)
-            self._delay(env, at, inside, home, found.step)
-            return
-        choice = self.choose(found.routes, has_service, self.chooser)
-        if choice is None:
-            # the last step of choosing (RTC-4) left nothing; the documents say no more, so it waits as delayed
-            if found.step != "RTM-3":  # the chooser picked the broker instance: the next attempt asks again
-                self._remember(place, stamp, routes, matched, found.routes, "RTC-4")
-            self._delay(env, at, inside, home, "RTC-4")
+        where = (at.name, table, env.to_service, env.to_broker_instance)
+        decided = self.decided.get(where)
+        choice: Choice | None
+        if decided is not None and decided.stamp == stamp and self.clock.now_ms < decided.until_ms:
+            self._emit(Kind.ROUTES_MATCHED, at, env, **{**decided.matched, "routes": list(decided.routes)})
+            choice = decided.choice
+        else:
+            asked = self._asking.asked
+            found = self.match(
+                self.live(routes.values(), self.clock.now_ms),
+                env.to_service,
+                env.to_broker_instance,
+                pending,
+                has_service,
+                self._asking,
+            )
+            names = [r.name for r in found.routes]
+            matched: dict[str, object] = {
+                "table": table,
+                "step": found.step,
+                "routes": names,
+                **({"broker_instance": found.picked_broker_instance} if found.picked_broker_instance else {}),
+            }
+            self._emit(Kind.ROUTES_MATCHED, at, env, **matched)
+            if found.request is not None:
+                pending.add((found.request.name, env.to_service))
+                self._emit(
+                    Kind.ROUTING_REQUESTED, at, env, route=found.request.name, service=env.to_service, table=table
+                )
+            if found.delayed:
+                if found.request is None:  # a request made changes what the next attempt finds
+                    self._remember(place, stamp, routes, matched, found.routes, found.step)
+                self._delay(env, at, inside, home, found.step)
+                return
+            choice = self.choose(found.routes, has_service, self._asking)
+            if choice is None:
+                # the last step of choosing (RTC-4) left nothing; the documents say no more, so it waits as delayed
+                if found.step != "RTM-3":  # the chooser picked the broker instance: the next attempt asks again
+                    self._remember(place, stamp, routes, matched, found.routes, "RTC-4")
+                self._delay(env, at, inside, home, "RTC-4")
+                return
+            if self._asking.asked == asked:
+                self.decided[where] = Decided(stamp, self._until(routes), matched, tuple(names), choice)
+        if choice is None:  # not reached: a decision is kept only when it chose a route
             return
         route = choice.route
-        self._emit(Kind.ROUTE_CHOSEN, at, env, step=choice.step, route=route.name, candidates=choice.candidates)
+        self._emit(Kind.ROUTE_CHOSEN, at, env, step=choice.step, route=route.name, candidates=list(choice.candidates))
         if route.address.upper() == LOCAL:
             self._local(env, at, env.to_broker_instance or route.broker_instance, home, via_transport)
             return
@@ -335,11 +396,14 @@ class Router:
         found: list[Route],
         why: str,
     ) -> None:
-        now = self.clock.now_ms
-        # a route expiring at this instant or later may change what matches; one expired before never does
-        expiries = [r.expires_ms for r in routes.values() if r.expires_ms is not None and r.expires_ms >= now]
         names = tuple(r.name for r in found)
-        self.unroutable[place] = Unroutable(stamp, min(expiries, default=float("inf")), matched, names, why)
+        self.unroutable[place] = Unroutable(stamp, self._until(routes), matched, names, why)
+
+    def _until(self, routes: dict[str, Route]) -> float:
+        """Until when a table matches as it does now: a route expiring at this instant or later may change it."""
+        now = self.clock.now_ms
+        expiries = [r.expires_ms for r in routes.values() if r.expires_ms is not None and r.expires_ms >= now]
+        return min(expiries, default=float("inf"))
 
     def _local(self, env: Envelope, at: Instance, broker: str | None, home: str | None, via_transport: bool) -> None:
         """RTL-1: a LOCAL route delivers in this instance; the table it came from was chosen by table_for."""

@@ -12,8 +12,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-from sbtck.iut.reference import reference
+import pytest
+
+from sbtck.engine import Broker
+from sbtck.engine.choosing import Addresses, FirstChooser
+from sbtck.engine.router import Router
+from sbtck.iut.reference import ReferenceImplementation, reference
 from sbtck.workloads.generate import GENERATOR_VERSION, generate
 from sbtck.workloads.trace import run
 
@@ -52,6 +58,53 @@ def test_the_reference_gives_the_pinned_traces() -> None:
         f"the reference's traces of {', '.join(changed)} changed. If the engine's behaviour was meant to change, "
         "write them again with python -m tests.workloads.test_trace_hashes and say why in the commit"
     )
+
+
+class _Forgets(dict):  # type: ignore[type-arg]
+    """A memo that keeps nothing."""
+
+    def __setitem__(self, key: object, value: object) -> None:
+        pass
+
+
+class _MatchesEveryTime(Router):
+    """Routes every message from scratch: what the router would do without the decisions it keeps."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.decided = _Forgets()
+        self.unroutable = _Forgets()
+
+
+class _TakesTurns(FirstChooser):
+    """Picks the next option each time it is asked: a decision it took part in cannot be kept."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        self.asked += 1
+        return sorted(options)[self.asked % len(options)]
+
+
+@pytest.mark.parametrize("chooser", [FirstChooser, _TakesTurns])
+def test_the_decisions_the_router_keeps_change_no_trace(chooser: type[FirstChooser]) -> None:
+    """Router.decided and Router.unroutable are a cache: with neither, every world gives the same trace.
+
+    The worlds create, alter and drop routes, give them lifetimes, answer routing requests and fail over
+    mirrors, so each way a kept decision stops holding is met; the 60-conversation worlds route for minutes.
+    """
+    fresh = type("MatchesEveryTime", (Broker,), {"router_class": _MatchesEveryTime})
+    worlds = [generate(seed) for seed in range(40)]
+    worlds += [generate(seed, capabilities=["routing"]) for seed in range(20)]
+    worlds += [generate(seed, LONG_CONVERSATIONS) for seed in LONG_SEEDS]
+    differ = [
+        world.seed
+        for world in worlds
+        if run(world, ReferenceImplementation(chooser=chooser())).digest()
+        != run(world, ReferenceImplementation(fresh, chooser=chooser())).digest()
+    ]
+    assert not differ, f"worlds {differ} route otherwise when the router matches every message again"
 
 
 if __name__ == "__main__":
