@@ -246,13 +246,21 @@ class Broker(QueueStatements, Administration):
         )
         arrived_on_empty = queue.unread() == 0
         queue.messages.append(message)
-        self.log.emit(
+        key = queue.key
+        # written out, not merged from env.fields() and key.fields(): every message arrives
+        self.log.record(
             self.clock.now_ms,
             Kind.MESSAGE_ARRIVED,
-            **env.fields(),
-            service=service.name,
-            conversation_group=message.group,
-            **queue.key.fields(),
+            {
+                "dialog": env.dialog,
+                "message_sequence_number": env.sequence,
+                "from_target": env.from_target,
+                "service": service.name,
+                "conversation_group": message.group,
+                "instance": key.instance,
+                "database": key.database,
+                "queue": key.queue,
+            },
         )
         if not env.from_target and not conv.acknowledged:
             self.acknowledge(conv, db)

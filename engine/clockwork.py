@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 
-@dataclass
+@dataclass(slots=True)
 class _Due:
     at_ms: int
     seq: int
@@ -53,12 +53,13 @@ class Clockwork:
         """Run everything due up to and including ``until_ms``, then stand there."""
         if until_ms < self.now_ms:
             raise ValueError(f"time cannot go back: now is {self.now_ms} ms, asked for {until_ms} ms")
+        agenda, settling = self._agenda, self._settling
         while True:
-            if self._agenda and self._agenda[0][0] <= self.now_ms:
+            if agenda and agenda[0][0] <= self.now_ms:
                 self._run_next()
-            elif self._settling:
-                self._settling.pop(0)()
-            elif self._agenda and self._agenda[0][0] <= until_ms:
+            elif settling:
+                settling.pop(0)()
+            elif agenda and agenda[0][0] <= until_ms:
                 self._run_next()
             else:
                 break

@@ -213,13 +213,17 @@ class Receiving:
         if wait.session.wait is wait:
             self.cancel_wait(wait.session)
         empty = group is None
-        fields = {"session": wait.session.name, "statement": wait.statement, "has_where": wait.has_where}
+        key = wait.queue
+        fields: dict[str, object] = {
+            "session": wait.session.name,
+            "statement": wait.statement,
+            "has_where": wait.has_where,
+        }
         if wait.statement == RECEIVE:
             fields["rows"] = [m.row() for m in rows]
         else:
             fields["conversation_group"] = group
-        self.log.emit(
-            self.clock.now_ms, Kind.EMPTY_RESULT if empty else Kind.ROWS_RETURNED, **fields, **wait.queue.fields()
-        )
+        fields["instance"], fields["database"], fields["queue"] = key.instance, key.database, key.queue
+        self.log.record(self.clock.now_ms, Kind.EMPTY_RESULT if empty else Kind.ROWS_RETURNED, fields)
         self.watcher.receive_finished(self.queues[wait.queue], empty=empty, has_where=wait.has_where)
         wait.on_result(rows, group)
