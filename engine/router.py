@@ -312,7 +312,9 @@ class Router:
         self.chooser.about(at.name, env.fields())
         table, routes = self.table_for(at, inside, home)
         key = f"{at.name}/{table}"
-        pending = self.requests.setdefault(key, set())
+        pending = self.requests.get(key)
+        if pending is None:
+            pending = self.requests[key] = set()
         has_service = at.has_service(env.to_service)
         place = (env.dialog, env.from_target, env.sequence, at.name, table)
         stamp = (self._routes_version, len(pending), has_service)

@@ -70,7 +70,7 @@ class QueueStatements:
         (``rows_returned`` or ``empty_result``), as a real session sees them
         when its statement returns; the answer given now is final.
         """
-        self.queue(key)
+        key = self.queue(key).key  # the engine's own: its tables then find it by identity, without comparing names
         if where_dialog is not None:
             self.conversation(where_dialog)
         answer: dict[str, Any] = {"status": "waiting"}
