@@ -8,13 +8,19 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from sbtck.contract import command_from_json
 from sbtck.iut.implementation import Implementation
 from sbtck.workloads.generate import World
 
-# what json.dumps(sort_keys=True, default=str) writes, without its check for cycles: a trace is a tree of
-# snapshots, and the check cost a sixth of hashing a world's trace
-_CANONICAL = json.JSONEncoder(sort_keys=True, default=str, check_circular=False)
+# The bytes a trace's hash is taken of: compact JSON with every object's keys sorted, so that the hash
+# says what the implementation did, not the order its JSON happened to list fields in. msgspec writes
+# them four times faster than the json module did, which was a quarter of checking a world.
+_CANONICAL = msgspec.json.Encoder(order="sorted", enc_hook=str)
+# what a trace msgspec cannot write takes instead (an in-process implementation may return dicts with
+# keys that are not strings); the same trace always takes the same way, so its hash is still its own
+_FALLBACK = json.JSONEncoder(sort_keys=True, default=str, separators=(",", ":"), ensure_ascii=False)
 
 
 @dataclass
@@ -27,7 +33,11 @@ class Trace:
         return [event for step in self.steps for event in step["events"]]
 
     def digest(self) -> str:
-        return hashlib.sha256(_CANONICAL.encode(self.steps).encode()).hexdigest()
+        try:
+            canonical = _CANONICAL.encode(self.steps)
+        except (TypeError, ValueError, OverflowError):
+            canonical = _FALLBACK.encode(self.steps).encode()
+        return hashlib.sha256(canonical).hexdigest()
 
 
 def execute(op: dict[str, Any], implementation: Implementation) -> dict[str, Any]:
