@@ -305,6 +305,10 @@ class Broker(QueueStatements, Administration):
     def drain_events(self) -> list[Event]:
         return self.log.drain()
 
+    def drain_events_json(self) -> list[dict[str, Any]]:
+        """The new events as JSON objects, each equal to its ``Event.to_json()``."""
+        return self.log.drain_json()
+
 
 # Two choices about a message waiting for its connection that the documents leave open and no chooser makes: when
 # the transport connects (at a SEND or only when notified, PER-2A), and whether the message is matched again once

@@ -12,6 +12,7 @@ import msgspec
 
 from sbtck.contract import command_from_json
 from sbtck.iut.implementation import Implementation
+from sbtck.iut.reference import ReferenceImplementation
 from sbtck.workloads.generate import World
 
 # The bytes a trace's hash is taken of: compact JSON with every object's keys sorted, so that the hash
@@ -42,13 +43,18 @@ class Trace:
 
 def execute(op: dict[str, Any], implementation: Implementation) -> dict[str, Any]:
     """One command of a world on the implementation: the step of its trace."""
-    response = implementation.execute(command_from_json(op))
+    command = command_from_json(op)
+    if isinstance(implementation, ReferenceImplementation):
+        response, events = implementation.execute_json(command)
+    else:
+        response = implementation.execute(command)
+        events = [e.to_json() for e in response.events]
     return {
         "kind": op["kind"],
         "error": response.error,
         # a snapshot, whatever the implementation does with the object it returned
         "result": _snapshot(response.result),
-        "events": [e.to_json() for e in response.events],
+        "events": events,
     }
 
 

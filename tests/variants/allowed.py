@@ -213,7 +213,7 @@ class _Resends(Router):
         kept = dataclasses.replace(env)  # as it leaves: a forwarder changes the one it holds
         before = len(self.log.events)
         super()._transmit(env, at, address, inside, home)
-        sent = any(e.kind == Kind.MESSAGE_TRANSMITTED for e in self.log.events[before:])
+        sent = any(e["kind"] == Kind.MESSAGE_TRANSMITTED for e in self.log.events[before:])
         if inside and sent:  # the sender resends; a forwarder keeps no copy
             self.clock.at(self.clock.now_ms + wait_ms, lambda: self._again(kept, at, address, home, wait_ms))
 

@@ -6,6 +6,7 @@ import hashlib
 import json
 from typing import Any
 
+from sbtck.contract import Command, Handshake, Response
 from sbtck.iut.reference import reference
 from sbtck.workloads.generate import generate
 from sbtck.workloads.trace import Trace, run
@@ -57,3 +58,31 @@ def test_a_result_the_canonical_writer_refuses_still_has_a_hash_of_its_own() -> 
     first = Trace(0, steps).digest()
     assert first == Trace(0, json.loads(json.dumps(steps))).digest()
     assert first != Trace(0, other).digest()
+
+
+class _Wrapped:
+    """The reference behind nothing but the contract: its events come back as ``Event`` objects."""
+
+    def __init__(self) -> None:
+        self.inner = reference()
+
+    def handshake(self) -> Handshake:
+        return self.inner.handshake()
+
+    def execute(self, command: Command) -> Response:
+        return self.inner.execute(command)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_the_reference_in_process_gives_the_trace_its_responses_give() -> None:
+    # the stage takes the reference's events as JSON objects straight from its log; nothing may differ
+    refused = 0
+    for seed in range(60):
+        world = generate(seed)
+        direct, wrapped = run(world, reference()), run(world, _Wrapped())
+        assert direct.steps == wrapped.steps, seed
+        assert direct.digest() == wrapped.digest(), seed
+        refused += sum(1 for s in direct.steps if s["error"])
+    assert refused, "no world refused a command: the refusals' events were not compared"
