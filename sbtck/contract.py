@@ -328,14 +328,14 @@ class QueryView(Command):
 COMMANDS: dict[str, type[Command]] = {cls.kind: cls for cls in Command.__subclasses__()}
 
 
-# each command's field names, looked up once: a workload parses hundreds of commands per world
+# each command's field names and "kind", looked up once: a workload parses hundreds of commands per world
 FIELD_NAMES: dict[str, frozenset[str]] = {}
 
 
 def _field_names(cls: type[Command]) -> frozenset[str]:
     names = FIELD_NAMES.get(cls.kind)
     if names is None:
-        names = FIELD_NAMES[cls.kind] = frozenset(f.name for f in dataclasses.fields(cls))
+        names = FIELD_NAMES[cls.kind] = frozenset(f.name for f in dataclasses.fields(cls)) | {"kind"}
     return names
 
 
@@ -345,13 +345,16 @@ def command_from_json(data: dict[str, Any]) -> Command:
     cls = COMMANDS.get(data["kind"])
     if cls is None:
         raise ContractError(f"unknown command kind {data['kind']!r}; known: {', '.join(sorted(COMMANDS))}")
-    unknown = set(data) - _field_names(cls) - {"kind"}
-    if unknown:
+    names = _field_names(cls)
+    if not names.issuperset(data):
+        unknown = set(data) - names
         raise ContractError(f"command {cls.kind!r} has no field(s) {', '.join(sorted(unknown))}")
-    values = {k: v for k, v in data.items() if k != "kind"}
-    if isinstance(values.get("queue"), dict):
-        values["queue"] = QueueRef(**values["queue"])
+    values = dict(data)
+    del values["kind"]
     try:
+        queue = values.get("queue")
+        if isinstance(queue, dict):
+            values["queue"] = QueueRef(**queue)
         return cls(**values)
     except TypeError as exc:
         raise ContractError(f"command {cls.kind!r}: {exc}") from None

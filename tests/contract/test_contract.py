@@ -59,6 +59,10 @@ def test_a_command_round_trips_through_json(command: c.Command) -> None:
         ({"kind": "explode", "at_ms": 1}, "unknown command kind 'explode'"),
         ({"kind": "send", "at_ms": 1, "dialog": "D1", "colour": "red"}, "command 'send' has no field(s) colour"),
         ({"kind": "send", "at_ms": 1}, "command 'send': "),
+        (
+            {"kind": "receive", "at_ms": 1, "session": "S", "queue": {"instance": "i", "database": "d", "queu": "Q"}},
+            "command 'receive': ",
+        ),
     ],
 )
 def test_bad_commands_are_refused(data: dict[str, object], message: str) -> None:
