@@ -3,7 +3,8 @@
 The Spark side is the whole job as a user runs it (``sbtck workload``:
 session start, tasks, Parquet, aggregates); the pool only checks the
 worlds and counts them. The ratio is Spark's throughput over the pool's;
-the peak memory is that of the Spark process tree (driver, JVM, workers).
+the peak memory is that of the Spark process tree (driver, JVM, workers),
+each process counting its proportional set size (bench/treesize.py says why).
 
     python -m bench.bench_workload [--conversations 1000000] [--iut SPEC]
 """
@@ -44,7 +45,7 @@ def pool_run(worlds: int, iut: str) -> tuple[float, int, int]:
     return time.perf_counter() - start, sum(d[0] for d in done), sum(d[1] for d in done)
 
 
-def spark_run(worlds: int, iut: str, out: Path) -> tuple[float, int, dict[str, object]]:
+def spark_run(worlds: int, iut: str, out: Path) -> tuple[float, PeakSampler, dict[str, object]]:
     argv = [sys.executable, "-m", "sbtck.cli", "workload", "--master", "local[2]", "--worlds", str(worlds)]
     argv += ["--iut", iut, "--out", str(out), "--conversations", str(PER_WORLD)]
     start = time.perf_counter()
@@ -54,7 +55,7 @@ def spark_run(worlds: int, iut: str, out: Path) -> tuple[float, int, dict[str, o
     wall = time.perf_counter() - start
     if proc.returncode not in (0, 1):
         raise SystemExit(f"sbtck workload failed ({proc.returncode}):\n{output.decode()[-2000:]}")
-    return wall, memory.peak, json.loads((out / "summary.json").read_text())
+    return wall, memory, json.loads((out / "summary.json").read_text())
 
 
 def main() -> None:
@@ -66,7 +67,7 @@ def main() -> None:
         parser.error(f"--conversations must be at least {PER_WORLD}")
     worlds = args.conversations // PER_WORLD
     with tempfile.TemporaryDirectory() as tmp:
-        spark_s, peak, summary = spark_run(worlds, args.iut, Path(tmp) / "out")
+        spark_s, memory, summary = spark_run(worlds, args.iut, Path(tmp) / "out")
     pool_s, pool_worlds, pool_conversations = pool_run(worlds, args.iut)
     conversations = int(str(summary["conversations"]))
     assert summary["worlds"] == pool_worlds == worlds and conversations == pool_conversations
@@ -76,7 +77,10 @@ def main() -> None:
     )
     print(f"Pool(2)          : {pool_s:8.1f} s  {worlds / pool_s:8.1f} worlds/s  {conversations / pool_s:9.1f} conv/s")
     print(f"spark / pool     : {pool_s / spark_s:.3f} of the pool's throughput")
-    print(f"spark peak memory: {peak / 2**20:,.0f} MiB (driver, JVM and Python workers together)")
+    print(
+        f"spark peak memory: {memory.peak / 2**20:,.0f} MiB (driver, JVM and Python workers together, PSS; "
+        f"their resident sizes summed: {memory.peak_resident / 2**20:,.0f} MiB)"
+    )
     print(f"failed worlds    : {summary['failed_worlds']}")
 
 

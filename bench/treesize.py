@@ -1,4 +1,12 @@
-"""Peak resident memory of a process and all its descendants (a Spark driver, its JVM, its Python workers)."""
+"""Peak memory of a process and all its descendants (a Spark driver, its JVM, its Python workers).
+
+Each process counts its proportional set size (PSS): a page shared by N
+processes counts 1/N in each. Spark's Python workers are forked from one
+daemon and share most of their pages with it and with each other; summing
+their resident sizes counted those pages once per worker, and a moment with
+a worker more (one starting as another ends) read as hundreds of MiB more.
+Where a kernel has no smaps_rollup, the resident size is what is counted.
+"""
 
 from __future__ import annotations
 
@@ -21,22 +29,37 @@ def _children() -> dict[int, list[int]]:
     return out
 
 
-def tree_rss(root: int) -> int:
-    """Bytes resident in ROOT and its descendants now."""
-    children, total, todo = _children(), 0, [root]
+def _sizes(pid: int) -> tuple[int, int]:
+    """PID's proportional and resident set sizes, in bytes."""
+    resident = int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+    try:
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return resident, resident
+    pss = next((int(line.split()[1]) * 1024 for line in rollup.splitlines() if line.startswith("Pss:")), resident)
+    return pss, resident
+
+
+def tree_memory(root: int) -> tuple[int, int]:
+    """Bytes ROOT and its descendants use now: their proportional set sizes summed, and their resident sizes."""
+    children, pss, resident, todo = _children(), 0, 0, [root]
     while todo:
         pid = todo.pop()
         todo.extend(children.get(pid, []))
         with contextlib.suppress(OSError):  # it ended meanwhile
-            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
-    return total
+            p, r = _sizes(pid)
+            pss, resident = pss + p, resident + r
+    return pss, resident
 
 
 class PeakSampler:
-    """Samples tree_rss(ROOT) every EVERY_S seconds in a thread; .peak is the largest seen."""
+    """Samples tree_memory(ROOT) every EVERY_S seconds in a thread; .peak is the largest PSS seen.
+
+    ``.peak_resident`` is the largest sum of resident sizes, which counts shared pages once per process.
+    """
 
     def __init__(self, root: int, every_s: float = 0.5) -> None:
-        self.root, self.every_s, self.peak = root, every_s, 0
+        self.root, self.every_s, self.peak, self.peak_resident = root, every_s, 0, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -50,4 +73,5 @@ class PeakSampler:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every_s):
-            self.peak = max(self.peak, tree_rss(self.root))
+            pss, resident = tree_memory(self.root)
+            self.peak, self.peak_resident = max(self.peak, pss), max(self.peak_resident, resident)
