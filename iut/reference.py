@@ -106,6 +106,10 @@ class ReferenceImplementation:
         hundreds, and building each as an object to turn it into a dict again
         was a tenth of checking the world.
         """
+        if type(self).execute is not ReferenceImplementation.execute:
+            # a subclass that changes execute (a test's dying worker, a variant) is run through its own execute
+            response = self.execute(command)
+            return response, [e.to_json() for e in response.events]
         response = self._apply(command)
         return response, [] if self.broker is None else self.broker.drain_events_json()
 

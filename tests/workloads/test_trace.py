@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from sbtck.contract import Command, Handshake, Response
-from sbtck.iut.reference import reference
+from sbtck.iut.reference import ReferenceImplementation, reference
 from sbtck.workloads.generate import generate
 from sbtck.workloads.trace import Trace, run
 
@@ -86,3 +86,19 @@ def test_the_reference_in_process_gives_the_trace_its_responses_give() -> None:
         assert direct.digest() == wrapped.digest(), seed
         refused += sum(1 for s in direct.steps if s["error"])
     assert refused, "no world refused a command: the refusals' events were not compared"
+
+
+class _Renames(ReferenceImplementation):
+    """A subclass that changes what ``execute`` answers: the trace must show its answers, not the engine's."""
+
+    def execute(self, command: Command) -> Response:
+        response = super().execute(command)
+        for event in response.events:
+            event.fields["seen_by"] = "subclass"
+        return response
+
+
+def test_a_subclass_that_changes_execute_is_run_through_it() -> None:
+    trace = run(generate(3), _Renames())
+    events = trace.events()
+    assert events and all(e["seen_by"] == "subclass" for e in events)
