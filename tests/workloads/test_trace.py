@@ -1,4 +1,4 @@
-"""A trace's hash: what the implementation did, whatever order its JSON lists fields in."""
+"""A trace: its hash, whatever order an implementation's JSON lists fields in, and the reference's events in it."""
 
 from __future__ import annotations
 
