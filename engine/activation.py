@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from sbtck.contract import QueueRef
 from sbtck.engine.choosing import A_WAITING_READER, NEXT_READER, THE_COMMITTER, Chooser, FirstChooser
+from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.model import Message, Queue, ReaderBehaviour
 from sbtck.engine.receiving import Receiving, Session
@@ -47,6 +48,7 @@ class ActivatedTask:
     cancel_work: Callable[[], None] = field(default=lambda: None)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class QueueMonitors:
     def __init__(
         self,

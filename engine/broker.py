@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from sbtck.contract import Event, QueueRef
 from sbtck.engine import views
 from sbtck.engine.activation import ARRIVAL, QueueMonitors
 from sbtck.engine.choosing import Chooser, FirstChooser
 from sbtck.engine.clockwork import Clockwork
+from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context, command
 from sbtck.engine.dispatcher import Dispatcher
 from sbtck.engine.events import EventLog
@@ -30,6 +31,7 @@ FIRST_USER_SPID = 51
 T = TypeVar("T")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Broker(QueueStatements, Administration):
     """Every public call takes the time it happens at, in epoch milliseconds.
 
@@ -39,14 +41,14 @@ class Broker(QueueStatements, Administration):
     time order.
     """
 
-    monitors_class: type[QueueMonitors] = QueueMonitors
-    receiving_class: type[Receiving] = Receiving
-    router_class: type[Router] = Router
-    maintenance_class: type[Maintenance] = Maintenance
-    transport_class: type[Transport] = Transport
-    dispatcher_class: type[Dispatcher] = Dispatcher
-    chooser_class: type[Chooser] = FirstChooser
-    schedule: tuple[Task, ...] = SCHEDULE
+    monitors_class: ClassVar[type[QueueMonitors]] = QueueMonitors
+    receiving_class: ClassVar[type[Receiving]] = Receiving
+    router_class: ClassVar[type[Router]] = Router
+    maintenance_class: ClassVar[type[Maintenance]] = Maintenance
+    transport_class: ClassVar[type[Transport]] = Transport
+    dispatcher_class: ClassVar[type[Dispatcher]] = Dispatcher
+    chooser_class: ClassVar[type[Chooser]] = FirstChooser
+    schedule: ClassVar[tuple[Task, ...]] = SCHEDULE
 
     def __init__(
         self,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from sbtck.engine.compiling import mypyc_attr
+
 ROUTE = "route"  # RTC-1..4: one route among the candidates of a step
 BROKER_INSTANCE = "broker_instance"  # RTM-3: one broker instance among several
 DATABASE_ORDER = "database_order"  # RTL-3: the order of the other databases
@@ -35,6 +37,7 @@ class Chooser(Protocol):
     def order(self, kind: str, options: list[str]) -> list[str]: ...
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class FirstChooser:
     """Takes the first option in name order: the reference engine's default."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.model import Database, Envelope, Instance
 from sbtck.observations import Kind
@@ -28,6 +29,7 @@ class Buffered:
     arrived_ms: int
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Dispatcher:
     def __init__(
         self,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from sbtck.engine.compiling import mypyc_attr, trait
 from sbtck.engine.context import command
 from sbtck.engine.dispatcher import RUNNING, STOPPED, Dispatcher
 from sbtck.engine.model import Conversation, Database, Instance
@@ -36,6 +37,8 @@ class _Broker(Protocol):
     def conversation(self, dialog: str) -> Conversation: ...
 
 
+@trait
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Administration:
     """A part of the Broker (mypy's self-type mixin), as ``QueueStatements`` is."""
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from sbtck.engine.activation import QueueMonitors
+from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.dispatcher import Dispatcher
 from sbtck.engine.model import Database
@@ -38,6 +39,7 @@ class InstanceTasks:
     failed_handlers: int = 0
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Maintenance:
     """Task handlers (PER-1B), broker start (PER-5C), BCN (PER-5D) and the ack clean-up (PER-5E).
 

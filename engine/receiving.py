@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from sbtck.contract import QueueRef
+from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.model import Message, Queue
 from sbtck.errors import ReceivingError
@@ -57,6 +58,7 @@ class Wait:
 Result = Callable[[list[Message], str | None], None]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Receiving:
     """Hands messages to readers, one reader per conversation group at a time."""
 

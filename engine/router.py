@@ -12,13 +12,15 @@ reclassifies dialogs on every 2nd timer notification (PER-2B).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
 from sbtck.engine.choosing import LOST_PRINCIPAL_TOO, PARTNER_ALONE, PROBES, Addresses, Chooser
+from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.model import LOCAL, TRANSPORT, Database, Envelope, Instance, Route
-from sbtck.engine.routing import Choice, choose, live, locate, match
+from sbtck.engine.routing import Choice, Match, choose, live, locate, match
 from sbtck.engine.transport import Transport
 from sbtck.observations import Kind
 
@@ -113,6 +115,7 @@ class Waiting:
     order: int = 0
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Router:
     def __init__(
         self,
@@ -169,11 +172,29 @@ class Router:
             },
         )
 
-    # The three steps of routing, as methods so that a test can build a wrong router.
-    live = staticmethod(live)
-    match = staticmethod(match)
-    choose = staticmethod(choose)
-    locate = staticmethod(locate)
+    # The steps of routing, as methods so that a test can build a wrong router (written out rather than
+    # ``live = staticmethod(live)``: a compiled Router would not see a subclass replace such an attribute).
+    def live(self, routes: Iterable[Route], now_ms: int) -> list[Route]:
+        return live(routes, now_ms)
+
+    def match(
+        self,
+        routes: list[Route],
+        service: str,
+        broker: str | None,
+        pending: set[tuple[str, str]],
+        has_service: bool,
+        chooser: Chooser,
+    ) -> Match:
+        return match(routes, service, broker, pending, has_service, chooser)
+
+    def choose(self, routes: list[Route], instance_has_service: bool, chooser: Chooser) -> Choice | None:
+        return choose(routes, instance_has_service, chooser)
+
+    def locate(
+        self, instance: Instance, service: str, broker: str | None, home: str | None, chooser: Chooser
+    ) -> Database | None:
+        return locate(instance, service, broker, home, chooser)
 
     def may_leave(self, at: Instance, inside: bool) -> bool:
         """RTC-5: a message from outside leaves by a non-LOCAL route only while forwarding is active."""

@@ -8,6 +8,7 @@ from typing import Any, Protocol, TypeVar
 from sbtck.contract import QueueRef
 from sbtck.engine.activation import ALTER, QueueMonitors
 from sbtck.engine.clockwork import Clockwork
+from sbtck.engine.compiling import mypyc_attr, trait
 from sbtck.engine.context import command
 from sbtck.engine.events import EventLog
 from sbtck.engine.model import Conversation, Message, Queue, ReaderBehaviour
@@ -34,6 +35,8 @@ class _Broker(Protocol):
 T = TypeVar("T")
 
 
+@trait
+@mypyc_attr(allow_interpreted_subclasses=True)
 class QueueStatements:
     """A part of the Broker (mypy's self-type mixin): its methods see the Broker as ``_Broker``.
 

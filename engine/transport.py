@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.model import Instance
 from sbtck.observations import Kind
@@ -24,6 +25,7 @@ class Connection:
     last_activity_ms: int
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Transport:
     connect_on_send = True
 

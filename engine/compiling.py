@@ -1,0 +1,70 @@
+"""The optional mypyc build (``bash scripts/compile.sh``): which modules it compiles, and how to tell it apart.
+
+A compiled class cannot be subclassed by plain Python unless it says so,
+and cannot take part in multiple inheritance unless it is a trait: the
+engine's wrong variants and every plug-in subclass its parts. The two
+decorators below carry that to mypyc and are nothing at all to plain Python,
+so the kit needs mypy only to compile it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.machinery import ExtensionFileLoader
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_extensions import mypyc_attr as mypyc_attr
+    from mypy_extensions import trait as trait
+else:
+
+    def trait(cls: Any) -> Any:
+        return cls
+
+    def mypyc_attr(*_: Any, **__: Any) -> Any:
+        return lambda cls: cls
+
+
+# What a world's check spends its time in; the rest of the kit is not worth a build that depends on the platform.
+COMPILED_MODULES: tuple[str, ...] = (
+    "sbtck.engine.activation",
+    "sbtck.engine.broker",
+    "sbtck.engine.choosing",
+    "sbtck.engine.clockwork",
+    "sbtck.engine.context",
+    "sbtck.engine.dispatcher",
+    "sbtck.engine.events",
+    "sbtck.engine.faults",
+    "sbtck.engine.model",
+    "sbtck.engine.params",
+    "sbtck.engine.periodic",
+    "sbtck.engine.receiving",
+    "sbtck.engine.route_admin",
+    "sbtck.engine.router",
+    "sbtck.engine.routing",
+    "sbtck.engine.statements",
+    "sbtck.engine.topology",
+    "sbtck.engine.transport",
+    "sbtck.engine.views",
+    "sbtck.workloads.generate",
+    "sbtck.workloads.invariants",
+    "sbtck.workloads.trace",
+)
+
+
+def compiled_modules() -> list[str]:
+    """The modules of COMPILED_MODULES this process runs compiled: none after a plain install."""
+    return [name for name in COMPILED_MODULES if _extension(importlib.import_module(name))]
+
+
+def _extension(module: ModuleType) -> bool:
+    return isinstance(getattr(module.__spec__, "loader", None), ExtensionFileLoader)
+
+
+def build() -> str:
+    """Which build this process runs, for a benchmark's first line: its figures depend on it."""
+    done = compiled_modules()
+    if not done:
+        return "plain Python"
+    return f"compiled by mypyc ({len(done)} of {len(COMPILED_MODULES)} modules, scripts/compile.sh)"
