@@ -17,10 +17,12 @@ trap 'rm -rf "$work"' EXIT
 # built from a clean copy: setuptools' build/ keeps modules deleted since, and would ship them
 mkdir "$work/src"
 tar -c --exclude=.venv --exclude=.git --exclude=out --exclude=build --exclude=dist --exclude='*.egg-info' \
-  --exclude=__pycache__ --exclude='.*_cache' --exclude=.hypothesis . | tar -x -C "$work/src"
+  --exclude=__pycache__ --exclude='.*_cache' --exclude=.hypothesis --exclude='*.so' . | tar -x -C "$work/src"
 .venv/bin/python -m pip wheel -q --no-deps -w "$work/dist" "$work/src" >"$work/pip.log" 2>&1 || { tail -20 "$work/pip.log"; fail "pip wheel"; }
 wheel=$(ls "$work"/dist/sbtck-*.whl) || fail "no wheel was built"
 say "built $(basename "$wheel")"
+# pure Python, whatever setup.py can compile when asked (SBTCK_MYPYC=1, scripts/compile.sh)
+case "$wheel" in *-py3-none-any.whl) ;; *) fail "the wheel is not pure Python: $(basename "$wheel")" ;; esac
 
 .venv/bin/python - "$wheel" <<'PY' || fail "the wheel's top-level names are not exactly sbtck and its .dist-info"
 import sys, zipfile

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Proves the optional mypyc build (scripts/compile.sh): compiles a clean copy
+# of the checkout, checks that every module of sbtck/engine/compiling.py is
+# compiled there, and runs on it the engine's, the variants' and the workload
+# stage's tests and the Gherkin suite. PYTHONPATH names the copy, so that the
+# pytest runs those tests start in other folders import it too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+say() { printf 'check-compiled: %s\n' "$*" >&2; }
+fail() { say "FAILED: $*"; exit 1; }
+
+if ! command -v cc >/dev/null; then
+  say "installing gcc: mypyc builds C extensions"
+  [ "$(id -u)" = 0 ] || fail "no C compiler, and not root to install gcc"
+  [ -f /tmp/.sbtck-apt-updated ] || { apt-get update -qq && touch /tmp/.sbtck-apt-updated; }
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc >/dev/null || fail "apt-get install gcc"
+fi
+
+work=$(mktemp -d /tmp/sbtck-compiled.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+tar -c --exclude=.venv --exclude=.git --exclude=out --exclude=build --exclude=dist --exclude='*.egg-info' \
+  --exclude=__pycache__ --exclude='.*_cache' --exclude=.hypothesis --exclude='*.so' . | tar -x -C "$work"
+ln -s "$PWD/.venv" "$work/.venv"
+cd "$work"
+bash scripts/compile.sh || fail "the mypyc build"
+export PYTHONPATH=$work
+.venv/bin/python -c '
+import sbtck
+from sbtck.engine.compiling import COMPILED_MODULES, compiled_modules
+assert sbtck.__file__.startswith("'"$work"'"), sbtck.__file__
+assert compiled_modules() == list(COMPILED_MODULES), compiled_modules()
+' || fail "the tests would not run the compiled modules"
+say "the tests on the compiled build"
+.venv/bin/python -m pytest -p no:cacheprovider -q -n 2 --dist loadgroup tests/engine tests/variants tests/workloads steps \
+  || fail "a test on the compiled build"
+say "all green"
