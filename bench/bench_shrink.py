@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from sbtck.engine.compiling import build
 from sbtck.iut.loader import factory_for
 from sbtck.reports.results import FAILED
 from sbtck.workloads.generate import generate
@@ -35,6 +36,7 @@ def main() -> None:
     steps = sum(1 for line in text.splitlines() if line.startswith(("    And ", "    When ")))
     print(f"world {seed}: {outcome.operations:,} operations, {generate(seed, args.conversations).conversations} "
           f"conversations, breaks {', '.join(outcome.rules)}")  # fmt: skip
+    print(f"engine            : {build()}")
     print(f"one check of it   : {once:8.2f} s")
     print(f"shrunk to         : {len(shrunk.world.script)} operations ({steps} steps), keeping {outcome.rules[0]}")
     print(

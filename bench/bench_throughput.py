@@ -17,6 +17,7 @@ from collections import deque
 
 from sbtck.contract import QueueRef
 from sbtck.engine import Broker
+from sbtck.engine.compiling import build
 from sbtck.fixtures import topology
 
 TOPOLOGY = """\
@@ -77,6 +78,7 @@ def main() -> None:
         parser.error("--messages, --dialogs and --repeat must be positive")
     engine, baseline = best_rates(args.messages, args.dialogs, args.repeat)
     print(f"messages: {args.messages}, dialogs: {args.dialogs}, best of {args.repeat}")
+    print(f"engine: {build()}")
     print(f"reference engine : {engine:12,.0f} messages/s")
     print(f"dict+deque       : {baseline:12,.0f} messages/s")
     print(f"engine / baseline: {engine / baseline:.4f}  (baseline is {baseline / engine:.0f}x faster)")

@@ -22,6 +22,7 @@ from multiprocessing import Pool
 from pathlib import Path
 
 from bench.treesize import PeakSampler
+from sbtck.engine.compiling import build
 
 ROOT = Path(__file__).resolve().parents[1]
 PER_WORLD = 5
@@ -72,6 +73,7 @@ def main() -> None:
     conversations = int(str(summary["conversations"]))
     assert summary["worlds"] == pool_worlds == worlds and conversations == pool_conversations
     print(f"worlds: {worlds:,}, conversations: {conversations:,}, implementation: {args.iut}")
+    print(f"engine: {build()}")
     print(
         f"spark local[2]   : {spark_s:8.1f} s  {worlds / spark_s:8.1f} worlds/s  {conversations / spark_s:9.1f} conv/s"
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from sbtck.engine.compiling import build
 from sbtck.iut.reference import reference
 from sbtck.workloads.stage import Checker
 
@@ -44,6 +45,7 @@ def main() -> None:
     for checker in checkers.values():
         checker.close()
     print(f"best of {args.rounds} rounds, about {args.conversations} conversations per size and round")
+    print(f"engine: {build()}")
     smallest = best[args.sizes[0]]
     for size in args.sizes:
         cost = f"{best[size] * 1000:8.3f} ms/conversation over {len(seeds[size]):4d} worlds"
