@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from sbtck.contract import Handshake
@@ -50,7 +50,12 @@ class Outcome:
     reference_trace: str | None = None
 
     def row(self) -> dict[str, Any]:
-        return asdict(self)
+        # the fields in declaration order, as asdict gives them, without its deep copy: every list here is the
+        # outcome's own, and a row is made once per world
+        return {name: getattr(self, name) for name in _OUTCOME_FIELDS}
+
+
+_OUTCOME_FIELDS = tuple(f.name for f in fields(Outcome))
 
 
 def violations(world: World, trace: Trace, handshake: Handshake | None) -> tuple[list[Violation], Trace | None]:

@@ -208,3 +208,13 @@ def test_a_wrong_engine_breaks_an_invariant_in_some_world(
 ) -> None:
     broken = {v.rule for seed in range(300) for v in check(generate(seed), run(generate(seed), factory()))}
     assert rule in broken, f"no world showed {rule}; found {broken}"
+
+
+def test_a_worlds_row_has_the_columns_of_the_spark_schema_in_its_order() -> None:
+    """The job hands Spark ``tuple(row.values())`` against ``schema()``: a column out of place would be misread."""
+    from sbtck.workloads.job import schema
+
+    outcome = Checker(reference, differential=False).check(3)
+    row = outcome.row()
+    assert list(row) == [f.name for f in schema().fields]
+    assert row["seed"] == 3 and row["trace_hash"] == outcome.trace_hash and row["capabilities"] == outcome.capabilities
