@@ -21,6 +21,9 @@ if os.environ.get("SBTCK_MYPYC") == "1":
         raise SystemExit("SBTCK_MYPYC=1 needs mypy where the kit is built: use bash scripts/compile.sh") from None
     here = Path(__file__).resolve().parent
     modules = runpy.run_path(str(here / "sbtck" / "engine" / "compiling.py"))["COMPILED_MODULES"]
-    ext_modules = mypycify([m.replace(".", "/") + ".py" for m in modules], opt_level="3")
+    # the runtime all compiled modules share goes inside the package (sbtck/compiled__mypyc...), where every way of
+    # importing the kit finds it, not beside it at the top level
+    sources = [m.replace(".", "/") + ".py" for m in modules]
+    ext_modules = mypycify(sources, opt_level="3", group_name="sbtck.compiled")
 
 setup(ext_modules=ext_modules)

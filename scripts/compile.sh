@@ -26,6 +26,9 @@ clean
 # build/ is setuptools' work folder: a stale one would bring back modules since removed
 SBTCK_MYPYC=1 .venv/bin/python setup.py -q build_ext --inplace >build.log 2>&1 || { tail -30 build.log; say "FAILED (build.log)"; exit 1; }
 rm -f build.log
+# the runtime the modules share must sit inside the package (setup.py's group_name): at the top of the checkout,
+# the editable install (.venv/bin/pytest, .venv/bin/sbtck) would not find it
+if compgen -G './*.so' >/dev/null; then say "FAILED: a compiled module outside the package: $(ls ./*.so)"; exit 1; fi
 .venv/bin/python -c '
 from sbtck.engine.compiling import COMPILED_MODULES, compiled_modules
 done = compiled_modules()
