@@ -10,7 +10,10 @@ so the kit needs mypy only to compile it.
 from __future__ import annotations
 
 import importlib
-from importlib.machinery import ExtensionFileLoader
+import sys
+import warnings
+from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -68,3 +71,37 @@ def build() -> str:
     if not done:
         return "plain Python"
     return f"compiled by mypyc ({len(done)} of {len(COMPILED_MODULES)} modules, scripts/compile.sh)"
+
+
+def stale_modules(names: tuple[str, ...] = COMPILED_MODULES) -> list[str]:
+    """Of the modules already imported, those compiled before their source last changed.
+
+    Python imports a compiled module in place of its source, so an edit made
+    after ``scripts/compile.sh`` would silently not run.
+    """
+    stale = []
+    for name in names:
+        module = sys.modules.get(name)
+        if module is None or not _extension(module):
+            continue
+        # looked up in the package's folders: the origin a compiled module's spec gives is not always its file
+        parent, _, stem = name.rpartition(".")
+        for folder in map(Path, getattr(sys.modules[parent], "__path__", [])):
+            source = folder / f"{stem}.py"
+            built = [p for p in (folder / f"{stem}{s}" for s in EXTENSION_SUFFIXES) if p.exists()]
+            if built and source.exists() and source.stat().st_mtime > built[0].stat().st_mtime:
+                stale.append(name)
+                break
+    return stale
+
+
+def warn_if_stale() -> None:
+    """Called once the engine, then the stage, is imported: a stale build says so in every process that runs it."""
+    stale = stale_modules()
+    if stale:
+        warnings.warn(
+            f"compiled modules older than their sources, so the old code runs: {', '.join(stale)}; "
+            "compile again (bash scripts/compile.sh) or go back to plain Python (bash scripts/compile.sh --clean)",
+            RuntimeWarning,
+            stacklevel=2,
+        )

@@ -16,6 +16,7 @@ from typing import Any
 
 from sbtck.contract import Handshake
 from sbtck.engine.broker import CONNECTING_CHOICES
+from sbtck.engine.compiling import warn_if_stale
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.reference import ReferenceImplementation
 
@@ -27,6 +28,8 @@ from sbtck.workloads.invariants import Invariants, Violation, check
 from sbtck.workloads.reproduce import THEN, feature, then_steps, writable
 from sbtck.workloads.shrink import Shrunk, shrink
 from sbtck.workloads.trace import Trace, execute, run
+
+warn_if_stale()  # generate, invariants and trace are among the compiled modules
 
 
 @dataclass

@@ -7,7 +7,14 @@ and the suite, run on a compiled copy.
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader, ModuleSpec
 from pathlib import Path
+from types import ModuleType
+
+import pytest
 
 import sbtck
 from sbtck.engine import compiling
@@ -33,3 +40,42 @@ def test_the_decorators_leave_a_class_as_it_is_in_plain_python() -> None:
 
     assert compiling.trait(Part) is Part
     assert compiling.mypyc_attr(allow_interpreted_subclasses=True)(Part) is Part
+
+
+def _compiled_module(folder: Path, name: str, source_newer: bool) -> ModuleType:
+    stem = name.rpartition(".")[2]
+    built, source = folder / f"{stem}{EXTENSION_SUFFIXES[0]}", folder / f"{stem}.py"
+    built.write_bytes(b"")
+    source.write_text("")
+    older, newer = 1_700_000_000, 1_700_000_100
+    os.utime(built, (older, newer if not source_newer else older))
+    os.utime(source, (older, newer if source_newer else older))
+    module = ModuleType(name)
+    module.__spec__ = ModuleSpec(name, ExtensionFileLoader(name, str(built)), origin=str(built))
+    return module
+
+
+def test_a_module_compiled_before_its_source_changed_is_stale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    names = ("sbtck_test_fake.edited", "sbtck_test_fake.built_since", "sbtck_test_fake.not_imported")
+    package = ModuleType("sbtck_test_fake")
+    package.__path__ = [str(tmp_path)]
+    monkeypatch.setitem(sys.modules, "sbtck_test_fake", package)
+    monkeypatch.setitem(sys.modules, names[0], _compiled_module(tmp_path, names[0], source_newer=True))
+    monkeypatch.setitem(sys.modules, names[1], _compiled_module(tmp_path, names[1], source_newer=False))
+    assert compiling.stale_modules(names) == [names[0]]
+
+
+def test_the_modules_this_process_runs_are_not_stale() -> None:
+    """On plain Python nothing is compiled; on a build made from these sources (check-compiled.sh), nothing is old."""
+    compiling.compiled_modules()  # imports every listed module
+    assert compiling.stale_modules() == []
+
+
+def test_a_stale_build_warns_and_says_what_to_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compiling, "stale_modules", lambda: ["sbtck.engine.router"])
+    with pytest.warns(RuntimeWarning, match=r"sbtck\.engine\.router.*scripts/compile\.sh"):
+        compiling.warn_if_stale()
+    monkeypatch.setattr(compiling, "stale_modules", list)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiling.warn_if_stale()
