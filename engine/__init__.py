@@ -14,6 +14,6 @@ from sbtck.engine.compiling import warn_if_stale
 from sbtck.engine.params import EngineParams
 from sbtck.errors import BrokerError
 
-warn_if_stale()
+warn_if_stale(__name__)
 
 __all__ = ["Broker", "BrokerError", "EngineParams", "Event", "views"]

@@ -95,9 +95,10 @@ def stale_modules(names: tuple[str, ...] = COMPILED_MODULES) -> list[str]:
     return stale
 
 
-def warn_if_stale() -> None:
-    """Called once the engine, then the stage, is imported: a stale build says so in every process that runs it."""
-    stale = stale_modules()
+def warn_if_stale(package: str) -> None:
+    """Called once the engine, then the stage, is imported, each for its own modules: a stale build says so in every
+    process that runs it."""
+    stale = [name for name in stale_modules() if name.startswith(f"{package}.")]
     if stale:
         warnings.warn(
             f"compiled modules older than their sources, so the old code runs: {', '.join(stale)}; "

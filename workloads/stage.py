@@ -29,7 +29,7 @@ from sbtck.workloads.reproduce import THEN, feature, then_steps, writable
 from sbtck.workloads.shrink import Shrunk, shrink
 from sbtck.workloads.trace import Trace, execute, run
 
-warn_if_stale()  # generate, invariants and trace are among the compiled modules
+warn_if_stale("sbtck.workloads")  # generate, invariants and trace are among the compiled modules
 
 
 @dataclass

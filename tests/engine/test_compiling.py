@@ -74,8 +74,9 @@ def test_the_modules_this_process_runs_are_not_stale() -> None:
 def test_a_stale_build_warns_and_says_what_to_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(compiling, "stale_modules", lambda: ["sbtck.engine.router"])
     with pytest.warns(RuntimeWarning, match=r"sbtck\.engine\.router.*scripts/compile\.sh"):
-        compiling.warn_if_stale()
-    monkeypatch.setattr(compiling, "stale_modules", list)
+        compiling.warn_if_stale("sbtck.engine")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        compiling.warn_if_stale()
+        compiling.warn_if_stale("sbtck.workloads")  # each package warns of its own modules only
+        monkeypatch.setattr(compiling, "stale_modules", list)
+        compiling.warn_if_stale("sbtck.engine")
