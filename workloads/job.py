@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -146,26 +146,24 @@ def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
     try:
         with Progress(lambda: (done.value, dict(rules.value), conversations.value), plan.worlds):
             frame.select(*SUMMARY_COLUMNS).write.parquet(str(output.part("worlds")))
-        frame.where(f.col("outcome").isin(FAILED, ERROR)).select(*FAILURE_COLUMNS).write.parquet(
+        # the passes over the cached rows run as one task per core, not one per partition: on a long job
+        # (80 partitions for a million conversations) the tasks' own cost outweighed reading the rows
+        cached = frame.coalesce(sc.defaultParallelism)
+        tally = Tally.of(
+            cached.groupBy("outcome", "capabilities", "rules")
+            .agg(f.count(f.lit(1)).alias("worlds"), f.sum("conversations").alias("conversations"))
+            .collect()
+        )
+        cached.where(f.col("outcome").isin(FAILED, ERROR)).select(*FAILURE_COLUMNS).write.parquet(
             str(output.part("failures"))
         )
-        conversations_checked = frame.agg(f.sum("conversations")).first()[0] or 0
-        by_rule = {
-            r["rule"]: int(r["count"])
-            for r in frame.select(f.explode("rules").alias("rule")).groupBy("rule").count().collect()
-        }
-        outcomes = {r["outcome"]: int(r["count"]) for r in frame.groupBy("outcome").count().collect()}
-        mix = {
-            ", ".join(r["capabilities"]) or "(none)": int(r["count"])
-            for r in frame.where(f.col("outcome") != NOT_APPLICABLE).groupBy("capabilities").count().collect()
-        }
         failing = [
             Outcome(**r.asDict())
-            for r in frame.where(f.col("outcome") == FAILED).orderBy("seed").limit(plan.shrink_limit).collect()
+            for r in _first(cached, FAILED, plan.shrink_limit if tally.outcomes.get(FAILED) else 0)
         ]
         errors = [
             {"seed": int(r["seed"]), "detail": r["detail"]}
-            for r in frame.where(f.col("outcome") == ERROR).orderBy("seed").limit(20).collect()
+            for r in _first(cached, ERROR, 20 if tally.outcomes.get(ERROR) else 0)
         ]
     finally:
         frame.unpersist()
@@ -176,17 +174,53 @@ def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
         "implementation": plan.iut,
         "master": plan.master,
         "first_seed": plan.seed,
-        "worlds": sum(outcomes.values()),
-        "conversations": int(conversations_checked),
-        "failed_worlds": outcomes.get(FAILED, 0) + outcomes.get(ERROR, 0),
-        "outcomes": dict(sorted(outcomes.items())),
+        "worlds": sum(tally.outcomes.values()),
+        "conversations": tally.conversations,
+        "failed_worlds": tally.outcomes.get(FAILED, 0) + tally.outcomes.get(ERROR, 0),
+        "outcomes": dict(sorted(tally.outcomes.items())),
         # worlds by the capabilities they asked for (not-applicable ones left out)
-        "capabilities": dict(sorted(mix.items(), key=lambda item: (-item[1], item[0]))),
+        "capabilities": dict(sorted(tally.mix.items(), key=lambda item: (-item[1], item[0]))),
         "errors": errors,
         "duration_s": round(time.monotonic() - began, 2),
-        "violations": dict(sorted(by_rule.items())),
+        "violations": dict(sorted(tally.by_rule.items())),
         "reproducers": reproducers,
     }
+
+
+@dataclass
+class Tally:
+    """What summary.json counts, from one grouping of the rows: outcome, capabilities and rules."""
+
+    conversations: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    by_rule: dict[str, int] = field(default_factory=dict)
+    mix: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, groups: list[Any]) -> Tally:
+        tally = cls()
+        for group in groups:
+            worlds = int(group["worlds"])
+            tally.conversations += int(group["conversations"] or 0)
+            _add(tally.outcomes, group["outcome"], worlds)
+            for rule in group["rules"]:
+                _add(tally.by_rule, rule, worlds)
+            if group["outcome"] != NOT_APPLICABLE:
+                _add(tally.mix, ", ".join(group["capabilities"]) or "(none)", worlds)
+        return tally
+
+
+def _add(counts: dict[str, int], key: str, n: int) -> None:
+    counts[key] = counts.get(key, 0) + n
+
+
+def _first(rows: Any, outcome: str, limit: int) -> list[Any]:
+    """The first LIMIT rows of OUTCOME by seed; no pass over the rows when none is wanted."""
+    if limit <= 0:
+        return []
+    from pyspark.sql import functions as f
+
+    return list(rows.where(f.col("outcome") == outcome).orderBy("seed").limit(limit).collect())
 
 
 def _reproduce(sc: Any, plan: Plan, failing: list[Outcome], folder: Path) -> list[dict[str, Any]]:

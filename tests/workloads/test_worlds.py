@@ -218,3 +218,36 @@ def test_a_worlds_row_has_the_columns_of_the_spark_schema_in_its_order() -> None
     row = outcome.row()
     assert list(row) == [f.name for f in schema().fields]
     assert row["seed"] == 3 and row["trace_hash"] == outcome.trace_hash and row["capabilities"] == outcome.capabilities
+
+
+def test_the_summary_counts_worlds_by_outcome_rule_and_capabilities_from_grouped_rows() -> None:
+    """summary.json's counts come from one grouping of the rows (outcome, capabilities, rules) with its sizes."""
+    from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE
+    from sbtck.workloads.job import Tally
+
+    def group(
+        outcome: str, capabilities: list[str], rules: list[str], worlds: int, conversations: int | None
+    ) -> dict[str, object]:
+        return {
+            "outcome": outcome,
+            "capabilities": capabilities,
+            "rules": rules,
+            "worlds": worlds,
+            "conversations": conversations,
+        }
+
+    tally = Tally.of(
+        [
+            group(PASSED, ["activation", "routing"], [], 7, 35),
+            group(FAILED, ["activation", "routing"], ["ACT-10", "RTC-3"], 2, 10),
+            group(FAILED, ["activation"], ["ACT-10"], 3, 15),
+            group(ERROR, ["routing"], [], 1, 5),
+            group(NOT_APPLICABLE, [], [], 4, None),
+            group(PASSED, [], [], 1, 0),
+        ]
+    )
+    assert tally.outcomes == {PASSED: 8, FAILED: 5, ERROR: 1, NOT_APPLICABLE: 4}
+    assert tally.by_rule == {"ACT-10": 5, "RTC-3": 2}  # worlds per rule, a world once under each of its rules
+    assert tally.conversations == 65
+    # not-applicable worlds asked for nothing the implementation has: they are left out of the mix
+    assert tally.mix == {"activation, routing": 9, "activation": 3, "routing": 1, "(none)": 1}
