@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from sbtck.engine.params import EngineParams
 from sbtck.observations import Kind
 from sbtck.workloads.generate import WAITING_VIEWS, World
 from sbtck.workloads.trace import Trace
@@ -32,6 +33,8 @@ GONE = frozenset(
 # most events of a long world (routing retried every few seconds) are none of them
 WATCHED = frozenset({STARTED, EXITED, SENT, ARRIVED, *GONE, RETURNED, COMMITTED, ROLLED_BACK, NOTIFICATION})
 Msg = tuple[str, bool, int]
+# PER-0: the documents fix the timer's period, so no profile changes it and every implementation shares it
+TIMER_PERIOD_MS = EngineParams().timer_period_s * 1000
 
 
 @dataclass(frozen=True)
@@ -90,18 +93,18 @@ class Invariants:
             kind = e["kind"]
             if kind not in WATCHED:
                 continue
-            if kind == NOTIFICATION:  # the most frequent of them: a world notifies every five seconds
+            if kind == NOTIFICATION:  # the most frequent of them: a world notifies every period of the timer
                 instance = str(e.get("instance"))
                 number = self.notifications.get(instance, 0) + 1
                 self.notifications[instance] = number
                 start = self.world.start_ms
-                if e.get("number") != number or e["at_ms"] != start + 5000 * number:
+                if e.get("number") != number or e["at_ms"] != start + TIMER_PERIOD_MS * number:
                     found.append(
                         Violation(
                             "PER-0",
                             index,
                             f"notification {e.get('number')} of {instance} at "
-                            f"{e['at_ms'] - start} ms; expected number {number} at {5000 * number}",
+                            f"{e['at_ms'] - start} ms; expected number {number} at {TIMER_PERIOD_MS * number}",
                         )
                     )
                 continue

@@ -5,10 +5,11 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
-from sbtck.engine import Broker
+from sbtck.engine import Broker, EngineParams
 from sbtck.engine import choosing as ch
 from sbtck.engine.choosing import DATABASE_ORDER, ROUTE
 from sbtck.fixtures.topology import parse
@@ -200,8 +201,9 @@ def _with(**parts: object) -> Callable[[], ReferenceImplementation]:
         (activation.ignores_max_queue_readers, "ACT-10"),
         (_with(receiving_class=_IgnoresLocks), "ACT-09"),
         (_with(receiving_class=_Duplicates), "INV-messages"),
+        (lambda: ReferenceImplementation(params=replace(EngineParams.reference(), timer_period_s=6)), "PER-0"),
     ],
-    ids=["ignores_max_queue_readers", "ignores_group_locks", "duplicates_on_receive"],
+    ids=["ignores_max_queue_readers", "ignores_group_locks", "duplicates_on_receive", "timer_every_6_seconds"],
 )
 def test_a_wrong_engine_breaks_an_invariant_in_some_world(
     factory: Callable[[], ReferenceImplementation], rule: str
