@@ -17,31 +17,17 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIPPED = {".venv", ".git", "out", "build", "dist", "__pycache__", ".mypy_cache", ".ruff_cache", ".hypothesis"}
 
 
 def _copy(to: Path) -> None:
-    """The checkout's files, without compiled modules a developer may have built in place (through a tar, as
-    check-wheel.sh copies it: the links sbtck/engine -> ../engine stay links)."""
-
-    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-        parts = Path(info.name).parts
-        if any(p in SKIPPED or p.endswith(".egg-info") for p in parts) or info.name.endswith(".so"):
-            return None
-        return info
-
-    archive = to.with_suffix(".tar")
-    with tarfile.open(archive, "w") as tar:
-        tar.add(ROOT, arcname=".", filter=keep)
-    with tarfile.open(archive) as tar:
-        tar.extractall(to, filter="tar")
-    archive.unlink()
+    """The checkout's files, without compiled modules a developer may have built in place (scripts/clean-copy.sh,
+    as the CI checks copy it)."""
+    subprocess.run(["bash", str(ROOT / "scripts" / "clean-copy.sh"), str(to)], check=True)
 
 
 def _child(worlds: int, messages: int) -> None:

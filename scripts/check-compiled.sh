@@ -18,8 +18,7 @@ fi
 
 work=$(mktemp -d /tmp/sbtck-compiled.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-tar -c --exclude=.venv --exclude=.git --exclude=out --exclude=build --exclude=dist --exclude='*.egg-info' \
-  --exclude=__pycache__ --exclude='.*_cache' --exclude=.hypothesis --exclude='*.so' . | tar -x -C "$work"
+bash scripts/clean-copy.sh "$work"
 ln -s "$PWD/.venv" "$work/.venv"
 cd "$work"
 bash scripts/compile.sh || fail "the mypyc build"

@@ -15,9 +15,7 @@ fail() { say "FAILED: $*"; exit 1; }
 work=$(mktemp -d /tmp/sbtck-wheel.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 # built from a clean copy: setuptools' build/ keeps modules deleted since, and would ship them
-mkdir "$work/src"
-tar -c --exclude=.venv --exclude=.git --exclude=out --exclude=build --exclude=dist --exclude='*.egg-info' \
-  --exclude=__pycache__ --exclude='.*_cache' --exclude=.hypothesis --exclude='*.so' . | tar -x -C "$work/src"
+bash scripts/clean-copy.sh "$work/src"
 .venv/bin/python -m pip wheel -q --no-deps -w "$work/dist" "$work/src" >"$work/pip.log" 2>&1 || { tail -20 "$work/pip.log"; fail "pip wheel"; }
 wheel=$(ls "$work"/dist/sbtck-*.whl) || fail "no wheel was built"
 say "built $(basename "$wheel")"
