@@ -28,6 +28,10 @@ class Buffered:
     database: str
     arrived_ms: int
 
+    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
+    def __init__(self, envelope: Envelope, database: str, arrived_ms: int) -> None:
+        self.envelope, self.database, self.arrived_ms = envelope, database, arrived_ms
+
 
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Dispatcher:

@@ -24,6 +24,18 @@ class ReaderBehaviour:
     waitfor_ms: int | None = None
     work_ms: int = 0
 
+    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
+    def __init__(
+        self,
+        name: str,
+        receives: bool = True,
+        receive_top: int | None = 1,
+        waitfor_ms: int | None = None,
+        work_ms: int = 0,
+    ) -> None:
+        self.name, self.receives, self.receive_top = name, receives, receive_top
+        self.waitfor_ms, self.work_ms = waitfor_ms, work_ms
+
 
 @dataclass
 class Activation:
@@ -50,6 +62,13 @@ class Message:
             "message_type_name": self.message_type,
             "message_body": self.body,
         }
+
+    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
+    def __init__(
+        self, queuing_order: int, dialog: str, group: str, sequence: int, message_type: str, body: str, arrived_ms: int
+    ) -> None:
+        self.queuing_order, self.dialog, self.group, self.sequence = queuing_order, dialog, group, sequence
+        self.message_type, self.body, self.arrived_ms = message_type, body, arrived_ms
 
 
 @dataclass
@@ -103,6 +122,19 @@ class Route:
             "mirror_address": self.mirror_address,
             "expires_ms": self.expires_ms,
         }
+
+    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
+    def __init__(
+        self,
+        name: str,
+        service_name: str | None = None,
+        broker_instance: str | None = None,
+        address: str = LOCAL,
+        mirror_address: str | None = None,
+        expires_ms: int | None = None,
+    ) -> None:
+        self.name, self.service_name, self.broker_instance, self.address = name, service_name, broker_instance, address
+        self.mirror_address, self.expires_ms = mirror_address, expires_ms
 
 
 @dataclass
@@ -182,3 +214,19 @@ class Envelope:
 
     def fields(self) -> dict[str, object]:
         return {"dialog": self.dialog, "message_sequence_number": self.sequence, "from_target": self.from_target}
+
+    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
+    def __init__(
+        self,
+        dialog: str,
+        sequence: int,
+        to_service: str,
+        to_broker_instance: str | None,
+        from_target: bool,
+        message_type: str = "DEFAULT",
+        body: str = "",
+        hops: int = 0,
+    ) -> None:
+        self.dialog, self.sequence, self.to_service = dialog, sequence, to_service
+        self.to_broker_instance, self.from_target = to_broker_instance, from_target
+        self.message_type, self.body, self.hops = message_type, body, hops

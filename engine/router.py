@@ -114,6 +114,21 @@ class Waiting:
     address: str | None = None
     order: int = 0
 
+    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
+    def __init__(
+        self,
+        envelope: Envelope,
+        instance: str,
+        inside: bool,
+        home: str | None,
+        status: str,
+        received_ms: int,
+        address: str | None = None,
+        order: int = 0,
+    ) -> None:
+        self.envelope, self.instance, self.inside, self.home = envelope, instance, inside, home
+        self.status, self.received_ms, self.address, self.order = status, received_ms, address, order
+
 
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Router:

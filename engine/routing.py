@@ -21,6 +21,18 @@ class Match:
     request: Route | None = None
     picked_broker_instance: str | None = None
 
+    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
+    def __init__(
+        self,
+        step: str,
+        routes: list[Route] | None = None,
+        delayed: bool = False,
+        request: Route | None = None,
+        picked_broker_instance: str | None = None,
+    ) -> None:
+        self.step, self.routes, self.delayed = step, [] if routes is None else routes, delayed
+        self.request, self.picked_broker_instance = request, picked_broker_instance
+
 
 def live(routes: Iterable[Route], now_ms: int) -> list[Route]:
     """RTE-02: expired routes take no part."""
@@ -83,6 +95,10 @@ class Choice:
     step: str
     route: Route
     candidates: list[str]
+
+    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
+    def __init__(self, step: str, route: Route, candidates: list[str]) -> None:
+        self.step, self.route, self.candidates = step, route, candidates
 
 
 def choose(routes: list[Route], instance_has_service: bool, chooser: Chooser) -> Choice | None:

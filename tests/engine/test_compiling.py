@@ -80,3 +80,40 @@ def test_a_stale_build_warns_and_says_what_to_run(monkeypatch: pytest.MonkeyPatc
         compiling.warn_if_stale("sbtck.workloads")  # each package warns of its own modules only
         monkeypatch.setattr(compiling, "stale_modules", list)
         compiling.warn_if_stale("sbtck.engine")
+
+
+def _written_out(cls: type) -> bool:
+    # the dataclasses module makes its __init__ by exec, from source that has no file; a compiled one has no code
+    code = getattr(cls.__init__, "__code__", None)  # type: ignore[misc]
+    return code is None or code.co_filename != "<string>"
+
+
+def test_an_init_written_out_takes_its_dataclass_fields_in_order_with_their_defaults() -> None:
+    """A field added to such a dataclass and not to its __init__ would be left unset, or set to a stale default."""
+    import dataclasses
+    import importlib
+    import inspect
+
+    checked = []
+    for name in compiling.COMPILED_MODULES:
+        for cls in vars(importlib.import_module(name)).values():
+            if not (inspect.isclass(cls) and dataclasses.is_dataclass(cls) and cls.__module__ == name):
+                continue
+            if not _written_out(cls):
+                continue
+            checked.append(cls.__name__)
+            if not hasattr(cls.__init__, "__code__"):
+                continue  # compiled: no signature to read, and typed fields; the test on plain Python holds it
+            fields = dataclasses.fields(cls)
+            required = [f for f in fields if f.default is f.default_factory is dataclasses.MISSING]
+            built = cls(*[object() for _ in required])
+            assert all(hasattr(built, f.name) for f in fields), cls
+            params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+            assert [p.name for p in params] == [f.name for f in fields], cls
+            for f, p in zip(fields, params, strict=True):
+                if f.default_factory is not dataclasses.MISSING:
+                    assert p.default is None, (cls, f.name)  # None stands for a fresh one
+                else:
+                    want = inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default
+                    assert p.default == want, (cls, f.name)
+    assert {"Envelope", "Message", "Route", "Waiting", "_Due"} <= set(checked), checked
