@@ -182,6 +182,10 @@ class Endpoint:
     service: str
     broker_instance: str
 
+    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
+    def __init__(self, instance: str, database: str, service: str, broker_instance: str) -> None:
+        self.instance, self.database, self.service, self.broker_instance = instance, database, service, broker_instance
+
 
 @dataclass
 class Conversation:

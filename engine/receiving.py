@@ -39,6 +39,10 @@ class Session:
     wait: Wait | None = None
 
 
+def _no_deadline() -> None:
+    """A wait with no WAITFOR has no deadline to cancel."""
+
+
 @dataclass
 class Wait:
     session: Session
@@ -48,7 +52,23 @@ class Wait:
     where_dialog: str | None
     where_group: str | None
     on_result: Callable[[list[Message], str | None], None]
-    cancel_deadline: Callable[[], None] = lambda: None
+    cancel_deadline: Callable[[], None] = _no_deadline
+
+    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
+    def __init__(
+        self,
+        session: Session,
+        queue: QueueRef,
+        statement: str,
+        top: int | None,
+        where_dialog: str | None,
+        where_group: str | None,
+        on_result: Callable[[list[Message], str | None], None],
+        cancel_deadline: Callable[[], None] = _no_deadline,
+    ) -> None:
+        self.session, self.queue, self.statement, self.top = session, queue, statement, top
+        self.where_dialog, self.where_group = where_dialog, where_group
+        self.on_result, self.cancel_deadline = on_result, cancel_deadline
 
     @property
     def has_where(self) -> bool:
