@@ -125,8 +125,13 @@ class QueueMonitors:
             self.evaluate(self.queues[key], TIMER)
 
     def evaluate(self, queue: Queue, trigger: str, arrived_on_empty: bool = False) -> None:
-        """ACT-05: a trigger makes the monitor look, once the instant has settled."""
-        self.clock.settle(lambda: self._evaluate(queue, trigger, arrived_on_empty))
+        """ACT-05: a trigger makes the monitor look, once the instant has settled.
+
+        A queue with no monitor has nothing to look (``_evaluate``): only a command adds or removes a monitor, and
+        nothing is left to settle when one starts, so the queue still has none once this instant settles.
+        """
+        if queue.key in self.monitors:
+            self.clock.settle(lambda: self._evaluate(queue, trigger, arrived_on_empty))
 
     def _evaluate(self, queue: Queue, trigger: str, arrived_on_empty: bool) -> None:
         """ACT-01: two decisions in order - is activation necessary, then does it occur (internal and external)."""

@@ -227,7 +227,18 @@ class Broker(QueueStatements, Administration):
                 body,
             )
             origin, home = self.instances[conv.initiator.instance], conv.initiator.database
-        self.log.emit(self.clock.now_ms, Kind.MESSAGE_SENT, instance=origin.name, database=home, **env.fields())
+        # written out, not merged from env.fields(): every message is sent
+        self.log.record(
+            self.clock.now_ms,
+            Kind.MESSAGE_SENT,
+            {
+                "instance": origin.name,
+                "database": home,
+                "dialog": env.dialog,
+                "message_sequence_number": env.sequence,
+                "from_target": env.from_target,
+            },
+        )
         self.router.submit(env, origin, home)
         return {"message_sequence_number": sequence}
 

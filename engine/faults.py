@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.compiling import mypyc_attr, trait
 from sbtck.engine.context import command
 from sbtck.engine.dispatcher import RUNNING, STOPPED, Dispatcher
@@ -30,8 +31,9 @@ class _Broker(Protocol):
     transport: Transport
     maintenance: Maintenance
     dispatchers: dict[str, Dispatcher]
+    clock: Clockwork
 
-    def apply(self, at_ms: int, action: Any) -> Any: ...
+    def advance(self, at_ms: int) -> None: ...
     def instance(self, name: str) -> Instance: ...
     def database(self, instance: str, database: str) -> Database: ...
     def conversation(self, dialog: str) -> Conversation: ...

@@ -4,29 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from sbtck.contract import QueueRef
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
-from sbtck.engine.model import Message, Queue
+from sbtck.engine.model import Message
 from sbtck.errors import ReceivingError
 from sbtck.observations import Kind
 
+if TYPE_CHECKING:  # the monitors hold a Receiving too
+    from sbtck.engine.activation import QueueMonitors
+
 RECEIVE = "RECEIVE"
 GET_CONVERSATION_GROUP = "GET CONVERSATION GROUP"
-
-
-class QueueWatcher(Protocol):
-    """The queue monitor side: told what readers do, so it can decide on activation."""
-
-    def receive_called(self, queue: Queue) -> None: ...
-
-    def receive_finished(self, queue: Queue, *, empty: bool, has_where: bool) -> None: ...
-
-    def receive_waiting(self, queue: Queue) -> None: ...
-
-    def rolled_back(self, queue: Queue) -> None: ...
 
 
 @dataclass
@@ -53,6 +44,8 @@ class Wait:
     where_group: str | None
     on_result: Callable[[list[Message], str | None], None]
     cancel_deadline: Callable[[], None] = _no_deadline
+    # the rows and the conversation group the statement returned, once it has
+    result: tuple[list[Message], str | None] | None = None
 
     # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
     def __init__(
@@ -65,10 +58,11 @@ class Wait:
         where_group: str | None,
         on_result: Callable[[list[Message], str | None], None],
         cancel_deadline: Callable[[], None] = _no_deadline,
+        result: tuple[list[Message], str | None] | None = None,
     ) -> None:
         self.session, self.queue, self.statement, self.top = session, queue, statement, top
         self.where_dialog, self.where_group = where_dialog, where_group
-        self.on_result, self.cancel_deadline = on_result, cancel_deadline
+        self.on_result, self.cancel_deadline, self.result = on_result, cancel_deadline, result
 
     @property
     def has_where(self) -> bool:
@@ -82,7 +76,9 @@ Result = Callable[[list[Message], str | None], None]
 class Receiving:
     """Hands messages to readers, one reader per conversation group at a time."""
 
-    def __init__(self, ctx: Context, watcher: QueueWatcher) -> None:
+    # The watcher is the queue monitors, told what readers do so that they can decide on activation. Named by its
+    # class rather than by a protocol: the compiled build then calls it directly, several times a RECEIVE.
+    def __init__(self, ctx: Context, watcher: QueueMonitors) -> None:
         self.queues = ctx.queues
         self.clock = ctx.clock
         self.log = ctx.log
@@ -102,17 +98,18 @@ class Receiving:
         where_group: str | None = None,
         waitfor_ms: int | None = None,
         on_result: Result = lambda rows, group: None,
-    ) -> None:
+    ) -> Wait:
+        """The statement, returned: its ``result`` is set when it returned at once, else it waits."""
         if session.wait is not None:
             raise ReceivingError(f"session {session.name!r} is already waiting in {session.wait.statement}")
         queue = self.queues[key]
         wait = Wait(session, key, statement, top, where_dialog, where_group, on_result)
         self.watcher.receive_called(queue)
         if self._try_serve(wait):
-            return
+            return wait
         if not waitfor_ms:
             self._finish(wait, [], None)
-            return
+            return wait
         session.wait = wait
         self.waits[key].append(wait)
         due = self.clock.at(self.clock.now_ms + waitfor_ms, lambda: self._time_out(wait))
@@ -126,6 +123,7 @@ class Receiving:
             **key.fields(),
         )
         self.watcher.receive_waiting(queue)
+        return wait
 
     def tasks_waiting(self, key: QueueRef) -> int:
         """Sessions waiting in GET CONVERSATION GROUP or a RECEIVE without WHERE (ACT-07)."""
@@ -215,11 +213,19 @@ class Receiving:
         rows: list[Message] = []
         if wait.statement == RECEIVE:
             queue = self.queues[wait.queue]
-            rows = [m for m in queue.messages if m.group == group and self._matches(wait, m)]
-            if wait.top is not None:
-                rows = rows[: wait.top]
-            taken = {id(m) for m in rows}
-            queue.messages = [m for m in queue.messages if id(m) not in taken]
+            # one pass over the queue, ending at the TOP-th row: the rest of a long queue is kept as it stands
+            kept: list[Message] = []
+            top = wait.top
+            messages = queue.messages
+            for i, m in enumerate(messages):
+                if top is not None and len(rows) >= top:
+                    kept.extend(messages[i:])
+                    break
+                if m.group == group and self._matches(wait, m):
+                    rows.append(m)
+                else:
+                    kept.append(m)
+            queue.messages = kept
         if session.in_transaction:
             self.locks[(wait.queue, group)] = session
             session.locks.add((wait.queue, group))
@@ -236,16 +242,30 @@ class Receiving:
             self.cancel_wait(wait.session)
         empty = group is None
         key = wait.queue
-        fields: dict[str, object] = {
-            "session": wait.session.name,
-            "statement": wait.statement,
-            "has_where": wait.has_where,
-        }
+        has_where = wait.has_where
+        # each written out whole: every RECEIVE ends here
+        fields: dict[str, object]
         if wait.statement == RECEIVE:
-            fields["rows"] = [m.row() for m in rows]
+            fields = {
+                "session": wait.session.name,
+                "statement": RECEIVE,
+                "has_where": has_where,
+                "rows": [m.row() for m in rows],
+                "instance": key.instance,
+                "database": key.database,
+                "queue": key.queue,
+            }
         else:
-            fields["conversation_group"] = group
-        fields["instance"], fields["database"], fields["queue"] = key.instance, key.database, key.queue
+            fields = {
+                "session": wait.session.name,
+                "statement": wait.statement,
+                "has_where": has_where,
+                "conversation_group": group,
+                "instance": key.instance,
+                "database": key.database,
+                "queue": key.queue,
+            }
         self.log.record(self.clock.now_ms, Kind.EMPTY_RESULT if empty else Kind.ROWS_RETURNED, fields)
-        self.watcher.receive_finished(self.queues[wait.queue], empty=empty, has_where=wait.has_where)
+        self.watcher.receive_finished(self.queues[key], empty=empty, has_where=has_where)
+        wait.result = (rows, group)
         wait.on_result(rows, group)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from sbtck.engine.choosing import LOST_PRINCIPAL_TOO, PARTNER_ALONE, PROBES, Addresses, Chooser
 from sbtck.engine.compiling import mypyc_attr
@@ -24,15 +24,8 @@ from sbtck.engine.routing import Choice, Match, choose, live, locate, match
 from sbtck.engine.transport import Transport
 from sbtck.observations import Kind
 
-
-class Arrivals(Protocol):
-    """Where a routed message ends: named apart so that the two ends cannot be swapped by position."""
-
-    def deliver(self, env: Envelope, at: Instance, db: Database) -> None:
-        """Into the target queue, now."""
-
-    def dispatch(self, env: Envelope, at: Instance, db: Database) -> None:
-        """Through the receiving instance's message dispatcher, which buffers and may drop it (PER-1C)."""
+if TYPE_CHECKING:  # the broker holds its router
+    from sbtck.engine.broker import Broker
 
 
 DELAYED = "delayed"
@@ -137,13 +130,16 @@ class Router:
         ctx: Context,
         chooser: Chooser,
         transport: Transport,
-        arrivals: Arrivals,
+        arrivals: Broker,
     ) -> None:
         self.instances = ctx.instances
         self.clock = ctx.clock
         self.log = ctx.log
         self.params = ctx.params
         self.chooser = chooser
+        # where a routed message ends: Broker.deliver into the target queue now, or Broker.dispatch through the
+        # receiving instance's message dispatcher, which buffers and may drop it (PER-1C); named by its class, not a
+        # protocol, so that the compiled build calls it directly
         self.arrivals = arrivals
         self.transport = transport
         # the messages the network loses: True for every transmission, False for the next one only
@@ -174,18 +170,19 @@ class Router:
         return next((i for i in self.instances.values() if i.address.upper() == address.upper()), None)
 
     def _emit(self, kind: Kind, at: Instance, env: Envelope, **fields: object) -> None:
+        self._record(kind, at, env, fields)
+
+    def _record(self, kind: Kind, at: Instance, env: Envelope, fields: dict[str, object]) -> None:
+        """``_emit`` with the event's own fields in a dict already built: for every routing attempt's events."""
         # the message's fields written out rather than merged from env.fields(): a delayed message emits every retry
-        self.log.record(
-            self.clock.now_ms,
-            kind,
-            {
-                "instance": at.name,
-                "dialog": env.dialog,
-                "message_sequence_number": env.sequence,
-                "from_target": env.from_target,
-                **fields,
-            },
-        )
+        event: dict[str, object] = {
+            "instance": at.name,
+            "dialog": env.dialog,
+            "message_sequence_number": env.sequence,
+            "from_target": env.from_target,
+        }
+        event.update(fields)
+        self.log.record(self.clock.now_ms, kind, event)
 
     # The steps of routing, as methods so that a test can build a wrong router (written out rather than
     # ``live = staticmethod(live)``: a compiled Router would not see a subclass replace such an attribute).
@@ -359,14 +356,14 @@ class Router:
         if known is not None and known.stamp == stamp and self.clock.now_ms < known.until_ms:
             self.unroutable[place] = known
             # each event its own list of routes: no event shares a mutable field with another
-            self._emit(Kind.ROUTES_MATCHED, at, env, **{**known.matched, "routes": list(known.routes)})
+            self._record(Kind.ROUTES_MATCHED, at, env, {**known.matched, "routes": list(known.routes)})
             self._delay(env, at, inside, home, known.why)
             return
         where = (at.name, table, env.to_service, env.to_broker_instance)
         decided = self.decided.get(where)
         choice: Choice | None
         if decided is not None and decided.stamp == stamp and self.clock.now_ms < decided.until_ms:
-            self._emit(Kind.ROUTES_MATCHED, at, env, **{**decided.matched, "routes": list(decided.routes)})
+            self._record(Kind.ROUTES_MATCHED, at, env, {**decided.matched, "routes": list(decided.routes)})
             choice = decided.choice
         else:
             asked = self._asking.asked
@@ -385,7 +382,7 @@ class Router:
                 "routes": names,
                 **({"broker_instance": found.picked_broker_instance} if found.picked_broker_instance else {}),
             }
-            self._emit(Kind.ROUTES_MATCHED, at, env, **matched)
+            self._record(Kind.ROUTES_MATCHED, at, env, dict(matched))
             if found.request is not None:
                 pending.add((found.request.name, env.to_service))
                 self._emit(
@@ -408,7 +405,8 @@ class Router:
         if choice is None:  # not reached: a decision is kept only when it chose a route
             return
         route = choice.route
-        self._emit(Kind.ROUTE_CHOSEN, at, env, step=choice.step, route=route.name, candidates=list(choice.candidates))
+        chosen: dict[str, object] = {"step": choice.step, "route": route.name, "candidates": list(choice.candidates)}
+        self._record(Kind.ROUTE_CHOSEN, at, env, chosen)
         if route.address.upper() == LOCAL:
             self._local(env, at, env.to_broker_instance or route.broker_instance, home, via_transport)
             return
@@ -451,7 +449,10 @@ class Router:
             rule = "RTL-2" if broker else "RTL-3"
             self._emit(Kind.MESSAGE_DROPPED, at, env, rule=rule, reason=f"no service {env.to_service} in {where}")
             return
-        (self.arrivals.dispatch if via_transport else self.arrivals.deliver)(env, at, db)
+        if via_transport:
+            self.arrivals.dispatch(env, at, db)
+        else:
+            self.arrivals.deliver(env, at, db)
 
     def _delay(self, env: Envelope, at: Instance, inside: bool, home: str | None, why: str) -> None:
         self._emit(Kind.CONVERSATION_DELAYED, at, env, step=why)

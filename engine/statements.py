@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from sbtck.contract import QueueRef
@@ -11,7 +10,7 @@ from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.compiling import mypyc_attr, trait
 from sbtck.engine.context import command
 from sbtck.engine.events import EventLog
-from sbtck.engine.model import Conversation, Message, Queue, ReaderBehaviour
+from sbtck.engine.model import Conversation, Queue, ReaderBehaviour
 from sbtck.engine.receiving import GET_CONVERSATION_GROUP, RECEIVE, Receiving, Session
 from sbtck.errors import BrokerError
 from sbtck.observations import Kind
@@ -25,7 +24,7 @@ class _Broker(Protocol):
     receiving: Receiving
     monitors: QueueMonitors
 
-    def apply(self, at_ms: int, action: Callable[[], T]) -> T: ...
+    def advance(self, at_ms: int) -> None: ...
     def queue(self, key: QueueRef) -> Queue: ...
     def session(self, name: str) -> Session: ...
     def procedure(self, key: QueueRef, name: str) -> ReaderBehaviour: ...
@@ -76,15 +75,7 @@ class QueueStatements:
         key = self.queue(key).key  # the engine's own: its tables then find it by identity, without comparing names
         if where_dialog is not None:
             self.conversation(where_dialog)
-        answer: dict[str, Any] = {"status": "waiting"}
-        returned = False
-
-        def answered(rows: list[Message], group: str | None) -> None:
-            if not returned:
-                status = "empty" if group is None else "rows"
-                answer.update(status=status, rows=[m.row() for m in rows], conversation_group=group)
-
-        self.receiving.receive(
+        wait = self.receiving.receive(
             self.session(session),
             key,
             statement=GET_CONVERSATION_GROUP if get_conversation_group else RECEIVE,
@@ -92,10 +83,15 @@ class QueueStatements:
             where_dialog=where_dialog,
             where_group=where_group,
             waitfor_ms=waitfor_ms,
-            on_result=answered,
         )
-        returned = True
-        return answer
+        if wait.result is None:
+            return {"status": "waiting"}
+        rows, group = wait.result
+        return {
+            "status": "empty" if group is None else "rows",
+            "rows": [m.row() for m in rows],
+            "conversation_group": group,
+        }
 
     @command
     def alter_queue(

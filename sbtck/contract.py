@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from sbtck.errors import ContractError
 from sbtck.views import VIEW_COLUMNS
@@ -37,24 +37,15 @@ CAPABILITIES = (
 VIEWS = tuple(VIEW_COLUMNS)  # what query_view answers; sys.routes and sys.transmission_queue take an instance
 
 
-@dataclass(frozen=True)
-class QueueRef:
+class QueueRef(NamedTuple):
     """A queue, named as everywhere in the kit: instance, database, queue."""
 
+    # A named tuple rather than a frozen dataclass: the engine keys most of its tables by queue, a dozen lookups a
+    # message, and a tuple hashes and compares in C where a dataclass calls its Python __hash__ and __eq__ (in the
+    # compiled build too, as this module is not compiled). Its JSON is an object all the same (Command.to_json).
     instance: str
     database: str
     queue: str
-
-    # The engine keys most of its tables by queue, so a queue's hash is taken a dozen times a message; it is
-    # computed once. It is a string hash, different in every process: a pickle carries the three names only.
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((self.instance, self.database, self.queue)))
-
-    def __hash__(self) -> int:
-        return self._hash  # type: ignore[attr-defined, no-any-return]
-
-    def __reduce__(self) -> tuple[type[QueueRef], tuple[str, str, str]]:
-        return QueueRef, (self.instance, self.database, self.queue)
 
     def fields(self) -> dict[str, str]:
         """The event fields that name the queue."""
@@ -67,7 +58,11 @@ class Command:
     at_ms: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, **dataclasses.asdict(self)}
+        # a queue as its object of three names: asdict keeps a named tuple a tuple, which JSON writes as a list
+        return {
+            "kind": self.kind,
+            **{k: v.fields() if isinstance(v, QueueRef) else v for k, v in dataclasses.asdict(self).items()},
+        }
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,12 @@ def test_a_command_round_trips_through_json(command: c.Command) -> None:
     assert c.command_from_json(json.loads(json.dumps(command.to_json()))) == command
 
 
+def test_a_queue_is_written_as_an_object_of_its_three_names() -> None:
+    """QueueRef is a named tuple, which JSON would write as a list; the protocol documents an object."""
+    command = c.Receive(1, "S1", c.QueueRef("sql1", "shop", "TargetQueue"), top=1)
+    assert command.to_json()["queue"] == {"instance": "sql1", "database": "shop", "queue": "TargetQueue"}
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
