@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from sbtck.contract import QueueRef
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
+from sbtck.engine.events import EMPTY_RESULT, ROWS_RETURNED
 from sbtck.engine.model import Message
 from sbtck.errors import ReceivingError
 from sbtck.observations import Kind
@@ -244,28 +245,35 @@ class Receiving:
         key = wait.queue
         has_where = wait.has_where
         # each written out whole: every RECEIVE ends here
-        fields: dict[str, object]
+        kind = EMPTY_RESULT if empty else ROWS_RETURNED
         if wait.statement == RECEIVE:
-            fields = {
-                "session": wait.session.name,
-                "statement": RECEIVE,
-                "has_where": has_where,
-                "rows": [m.row() for m in rows],
-                "instance": key.instance,
-                "database": key.database,
-                "queue": key.queue,
-            }
+            self.log.add(
+                {
+                    "session": wait.session.name,
+                    "statement": RECEIVE,
+                    "has_where": has_where,
+                    "rows": [m.row() for m in rows],
+                    "instance": key.instance,
+                    "database": key.database,
+                    "queue": key.queue,
+                    "at_ms": self.clock.now_ms,
+                    "kind": kind,
+                }
+            )
         else:
-            fields = {
-                "session": wait.session.name,
-                "statement": wait.statement,
-                "has_where": has_where,
-                "conversation_group": group,
-                "instance": key.instance,
-                "database": key.database,
-                "queue": key.queue,
-            }
-        self.log.record(self.clock.now_ms, Kind.EMPTY_RESULT if empty else Kind.ROWS_RETURNED, fields)
+            self.log.add(
+                {
+                    "session": wait.session.name,
+                    "statement": wait.statement,
+                    "has_where": has_where,
+                    "conversation_group": group,
+                    "instance": key.instance,
+                    "database": key.database,
+                    "queue": key.queue,
+                    "at_ms": self.clock.now_ms,
+                    "kind": kind,
+                }
+            )
         self.watcher.receive_finished(self.queues[key], empty=empty, has_where=has_where)
         wait.result = (rows, group)
         wait.on_result(rows, group)

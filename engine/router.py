@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from sbtck.engine.choosing import LOST_PRINCIPAL_TOO, PARTNER_ALONE, PROBES, Addresses, Chooser
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
+from sbtck.engine.events import ROUTE_CHOSEN, ROUTES_MATCHED
 from sbtck.engine.model import LOCAL, TRANSPORT, Database, Envelope, Instance, Route
 from sbtck.engine.routing import Choice, Match, choose, live, locate, match
 from sbtck.engine.transport import Transport
@@ -170,19 +171,21 @@ class Router:
         return next((i for i in self.instances.values() if i.address.upper() == address.upper()), None)
 
     def _emit(self, kind: Kind, at: Instance, env: Envelope, **fields: object) -> None:
-        self._record(kind, at, env, fields)
+        self._record(kind._value_, at, env, fields)
 
-    def _record(self, kind: Kind, at: Instance, env: Envelope, fields: dict[str, object]) -> None:
+    def _record(self, kind: str, at: Instance, env: Envelope, fields: dict[str, object]) -> None:
         """``_emit`` with the event's own fields in a dict already built: for every routing attempt's events."""
         # the message's fields written out rather than merged from env.fields(): a delayed message emits every retry
         event: dict[str, object] = {
+            "at_ms": self.clock.now_ms,
+            "kind": kind,
             "instance": at.name,
             "dialog": env.dialog,
             "message_sequence_number": env.sequence,
             "from_target": env.from_target,
         }
         event.update(fields)
-        self.log.record(self.clock.now_ms, kind, event)
+        self.log.add(event)
 
     # The steps of routing, as methods so that a test can build a wrong router (written out rather than
     # ``live = staticmethod(live)``: a compiled Router would not see a subclass replace such an attribute).
@@ -352,18 +355,18 @@ class Router:
         place = (env.dialog, env.from_target, env.sequence, at.name, table)
         stamp = (self._routes_version, len(pending), has_service)
         # taken out, and put back only while it holds: a message that goes on leaves nothing behind
-        known = self.unroutable.pop(place, None)
+        known = self.unroutable.pop(place, None) if self.unroutable else None
         if known is not None and known.stamp == stamp and self.clock.now_ms < known.until_ms:
             self.unroutable[place] = known
             # each event its own list of routes: no event shares a mutable field with another
-            self._record(Kind.ROUTES_MATCHED, at, env, {**known.matched, "routes": list(known.routes)})
+            self._record(ROUTES_MATCHED, at, env, {**known.matched, "routes": list(known.routes)})
             self._delay(env, at, inside, home, known.why)
             return
         where = (at.name, table, env.to_service, env.to_broker_instance)
         decided = self.decided.get(where)
         choice: Choice | None
         if decided is not None and decided.stamp == stamp and self.clock.now_ms < decided.until_ms:
-            self._record(Kind.ROUTES_MATCHED, at, env, {**decided.matched, "routes": list(decided.routes)})
+            self._record(ROUTES_MATCHED, at, env, {**decided.matched, "routes": list(decided.routes)})
             choice = decided.choice
         else:
             asked = self._asking.asked
@@ -382,7 +385,7 @@ class Router:
                 "routes": names,
                 **({"broker_instance": found.picked_broker_instance} if found.picked_broker_instance else {}),
             }
-            self._record(Kind.ROUTES_MATCHED, at, env, dict(matched))
+            self._record(ROUTES_MATCHED, at, env, dict(matched))
             if found.request is not None:
                 pending.add((found.request.name, env.to_service))
                 self._emit(
@@ -406,7 +409,7 @@ class Router:
             return
         route = choice.route
         chosen: dict[str, object] = {"step": choice.step, "route": route.name, "candidates": list(choice.candidates)}
-        self._record(Kind.ROUTE_CHOSEN, at, env, chosen)
+        self._record(ROUTE_CHOSEN, at, env, chosen)
         if route.address.upper() == LOCAL:
             self._local(env, at, env.to_broker_instance or route.broker_instance, home, via_transport)
             return

@@ -39,7 +39,7 @@ T = TypeVar("T")
 class QueueStatements:
     """A part of the Broker (mypy's self-type mixin): its methods see the Broker as ``_Broker``.
 
-    Every method is a ``command``: called with the time first, applied through ``Broker.apply``.
+    Every method is a ``command``: called with the time first, applied as ``command`` says.
     """
 
     @command
@@ -54,9 +54,11 @@ class QueueStatements:
     def rollback(self: _Broker, session: str) -> None:
         self.receiving.rollback(self.session(session))
 
-    @command
+    # a command written out, as Broker.send is (it says why)
     def receive(
         self: _Broker,
+        at_ms: int,
+        /,
         session: str,
         key: QueueRef,
         *,
@@ -72,6 +74,7 @@ class QueueStatements:
         (``rows_returned`` or ``empty_result``), as a real session sees them
         when its statement returns; the answer given now is final.
         """
+        self.advance(at_ms)
         key = self.queue(key).key  # the engine's own: its tables then find it by identity, without comparing names
         if where_dialog is not None:
             self.conversation(where_dialog)
@@ -84,14 +87,14 @@ class QueueStatements:
             where_group=where_group,
             waitfor_ms=waitfor_ms,
         )
-        if wait.result is None:
-            return {"status": "waiting"}
-        rows, group = wait.result
-        return {
-            "status": "empty" if group is None else "rows",
-            "rows": [m.row() for m in rows],
-            "conversation_group": group,
-        }
+        # the answer as the statement returned, before what it set off at this instant runs
+        answer: dict[str, Any] = {"status": "waiting"}
+        if wait.result is not None:
+            rows, group = wait.result
+            status = "empty" if group is None else "rows"
+            answer = {"status": status, "rows": [m.row() for m in rows], "conversation_group": group}
+        self.clock.run_pending()
+        return answer
 
     @command
     def alter_queue(

@@ -133,3 +133,26 @@ def test_commands_move_time_forward_only() -> None:
     with pytest.raises(BrokerError, match="time cannot go back"):
         b.begin_dialog(4_999, "D1", "sql1", "shop", "Initiator", "ManualService")
     assert b.conversations == {}
+
+
+def test_send_and_receive_keep_the_command_convention_they_write_out() -> None:
+    """context.command: what fell due runs first, then the statement, then what it set off at that same instant.
+
+    SEND and RECEIVE write the three steps out rather than take the decorator (Broker.send says why).
+    """
+    b = broker()
+    b.begin_dialog(0, "D1", "sql1", "shop", "Initiator", "BusyService")
+    b.drain_events_json()
+    b.send(12_000, "D1")
+    events = [(e["at_ms"], e["kind"]) for e in b.drain_events_json()]
+    # the timer notifications of 5 and 10 seconds before the message
+    assert events.index((10_000, Kind.TIMER_NOTIFICATION)) < events.index((12_000, Kind.MESSAGE_SENT))
+    # the arrival on an empty queue activates its procedure within the same call (ACT-06)
+    assert events.index((12_000, Kind.MESSAGE_ARRIVED)) < events.index((12_000, Kind.PROCEDURE_STARTED))
+    b.begin_dialog(12_000, "D2", "sql1", "shop", "Initiator", "ManualService")
+    b.send(12_000, "D2")
+    b.drain_events_json()
+    answer = b.receive(16_000, "S1", key("Manual"))
+    assert _seqs(answer) == [("D2", 0)]
+    events = [(e["at_ms"], e["kind"]) for e in b.drain_events_json()]
+    assert events.index((15_000, Kind.TIMER_NOTIFICATION)) < events.index((16_000, Kind.ROWS_RETURNED))
