@@ -39,7 +39,7 @@ A = TypeVar("A", bound=Applies)
 
 
 def command(method: Callable[Concatenate[A, P], T]) -> Callable[Concatenate[A, int, P], T]:
-    """Makes a broker method a command: its first argument is the time, and it runs through ``Broker.apply``.
+    """Makes a broker method a command: its first argument is the time, and it runs as ``Broker.apply`` runs an action.
 
     One convention for every command of the contract: what fell due up to the
     time runs first, then the command, then what the command set off at that
@@ -47,7 +47,8 @@ def command(method: Callable[Concatenate[A, P], T]) -> Callable[Concatenate[A, i
     moves time.
     """
 
-    # Broker.apply's three steps written out rather than handed a closure: every SEND and RECEIVE comes this way
+    # Broker.apply's three steps written out rather than handed a closure, one object fewer per command (SEND and
+    # RECEIVE, the busiest, write the three steps out themselves: Broker.send says why)
     @functools.wraps(method)
     def at(self: A, at_ms: int, /, *args: P.args, **kwargs: P.kwargs) -> T:
         self.advance(at_ms)
