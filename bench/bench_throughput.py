@@ -40,7 +40,7 @@ def engine_run(messages: int, dialogs: int) -> None:
         broker.send(i, names[i % dialogs], body="x")
         rows = broker.receive(i, "reader", queue, top=1)["rows"]
         assert len(rows) == 1
-        broker.drain_events_json()  # as every adapter of the kit takes them
+        broker.drain_events_json()  # as the workload stage takes them (ReferenceImplementation.execute_json)
 
 
 def baseline_run(messages: int, dialogs: int) -> None:
