@@ -14,56 +14,69 @@ from sbtck.engine.choosing import Chooser
 from sbtck.engine.params import PROFILE_PATH
 from sbtck.errors import BrokerError
 
-Handler = Callable[[Broker, Any], Any]
+Handler = Callable[[Broker, dict[str, Any]], Any]
 
 
-# Every command the same way: the broker's method of that name, the time first (see engine.context.command).
-DISPATCH: dict[type[c.Command], Handler] = {
-    c.AdvanceTime: lambda b, cmd: b.advance_time(cmd.at_ms),
-    c.BeginDialog: lambda b, cmd: b.begin_dialog(
-        cmd.at_ms, cmd.dialog, cmd.instance, cmd.database, cmd.from_service, cmd.to_service, cmd.to_broker_instance
+# Every command the same way: the broker's method of that name, the time first (see engine.context.command),
+# from the command's values by field name (contract.command_values: defaults filled in, a queue a QueueRef).
+DISPATCH: dict[str, Handler] = {
+    c.AdvanceTime.kind: lambda b, v: b.advance_time(v["at_ms"]),
+    c.BeginDialog.kind: lambda b, v: b.begin_dialog(
+        v["at_ms"],
+        v["dialog"],
+        v["instance"],
+        v["database"],
+        v["from_service"],
+        v["to_service"],
+        v["to_broker_instance"],
     ),
-    c.Send: lambda b, cmd: b.send(cmd.at_ms, cmd.dialog, cmd.message_type, cmd.body, cmd.from_target),
-    c.BeginTransaction: lambda b, cmd: b.begin_transaction(cmd.at_ms, cmd.session),
-    c.Commit: lambda b, cmd: b.commit(cmd.at_ms, cmd.session),
-    c.Rollback: lambda b, cmd: b.rollback(cmd.at_ms, cmd.session),
-    c.Receive: lambda b, cmd: b.receive(
-        cmd.at_ms,
-        cmd.session,
-        cmd.queue,
-        top=cmd.top,
-        where_dialog=cmd.where_dialog,
-        where_group=cmd.where_group,
-        waitfor_ms=cmd.waitfor_ms,
+    c.Send.kind: lambda b, v: b.send(v["at_ms"], v["dialog"], v["message_type"], v["body"], v["from_target"]),
+    c.BeginTransaction.kind: lambda b, v: b.begin_transaction(v["at_ms"], v["session"]),
+    c.Commit.kind: lambda b, v: b.commit(v["at_ms"], v["session"]),
+    c.Rollback.kind: lambda b, v: b.rollback(v["at_ms"], v["session"]),
+    c.Receive.kind: lambda b, v: b.receive(
+        v["at_ms"],
+        v["session"],
+        v["queue"],
+        top=v["top"],
+        where_dialog=v["where_dialog"],
+        where_group=v["where_group"],
+        waitfor_ms=v["waitfor_ms"],
     ),
-    c.GetConversationGroup: lambda b, cmd: b.receive(
-        cmd.at_ms, cmd.session, cmd.queue, waitfor_ms=cmd.waitfor_ms, get_conversation_group=True
+    c.GetConversationGroup.kind: lambda b, v: b.receive(
+        v["at_ms"], v["session"], v["queue"], waitfor_ms=v["waitfor_ms"], get_conversation_group=True
     ),
-    c.AlterQueue: lambda b, cmd: b.alter_queue(
-        cmd.at_ms,
-        cmd.queue,
-        status=None if cmd.status is None else cmd.status == "ON",
-        procedure_name=cmd.procedure_name,
-        max_queue_readers=cmd.max_queue_readers,
+    c.AlterQueue.kind: lambda b, v: b.alter_queue(
+        v["at_ms"],
+        v["queue"],
+        status=None if v["status"] is None else v["status"] == "ON",
+        procedure_name=v["procedure_name"],
+        max_queue_readers=v["max_queue_readers"],
     ),
-    c.CreateEventNotification: lambda b, cmd: b.create_event_notification(cmd.at_ms, cmd.name, cmd.queue),
-    c.DropEventNotification: lambda b, cmd: b.drop_event_notification(cmd.at_ms, cmd.name, cmd.queue),
-    c.ExitProcedure: lambda b, cmd: b.exit_procedure(cmd.at_ms, cmd.queue, cmd.task),
-    c.CreateRoute: lambda b, cmd: b.create_route(cmd.at_ms, cmd.instance, cmd.database, cmd.route),
-    c.AlterRoute: lambda b, cmd: b.alter_route(cmd.at_ms, cmd.instance, cmd.database, cmd.route),
-    c.DropRoute: lambda b, cmd: b.drop_route(cmd.at_ms, cmd.instance, cmd.database, cmd.name),
-    c.AnswerRoutingRequest: lambda b, cmd: b.answer_routing_request(cmd.at_ms, cmd.instance, cmd.database, cmd.route),
-    c.SetMessageForwarding: lambda b, cmd: b.set_message_forwarding(cmd.at_ms, cmd.instance, cmd.active),
-    c.SetReachable: lambda b, cmd: b.set_reachable(cmd.at_ms, cmd.instance, cmd.reachable),
-    c.Failover: lambda b, cmd: b.failover(cmd.at_ms, cmd.instance, cmd.database),
-    c.FailTaskHandlers: lambda b, cmd: b.fail_task_handlers(cmd.at_ms, cmd.instance, cmd.count),
-    c.SetDispatcherSaving: lambda b, cmd: b.set_dispatcher_saving(cmd.at_ms, cmd.instance, cmd.mode, cmd.delay_s),
-    c.LoseInTransit: lambda b, cmd: b.lose_in_transit(cmd.at_ms, cmd.dialog, cmd.sequence, cmd.from_target, cmd.every),
-    c.DropConnection: lambda b, cmd: b.drop_connection(cmd.at_ms, cmd.instance, cmd.address),
-    c.FailTransmission: lambda b, cmd: b.fail_transmission(cmd.at_ms, cmd.dialog, cmd.reason),
-    c.CreateMasterKey: lambda b, cmd: b.create_master_key(cmd.at_ms, cmd.instance, cmd.database),
-    c.StopAckCleanup: lambda b, cmd: b.stop_ack_cleanup(cmd.at_ms, cmd.instance, cmd.database),
-    c.QueryView: lambda b, cmd: {"rows": b.query_view(cmd.at_ms, cmd.view, cmd.instance, cmd.database)},
+    c.CreateEventNotification.kind: lambda b, v: b.create_event_notification(v["at_ms"], v["name"], v["queue"]),
+    c.DropEventNotification.kind: lambda b, v: b.drop_event_notification(v["at_ms"], v["name"], v["queue"]),
+    c.ExitProcedure.kind: lambda b, v: b.exit_procedure(v["at_ms"], v["queue"], v["task"]),
+    c.CreateRoute.kind: lambda b, v: b.create_route(v["at_ms"], v["instance"], v["database"], v["route"]),
+    c.AlterRoute.kind: lambda b, v: b.alter_route(v["at_ms"], v["instance"], v["database"], v["route"]),
+    c.DropRoute.kind: lambda b, v: b.drop_route(v["at_ms"], v["instance"], v["database"], v["name"]),
+    c.AnswerRoutingRequest.kind: lambda b, v: b.answer_routing_request(
+        v["at_ms"], v["instance"], v["database"], v["route"]
+    ),
+    c.SetMessageForwarding.kind: lambda b, v: b.set_message_forwarding(v["at_ms"], v["instance"], v["active"]),
+    c.SetReachable.kind: lambda b, v: b.set_reachable(v["at_ms"], v["instance"], v["reachable"]),
+    c.Failover.kind: lambda b, v: b.failover(v["at_ms"], v["instance"], v["database"]),
+    c.FailTaskHandlers.kind: lambda b, v: b.fail_task_handlers(v["at_ms"], v["instance"], v["count"]),
+    c.SetDispatcherSaving.kind: lambda b, v: b.set_dispatcher_saving(
+        v["at_ms"], v["instance"], v["mode"], v["delay_s"]
+    ),
+    c.LoseInTransit.kind: lambda b, v: b.lose_in_transit(
+        v["at_ms"], v["dialog"], v["sequence"], v["from_target"], v["every"]
+    ),
+    c.DropConnection.kind: lambda b, v: b.drop_connection(v["at_ms"], v["instance"], v["address"]),
+    c.FailTransmission.kind: lambda b, v: b.fail_transmission(v["at_ms"], v["dialog"], v["reason"]),
+    c.CreateMasterKey.kind: lambda b, v: b.create_master_key(v["at_ms"], v["instance"], v["database"]),
+    c.StopAckCleanup.kind: lambda b, v: b.stop_ack_cleanup(v["at_ms"], v["instance"], v["database"]),
+    c.QueryView.kind: lambda b, v: {"rows": b.query_view(v["at_ms"], v["view"], v["instance"], v["database"])},
 }
 
 
@@ -95,36 +108,40 @@ class ReferenceImplementation:
         )
 
     def execute(self, command: c.Command) -> c.Response:
-        response = self._apply(command)
-        response.events = [] if self.broker is None else self.broker.drain_events()
-        return response
+        # a frozen command's __dict__ is its values by field name, a queue already a QueueRef
+        error, result = self._apply({"kind": command.kind, **command.__dict__})
+        events = [] if self.broker is None else self.broker.drain_events()
+        return c.Response(result=result, error=error, events=events)
 
-    def execute_json(self, command: c.Command) -> tuple[c.Response, list[dict[str, Any]]]:
-        """``execute``, its events as the JSON objects a workload's trace keeps rather than in the response.
+    def execute_json(self, op: dict[str, Any]) -> tuple[str | None, dict[str, Any], list[dict[str, Any]]]:
+        """A command's JSON run as ``execute`` runs the command: the error, the result and the events as JSON.
 
-        The same events, each equal to its ``Event.to_json()``: a world makes
-        hundreds, and building each as an object to turn it into a dict again
-        was a tenth of checking the world.
+        What the workload stage runs its worlds with: a world is a script of
+        JSON commands, and building each as a command object, and each event
+        as an ``Event`` only to turn it into a dict again, was a fifth of
+        checking the world. Bad JSON is refused as ``command_from_json``
+        refuses it (ContractError).
         """
         if type(self).execute is not ReferenceImplementation.execute:
             # a subclass that changes execute (a test's dying worker, a variant) is run through its own execute
-            response = self.execute(command)
-            return response, [e.to_json() for e in response.events]
-        response = self._apply(command)
-        return response, [] if self.broker is None else self.broker.drain_events_json()
+            response = self.execute(c.command_from_json(op))
+            return response.error, response.result, [e.to_json() for e in response.events]
+        error, result = self._apply(c.command_values(op))
+        return error, result, [] if self.broker is None else self.broker.drain_events_json()
 
-    def _apply(self, command: c.Command) -> c.Response:
+    def _apply(self, values: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+        """The command's error (None when it was applied) and result."""
+        kind = values["kind"]
         try:
-            if isinstance(command, c.Start):
-                self.broker = self.broker_class(command.topology, command.at_ms, self.params, self.chooser)
-                result: dict[str, Any] | None = {}
-            elif self.broker is None:
-                return c.Response(error=f"{command.kind} before start: declare a topology first")
-            else:
-                result = DISPATCH[type(command)](self.broker, command)
+            if kind == c.Start.kind:
+                self.broker = self.broker_class(values["topology"], values["at_ms"], self.params, self.chooser)
+                return None, {}
+            if self.broker is None:
+                return f"{kind} before start: declare a topology first", {}
+            result = DISPATCH[kind](self.broker, values)
         except BrokerError as exc:
-            return c.Response(error=str(exc))
-        return c.Response(result=result or {})
+            return str(exc), {}
+        return None, result or {}
 
     def close(self) -> None:
         self.broker = None

@@ -323,36 +323,58 @@ class QueryView(Command):
 COMMANDS: dict[str, type[Command]] = {cls.kind: cls for cls in Command.__subclasses__()}
 
 
-# each command's field names and "kind", looked up once: a workload parses hundreds of commands per world
-FIELD_NAMES: dict[str, frozenset[str]] = {}
+class _Shape(NamedTuple):
+    """A command's fields as its JSON is checked against them."""
+
+    names: frozenset[str]  # every key its JSON may have, "kind" among them
+    required: tuple[str, ...]
+    defaults: dict[str, Any]
 
 
-def _field_names(cls: type[Command]) -> frozenset[str]:
-    names = FIELD_NAMES.get(cls.kind)
-    if names is None:
-        names = FIELD_NAMES[cls.kind] = frozenset(f.name for f in dataclasses.fields(cls)) | {"kind"}
-    return names
+def _shape(cls: type[Command]) -> _Shape:
+    fields = dataclasses.fields(cls)
+    return _Shape(
+        frozenset(f.name for f in fields) | {"kind"},
+        tuple(f.name for f in fields if f.default is dataclasses.MISSING),
+        {f.name: f.default for f in fields if f.default is not dataclasses.MISSING},
+    )
 
 
-def command_from_json(data: dict[str, Any]) -> Command:
+# looked up once per kind: a workload reads hundreds of commands per world
+SHAPES: dict[str, _Shape] = {kind: _shape(cls) for kind, cls in COMMANDS.items()}
+QUEUE_FIELDS = frozenset(QueueRef._fields)
+
+
+def command_values(data: Any) -> dict[str, Any]:
+    """A command's JSON checked as ``command_from_json`` checks it: its fields, defaults filled in, ``kind`` kept.
+
+    What the reference runs a workload's commands from, without building the command: the values of
+    ``command_from_json(data)``, each field by name, a queue as its ``QueueRef``.
+    """
     if not isinstance(data, dict) or "kind" not in data:
         raise ContractError(f"a command is an object with a 'kind', got {data!r}")
-    cls = COMMANDS.get(data["kind"])
-    if cls is None:
-        raise ContractError(f"unknown command kind {data['kind']!r}; known: {', '.join(sorted(COMMANDS))}")
-    names = _field_names(cls)
-    if not names.issuperset(data):
-        unknown = set(data) - names
-        raise ContractError(f"command {cls.kind!r} has no field(s) {', '.join(sorted(unknown))}")
-    values = dict(data)
-    del values["kind"]
-    try:
-        queue = values.get("queue")
-        if isinstance(queue, dict):
-            values["queue"] = QueueRef(**queue)
-        return cls(**values)
-    except TypeError as exc:
-        raise ContractError(f"command {cls.kind!r}: {exc}") from None
+    kind = data["kind"]
+    shape = SHAPES.get(kind) if isinstance(kind, str) else None
+    if shape is None:
+        raise ContractError(f"unknown command kind {kind!r}; known: {', '.join(sorted(COMMANDS))}")
+    if not shape.names.issuperset(data):
+        unknown = set(data) - shape.names
+        raise ContractError(f"command {kind!r} has no field(s) {', '.join(sorted(map(str, unknown)))}")
+    values = {**shape.defaults, **data}
+    missing = [name for name in shape.required if name not in values]
+    if missing:
+        raise ContractError(f"command {kind!r}: missing field(s) {', '.join(missing)}")
+    if "queue" in values:
+        queue = values["queue"]
+        if not isinstance(queue, dict) or queue.keys() != QUEUE_FIELDS:
+            raise ContractError(f"command {kind!r}: queue is an object of {', '.join(QueueRef._fields)}, got {queue!r}")
+        values["queue"] = QueueRef(**queue)
+    return values
+
+
+def command_from_json(data: Any) -> Command:
+    values = command_values(data)
+    return COMMANDS[values.pop("kind")](**values)
 
 
 # not frozen: a frozen dataclass sets each field through object.__setattr__, four times the cost of building an

@@ -43,17 +43,16 @@ class Trace:
 
 def execute(op: dict[str, Any], implementation: Implementation) -> dict[str, Any]:
     """One command of a world on the implementation: the step of its trace."""
-    command = command_from_json(op)
     if isinstance(implementation, ReferenceImplementation):
-        response, events = implementation.execute_json(command)
+        error, result, events = implementation.execute_json(op)
     else:
-        response = implementation.execute(command)
-        events = [e.to_json() for e in response.events]
+        response = implementation.execute(command_from_json(op))
+        error, result, events = response.error, response.result, [e.to_json() for e in response.events]
     return {
         "kind": op["kind"],
-        "error": response.error,
+        "error": error,
         # a snapshot, whatever the implementation does with the object it returned
-        "result": _snapshot(response.result),
+        "result": _snapshot(result),
         "events": events,
     }
 
