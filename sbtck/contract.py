@@ -327,16 +327,18 @@ class _Shape(NamedTuple):
     """A command's fields as its JSON is checked against them."""
 
     names: frozenset[str]  # every key its JSON may have, "kind" among them
-    required: tuple[str, ...]
+    required: frozenset[str]
     defaults: dict[str, Any]
+    takes_queue: bool
 
 
 def _shape(cls: type[Command]) -> _Shape:
     fields = dataclasses.fields(cls)
     return _Shape(
         frozenset(f.name for f in fields) | {"kind"},
-        tuple(f.name for f in fields if f.default is dataclasses.MISSING),
+        frozenset(f.name for f in fields if f.default is dataclasses.MISSING),
         {f.name: f.default for f in fields if f.default is not dataclasses.MISSING},
+        any(f.name == "queue" for f in fields),
     )
 
 
@@ -360,11 +362,11 @@ def command_values(data: Any) -> dict[str, Any]:
     if not shape.names.issuperset(data):
         unknown = set(data) - shape.names
         raise ContractError(f"command {kind!r} has no field(s) {', '.join(sorted(map(str, unknown)))}")
-    values = {**shape.defaults, **data}
-    missing = [name for name in shape.required if name not in values]
-    if missing:
+    if not shape.required <= data.keys():
+        missing = sorted(shape.required - data.keys())
         raise ContractError(f"command {kind!r}: missing field(s) {', '.join(missing)}")
-    if "queue" in values:
+    values = {**shape.defaults, **data}
+    if shape.takes_queue:
         queue = values["queue"]
         if not isinstance(queue, dict) or queue.keys() != QUEUE_FIELDS:
             raise ContractError(f"command {kind!r}: queue is an object of {', '.join(QueueRef._fields)}, got {queue!r}")
