@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -11,6 +12,23 @@ import yaml
 
 # package data: found the same way in a checkout and in an installed wheel
 PROFILE_PATH = Path(str(resources.files(__name__.rpartition(".")[0]).joinpath("profile.yaml")))
+# each profile's text, parsed: the workload's differential check builds a reference (and its parameters) for every
+# connecting choice of every world, and one parse of the YAML takes longer than checking a world
+_PARSED: dict[str, dict[str, Any]] = {}
+
+
+def _parsed(path: Path) -> dict[str, Any]:
+    """The profile at PATH as parsed, shared: read it, never change it."""
+    text = path.read_text()
+    parsed = _PARSED.get(text)
+    if parsed is None:
+        parsed = _PARSED[text] = yaml.safe_load(text)
+    return parsed
+
+
+def load_profile(path: Path = PROFILE_PATH) -> dict[str, Any]:
+    """The implementation profile at PATH, a copy of its own for the caller: parsed once while its text is the same."""
+    return copy.deepcopy(_parsed(path))
 
 
 @dataclass(frozen=True)
@@ -29,6 +47,6 @@ class EngineParams:
 
     @classmethod
     def reference(cls) -> EngineParams:
-        data: dict[str, Any] = yaml.safe_load(PROFILE_PATH.read_text())["params"]
+        data: dict[str, Any] = _parsed(PROFILE_PATH)["params"]
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)

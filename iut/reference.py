@@ -6,12 +6,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from sbtck import contract as c
 from sbtck.engine import Broker, EngineParams
 from sbtck.engine.choosing import Chooser
-from sbtck.engine.params import PROFILE_PATH
+from sbtck.engine.params import PROFILE_PATH, load_profile
 from sbtck.errors import BrokerError
 
 Handler = Callable[[Broker, dict[str, Any]], Any]
@@ -95,7 +93,7 @@ class ReferenceImplementation:
         # the workload's differential check runs the reference with another implementation's values and choices
         self.params = params or EngineParams.reference()
         self.chooser = chooser
-        self.profile = yaml.safe_load(profile.read_text())
+        self.profile = load_profile(profile)
         self.name = name or self.profile["implementation"]["name"]
         self.broker: Broker | None = None
 

@@ -78,3 +78,19 @@ def test_every_open_parameter_has_a_range_and_the_reference_lies_in_it() -> None
             continue
         assert param.low is not None and param.high is not None and param.low <= param.high, param.name
         assert param.low <= declared[param.name] <= param.high, param.name
+
+
+def test_a_profile_is_parsed_once_per_text_and_each_reader_gets_its_own_copy(tmp_path: Path) -> None:
+    # the workload's differential check builds a reference per connecting choice of every world
+    from sbtck.engine.params import load_profile
+    from sbtck.iut.reference import ReferenceImplementation
+
+    path = tmp_path / "profile.yaml"
+    path.write_text("implementation: {name: first, version: 1}\nparams: {delayed_retry_s: 10}\n")
+    mine = load_profile(path)
+    mine["params"]["delayed_retry_s"] = 99
+    assert load_profile(path)["params"]["delayed_retry_s"] == 10
+    assert ReferenceImplementation(profile=path).handshake().name == "first"
+    path.write_text("implementation: {name: second, version: 1}\nparams: {delayed_retry_s: 20}\n")
+    assert ReferenceImplementation(profile=path).handshake().name == "second"
+    assert load_profile(path)["params"]["delayed_retry_s"] == 20
