@@ -13,7 +13,7 @@ from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context, command
 from sbtck.engine.dispatcher import Dispatcher
-from sbtck.engine.events import MESSAGE_ARRIVED, MESSAGE_SENT, EventLog
+from sbtck.engine.events import MESSAGE_ARRIVED, MESSAGE_SENT, TIMER_NOTIFICATION, EventLog
 from sbtck.engine.faults import Administration
 from sbtck.engine.model import Conversation, Database, Endpoint, Envelope, Instance, Message, Queue, ReaderBehaviour
 from sbtck.engine.params import EngineParams
@@ -103,11 +103,13 @@ class Broker(QueueStatements, Administration):
     def _timer_notification(self) -> None:
         """PER-0: the notifications are counted from broker start; each runs the tasks of its number."""
         self._notification += 1
-        tasks = tasks_of(self._notification, self.schedule)
+        number, now = self._notification, self.clock.now_ms
+        tasks = tasks_of(number, self.schedule)
         names = [task.name for task in tasks]
         for name in self.instances:
-            self.log.emit(
-                self.clock.now_ms, Kind.TIMER_NOTIFICATION, instance=name, number=self._notification, tasks=names
+            # built whole (EventLog.add), each event with its own list of the tasks
+            self.log.add(
+                {"instance": name, "number": number, "tasks": names[:], "at_ms": now, "kind": TIMER_NOTIFICATION}
             )
         for task in tasks:
             task.run(self)

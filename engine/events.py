@@ -15,6 +15,9 @@ ROUTE_CHOSEN: Final = Kind.ROUTE_CHOSEN._value_
 MESSAGE_ARRIVED: Final = Kind.MESSAGE_ARRIVED._value_
 ROWS_RETURNED: Final = Kind.ROWS_RETURNED._value_
 EMPTY_RESULT: Final = Kind.EMPTY_RESULT._value_
+# and what every timer notification records for each instance
+TIMER_NOTIFICATION: Final = Kind.TIMER_NOTIFICATION._value_
+TRANSMITTER_RECLASSIFIED: Final = Kind.TRANSMITTER_RECLASSIFIED._value_
 
 
 class EventLog:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from sbtck.engine.choosing import LOST_PRINCIPAL_TOO, PARTNER_ALONE, PROBES, Addresses, Chooser
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
-from sbtck.engine.events import ROUTE_CHOSEN, ROUTES_MATCHED
+from sbtck.engine.events import ROUTE_CHOSEN, ROUTES_MATCHED, TRANSMITTER_RECLASSIFIED
 from sbtck.engine.model import LOCAL, TRANSPORT, Database, Envelope, Instance, Route
 from sbtck.engine.routing import Choice, Match, choose, live, locate, match
 from sbtck.engine.transport import Transport
@@ -34,6 +34,8 @@ CONNECTING = "waiting for a connection"
 NO_PRINCIPAL = "no partner claims to be principal"
 BEHIND = "behind an earlier message of the conversation"
 FAILED = "failed"
+# PER-2B: the heads of the transmission queue the transmitter looks at again
+RECLASSIFIED = frozenset({DELAYED, CONNECTING, NO_PRINCIPAL, FAILED})
 
 
 @dataclass(frozen=True)
@@ -297,16 +299,18 @@ class Router:
         since = self.last_reclassified_ms.get(instance, -1)
         self.last_reclassified_ms[instance] = self.clock.now_ms
         changed = self.metadata_changed.pop(instance, 0)
-        heads = [h for h in self.heads(DELAYED, CONNECTING, NO_PRINCIPAL, FAILED) if h.instance == instance]
+        heads = [
+            line[0]
+            for line in self.lines.values()
+            if line and line[0].instance == instance and line[0].status in RECLASSIFIED
+        ]
         # the expiries are looked at only when a dialog waits here: this runs twice a notification per instance
         chosen = [h for h in heads if h.status == FAILED or h.order < changed] if heads else []
         if len(chosen) < len(heads) and self._expired_since(instance, since):
             chosen = heads
-        self.log.emit(
-            self.clock.now_ms,
-            Kind.TRANSMITTER_RECLASSIFIED,
-            instance=instance,
-            dialogs=[h.envelope.dialog for h in chosen],
+        dialogs = [h.envelope.dialog for h in chosen]
+        self.log.add(
+            {"instance": instance, "dialogs": dialogs, "at_ms": self.clock.now_ms, "kind": TRANSMITTER_RECLASSIFIED}
         )
         for head in chosen:
             self.failed.pop(head.envelope.dialog, None)
