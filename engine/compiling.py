@@ -59,6 +59,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "sbtck.engine.views",
     "sbtck.workloads.generate",
     "sbtck.workloads.invariants",
+    "sbtck.workloads.landscape",
     "sbtck.workloads.trace",
 )
 
