@@ -140,6 +140,7 @@ class Checker:
             detail = f"declares none of {', '.join(AREAS)}: no world can be drawn for it"
             return Outcome(seed, GENERATOR_VERSION, 0, 0, 0, 0, NOT_APPLICABLE, detail=detail)
         world = self.world(seed)
+        needed = needs(world)
         base = Outcome(
             seed,
             world.version,
@@ -148,10 +149,10 @@ class Checker:
             len(world.topology["instances"]),
             0,
             PASSED,
-            capabilities=sorted(needs(world)),
+            capabilities=sorted(needed),
         )
         try:
-            missing = needs(world) - set(self.handshake.capabilities)
+            missing = needed - set(self.handshake.capabilities)
             if missing:  # the generator draws within the capabilities: this guards its promise
                 base.outcome, base.detail = NOT_APPLICABLE, "needs " + ", ".join(sorted(missing))
                 return base
