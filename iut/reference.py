@@ -116,7 +116,7 @@ class ReferenceImplementation:
 
         What the workload stage runs its worlds with: a world is a script of
         JSON commands, and building each as a command object, and each event
-        as an ``Event`` only to turn it into a dict again, was a fifth of
+        as an ``Event`` only to turn it into a dict again, was about a sixth of
         checking the world. Bad JSON is refused as ``command_from_json``
         refuses it (ContractError).
         """
