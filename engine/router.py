@@ -34,8 +34,6 @@ CONNECTING = "waiting for a connection"
 NO_PRINCIPAL = "no partner claims to be principal"
 BEHIND = "behind an earlier message of the conversation"
 FAILED = "failed"
-# PER-2B: the heads of the transmission queue the transmitter looks at again
-RECLASSIFIED = frozenset({DELAYED, CONNECTING, NO_PRINCIPAL, FAILED})
 
 
 @dataclass(frozen=True)
@@ -277,8 +275,13 @@ class Router:
         if not line:
             self.lines.pop(key, None)
 
-    def heads(self, *statuses: str) -> list[Waiting]:
-        return [line[0] for line in self.lines.values() if line and line[0].status in statuses]
+    def heads(self, *statuses: str, instance: str | None = None) -> list[Waiting]:
+        """The first message of each line in one of STATUSES (waiting at INSTANCE, when named)."""
+        return [
+            line[0]
+            for line in self.lines.values()
+            if line and line[0].status in statuses and (instance is None or line[0].instance == instance)
+        ]
 
     def connect_and_send(self) -> None:
         """PER-2A: connect to destinations with pending messages that are not suppressed, then send."""
@@ -299,11 +302,7 @@ class Router:
         since = self.last_reclassified_ms.get(instance, -1)
         self.last_reclassified_ms[instance] = self.clock.now_ms
         changed = self.metadata_changed.pop(instance, 0)
-        heads = [
-            line[0]
-            for line in self.lines.values()
-            if line and line[0].instance == instance and line[0].status in RECLASSIFIED
-        ]
+        heads = self.heads(DELAYED, CONNECTING, NO_PRINCIPAL, FAILED, instance=instance)
         # the expiries are looked at only when a dialog waits here: this runs twice a notification per instance
         chosen = [h for h in heads if h.status == FAILED or h.order < changed] if heads else []
         if len(chosen) < len(heads) and self._expired_since(instance, since):
