@@ -29,7 +29,7 @@ Addresses = dict[str, tuple[str, ...]]
 
 class Chooser(Protocol):
     def about(self, instance: str, message: dict[str, object]) -> None:
-        """Which message the next choices are for (its dialog, sequence number and direction)."""
+        """Which message the next choices are for (its dialog, sequence number and direction), and when (at_ms)."""
         ...
 
     def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str: ...

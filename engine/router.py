@@ -348,7 +348,9 @@ class Router:
             self._local(env, at, env.to_broker_instance, None, via_transport)
             return
         # one routing attempt of this message: the choices below are for it (routes_matched reports it)
-        self.chooser.about(at.name, env.fields())
+        about = env.fields()
+        about["at_ms"] = self.clock.now_ms  # which attempt: a message may be routed again later
+        self.chooser.about(at.name, about)
         table, routes = self.table_for(at, inside, home)
         key = f"{at.name}/{table}"
         pending = self.requests.get(key)

@@ -89,18 +89,25 @@ class FollowingChooser:
     route_chosen, the RTM-3 broker instance and the database the message
     went to that follow it, for the same instance and message, are its picks.
     An implementation without a decision trace reports no attempts: then
-    where the message went (the address it was transmitted to, LOCAL when it
-    arrived in that instance, the database) picks the option that sends it
-    there.
+    where the message went (the address it was transmitted to or waits for
+    a connection to, LOCAL when it arrived in that instance, the database)
+    picks the option that sends it there, and the principal probes after a
+    loss pick RTR-4's; both as the message showed them at the attempt's
+    instant, else where it went last (a message waiting for its connection
+    is sent later).
 
     Who gets the conversation group a procedure's commit releases (ACT-09)
     is read from the sessions' results: the first to get rows of that group
-    after the commit.
+    at the commit's instant.
     """
 
     def __init__(self, events: list[dict[str, Any]] | None = None) -> None:
         self.attempts: dict[tuple[str, str, int, bool], list[dict[str, str]]] = {}
         self.went: dict[tuple[str, str, int, bool], dict[str, str]] = {}
+        # an implementation without a decision trace, by message and instant: where the message went then, and
+        # RTR-4's pick; a message's attempts at other instants went elsewhere or asked other addresses (RTR-2 asks
+        # both on first contact), which says nothing about this attempt
+        self.at_instant: dict[tuple[tuple[str, str, int, bool], object], dict[str, str]] = {}
         self.seen: dict[tuple[str, str, int, bool], int] = {}
         self.current: dict[str, str] = {}
         self.fallback = FirstChooser()
@@ -119,16 +126,23 @@ class FollowingChooser:
             if "dialog" not in e or "instance" not in e:
                 continue
             key = _key(e["instance"], e)
+            instant = (key, e.get("at_ms"))
             if e["kind"] == Kind.MESSAGE_TRANSMITTED and e.get("address"):
-                self.went.setdefault(key, {})[WENT_TO] = str(e["address"]).upper()
+                self.went.setdefault(key, {})[WENT_TO] = self._then(instant)[WENT_TO] = str(e["address"]).upper()
             elif e["kind"] in (Kind.DISPATCHER_BUFFERED, Kind.MESSAGE_ARRIVED) and e.get("database"):
                 went = self.went.setdefault(key, {})
                 went.setdefault(WENT_TO, LOCAL)
                 went.setdefault(DATABASE_ORDER, str(e["database"]))
+                self._then(instant).setdefault(WENT_TO, LOCAL)
+            elif e["kind"] == Kind.TRANSMISSION_PENDING:
+                # waiting for a connection to the address it was routed to: where it went, though not sent yet
+                address = _pending_address(e.get("status"))
+                if address is not None:
+                    self._then(instant).setdefault(WENT_TO, address)
             attempts = self.attempts.setdefault(key, [])
             if e["kind"] in (Kind.PRINCIPAL_LOST, Kind.PRINCIPAL_PROBE):
-                # observable: without a decision trace they count for the message, as where it went does
-                _probes(attempts[-1] if attempts else self.went.setdefault(key, {}), e)
+                # observable: without a decision trace they count for the message's attempt at their instant
+                _probes(attempts[-1] if attempts else self._then(instant), e)
             elif e["kind"] == Kind.ROUTES_MATCHED:
                 attempts.append({BROKER_INSTANCE: str(e["broker_instance"])} if e.get("broker_instance") else {})
             elif not attempts:
@@ -137,6 +151,9 @@ class FollowingChooser:
                 attempts[-1][ROUTE] = str(e.get("route"))
             elif e["kind"] in (Kind.DISPATCHER_BUFFERED, Kind.MESSAGE_ARRIVED) and e.get("database"):
                 attempts[-1].setdefault(DATABASE_ORDER, str(e["database"]))
+
+    def _then(self, instant: tuple[tuple[str, str, int, bool], object]) -> dict[str, str]:
+        return self.at_instant.setdefault(instant, {})
 
     def _reader(self, e: dict[str, Any]) -> None:
         session = str(e["session"])
@@ -151,8 +168,10 @@ class FollowingChooser:
         group = e.get("conversation_group") or first.get("conversation_group")
         if group is None:
             return
-        if str(group) in self.released:
-            self.next_reader[self.released.pop(str(group))] = session
+        released = self.released.pop(str(group), None)
+        # only a RECEIVE at the commit's instant answers who got the group then; a later one is another RECEIVE's
+        if released is not None and released[1] == e.get("at_ms"):
+            self.next_reader[released] = session
         self.holding[session] = str(group)
 
     def about(self, instance: str, message: dict[str, object]) -> None:
@@ -165,7 +184,11 @@ class FollowingChooser:
         n = self.seen.get(key, 0)
         self.seen[key] = n + 1
         attempts = self.attempts.get(key, [])
-        self.current = attempts[n] if n < len(attempts) else {} if attempts else self.went.get(key, {})
+        if attempts:
+            self.current = attempts[n] if n < len(attempts) else {}
+            return
+        then = self.at_instant.get((key, message.get("at_ms")), {})
+        self.current = {**self.went.get(key, {}), **{k: then[k] for k in (WENT_TO, PROBES) if k in then}}
 
     def _pick(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str | None:
         allowed = {o.upper(): o for o in options}
@@ -197,6 +220,12 @@ def _probes(attempt: dict[str, str], e: dict[str, Any]) -> None:
 
 
 _LOST, _PROBED = "lost principal", "probed"
+
+
+def _pending_address(status: object) -> str | None:
+    """The address of a transmission_pending's status "waiting for a connection to ADDRESS" (or "failed to")."""
+    _, to, address = str(status).rpartition(" to ")
+    return address.upper() if to and address.upper().startswith("TCP://") else None
 
 
 def reference_params(declared: dict[str, Any]) -> EngineParams:

@@ -156,6 +156,56 @@ def test_the_following_chooser_reads_who_was_asked_after_losing_the_principal_fr
     assert chooser.choose(ch.PROBES, list(pair), pair) == ch.PARTNER_ALONE
 
 
+def test_without_a_decision_trace_the_probes_of_another_instant_say_nothing_of_this_attempt() -> None:
+    """RTR-2 asks both addresses on first contact: that is not RTR-4's "asked the lost principal again" later."""
+    message = {"dialog": "L1", "message_sequence_number": 0, "from_target": False, "instance": "sql1"}
+    pair = {ch.PARTNER_ALONE: ("B",), ch.LOST_PRINCIPAL_TOO: ("A", "B")}
+    probe = {"kind": Kind.PRINCIPAL_PROBE, **message}
+    lost = {"kind": Kind.PRINCIPAL_LOST, **message, "address": "TCP://A"}
+    chooser = FollowingChooser(
+        [
+            {**probe, "at_ms": 0, "address": "TCP://A"},  # first contact: both asked
+            {**probe, "at_ms": 0, "address": "TCP://B"},
+            {**lost, "at_ms": 10000},  # the partner alone
+            {**probe, "at_ms": 10000, "address": "TCP://B"},
+            {**probe, "at_ms": 20000, "address": "TCP://A"},  # both again: asked the lost principal too
+            {**lost, "at_ms": 20000},
+            {**probe, "at_ms": 20000, "address": "TCP://B"},
+        ]
+    )
+    for at_ms, pick in ((10000, ch.PARTNER_ALONE), (20000, ch.LOST_PRINCIPAL_TOO), (10000, ch.PARTNER_ALONE)):
+        chooser.about("sql1", {**message, "at_ms": at_ms})
+        assert chooser.choose(ch.PROBES, list(pair), pair) == pick, at_ms
+
+
+def test_without_a_decision_trace_a_route_is_followed_to_where_the_message_went_at_that_instant() -> None:
+    message = {"dialog": "D1", "message_sequence_number": 0, "from_target": False, "instance": "sql1"}
+    routes: ch.Addresses = {"A": ("TCP://A:4022",), "B": ("TCP://B:4022",), "C": ("TCP://C:4022",)}
+    pending = {"kind": Kind.TRANSMISSION_PENDING, **message}
+    chooser = FollowingChooser(
+        [
+            # waiting for its connection is where the message went, though it is not sent yet
+            {**pending, "at_ms": 0, "status": "waiting for a connection to TCP://b:4022"},
+            {"kind": Kind.MESSAGE_TRANSMITTED, **message, "at_ms": 5000, "address": "TCP://c:4022"},
+            # a status that names no address picks nothing ("claims to be principal" is no address)
+            {**pending, "at_ms": 9000, "status": "no partner claims to be principal"},
+        ]
+    )
+    for at_ms, route in ((0, "B"), (5000, "C"), (9000, "C"), (None, "C")):  # else where it went last
+        chooser.about("sql1", {**message, "at_ms": at_ms})
+        assert chooser.choose(ROUTE, ["A", "B", "C"], routes) == route, at_ms
+
+
+def test_a_group_taken_at_a_later_instant_is_no_answer_to_who_got_it_at_the_commit() -> None:
+    """ACT-09's pick is made at the commit: the committer RECEIVEing the group seconds later is another RECEIVE."""
+    received = {"kind": Kind.ROWS_RETURNED, "at_ms": 0, "session": "Q#1", "rows": [{"conversation_group": "G"}]}
+    committed = {"kind": Kind.TRANSACTION_COMMITTED, "at_ms": 5000, "session": "Q#1"}
+    chooser = FollowingChooser([received, committed, {**received, "at_ms": 6000}])
+    chooser.about("sql1", {"session": "Q#1", "at_ms": 5000})
+    assert chooser.current == {}  # nothing reported: the reference's own pick
+    assert chooser.choose(ch.NEXT_READER, [ch.A_WAITING_READER, ch.THE_COMMITTER]) == ch.A_WAITING_READER
+
+
 def test_the_following_chooser_gives_a_released_group_to_the_session_that_got_it_next() -> None:
     received = {"kind": Kind.ROWS_RETURNED, "at_ms": 0, "session": "Q#1", "rows": [{"conversation_group": "G"}]}
     committed = {"kind": Kind.TRANSACTION_COMMITTED, "at_ms": 5000, "session": "Q#1"}
