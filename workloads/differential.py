@@ -73,6 +73,9 @@ DIFFERENCE = "DIFF"  # one of sbtck.catalogue.KIT_RULES
 WENT_TO = "went to"  # where a message went, for an implementation that does not trace its choices
 
 
+Instant = tuple[tuple[str, str, int, bool], object]  # a message where it is (_key), and an at_ms
+
+
 def _key(instance: object, message: dict[str, Any]) -> tuple[str, str, int, bool]:
     return (
         str(instance),
@@ -93,8 +96,9 @@ class FollowingChooser:
     a connection to, LOCAL when it arrived in that instance, the database)
     picks the option that sends it there, and the principal probes after a
     loss pick RTR-4's; both as the message showed them at the attempt's
-    instant, else where it went last (a message waiting for its connection
-    is sent later).
+    instant (in the attempt a SEND or a retry began then, where several
+    did), else where it went last (a message waiting for its connection is
+    sent later).
 
     Who gets the conversation group a procedure's commit releases (ACT-09)
     is read from the sessions' results: the first to get rows of that group
@@ -104,10 +108,14 @@ class FollowingChooser:
     def __init__(self, events: list[dict[str, Any]] | None = None) -> None:
         self.attempts: dict[tuple[str, str, int, bool], list[dict[str, str]]] = {}
         self.went: dict[tuple[str, str, int, bool], dict[str, str]] = {}
-        # an implementation without a decision trace, by message and instant: where the message went then, and
+        # An implementation without a decision trace, by message and instant: where the message went then, and
         # RTR-4's pick; a message's attempts at other instants went elsewhere or asked other addresses (RTR-2 asks
-        # both on first contact), which says nothing about this attempt
-        self.at_instant: dict[tuple[tuple[str, str, int, bool], object], dict[str, str]] = {}
+        # both on first contact), which says nothing about this attempt. Within the instant, by attempt: a SEND
+        # and each retry (message_sent, routing_retried) start one where the message waits, and the reference
+        # asks about its attempts there in the same order.
+        self.at_instant: dict[Instant, dict[str, str]] = {}
+        self.tries: dict[Instant, list[dict[str, str]]] = {}
+        self.asked: dict[Instant, int] = {}
         self.seen: dict[tuple[str, str, int, bool], int] = {}
         self.current: dict[str, str] = {}
         self.fallback = FirstChooser()
@@ -128,17 +136,19 @@ class FollowingChooser:
             key = _key(e["instance"], e)
             instant = (key, e.get("at_ms"))
             if e["kind"] == Kind.MESSAGE_TRANSMITTED and e.get("address"):
-                self.went.setdefault(key, {})[WENT_TO] = self._then(instant)[WENT_TO] = str(e["address"]).upper()
+                self.went.setdefault(key, {})[WENT_TO] = self._went_then(instant, str(e["address"]).upper())
             elif e["kind"] in (Kind.DISPATCHER_BUFFERED, Kind.MESSAGE_ARRIVED) and e.get("database"):
                 went = self.went.setdefault(key, {})
                 went.setdefault(WENT_TO, LOCAL)
                 went.setdefault(DATABASE_ORDER, str(e["database"]))
-                self._then(instant).setdefault(WENT_TO, LOCAL)
+                self._went_then(instant, LOCAL)
             elif e["kind"] == Kind.TRANSMISSION_PENDING:
                 # waiting for a connection to the address it was routed to: where it went, though not sent yet
                 address = _pending_address(e.get("status"))
                 if address is not None:
-                    self._then(instant).setdefault(WENT_TO, address)
+                    self._went_then(instant, address)
+            elif e["kind"] in (Kind.MESSAGE_SENT, Kind.ROUTING_RETRIED):
+                self.tries.setdefault(instant, []).append({})
             attempts = self.attempts.setdefault(key, [])
             if e["kind"] in (Kind.PRINCIPAL_LOST, Kind.PRINCIPAL_PROBE):
                 # observable: without a decision trace they count for the message's attempt at their instant
@@ -152,8 +162,16 @@ class FollowingChooser:
             elif e["kind"] in (Kind.DISPATCHER_BUFFERED, Kind.MESSAGE_ARRIVED) and e.get("database"):
                 attempts[-1].setdefault(DATABASE_ORDER, str(e["database"]))
 
-    def _then(self, instant: tuple[tuple[str, str, int, bool], object]) -> dict[str, str]:
+    def _then(self, instant: Instant) -> dict[str, str]:
         return self.at_instant.setdefault(instant, {})
+
+    def _went_then(self, instant: Instant, destination: str) -> str:
+        """Where the message went at INSTANT, in its latest attempt begun then: the first place each reached."""
+        self._then(instant).setdefault(WENT_TO, destination)
+        tries = self.tries.get(instant)
+        if tries:
+            tries[-1].setdefault(WENT_TO, destination)
+        return destination
 
     def _reader(self, e: dict[str, Any]) -> None:
         session = str(e["session"])
@@ -187,8 +205,13 @@ class FollowingChooser:
         if attempts:
             self.current = attempts[n] if n < len(attempts) else {}
             return
-        then = self.at_instant.get((key, message.get("at_ms")), {})
-        self.current = {**self.went.get(key, {}), **{k: then[k] for k in (WENT_TO, PROBES) if k in then}}
+        instant = (key, message.get("at_ms"))
+        then = self.at_instant.get(instant, {})
+        nth = self.asked.get(instant, 0)
+        self.asked[instant] = nth + 1
+        tries = self.tries.get(instant, [])
+        attempt = tries[nth] if nth < len(tries) else {}
+        self.current = {**self.went.get(key, {}), **{k: then[k] for k in (WENT_TO, PROBES) if k in then}, **attempt}
 
     def _pick(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str | None:
         allowed = {o.upper(): o for o in options}

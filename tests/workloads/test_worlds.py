@@ -196,6 +196,25 @@ def test_without_a_decision_trace_a_route_is_followed_to_where_the_message_went_
         assert chooser.choose(ROUTE, ["A", "B", "C"], routes) == route, at_ms
 
 
+def test_without_a_decision_trace_each_attempt_of_one_instant_is_followed_to_where_it_went() -> None:
+    """A SEND and each retry begin an attempt; a status before them is an earlier attempt's message waiting."""
+    message = {"dialog": "D1", "message_sequence_number": 0, "from_target": False, "instance": "sql1"}
+    routes: ch.Addresses = {"A": ("TCP://A:4022",), "B": ("TCP://B:4022",), "C": ("TCP://C:4022",)}
+    at = {**message, "at_ms": 10000}
+    chooser = FollowingChooser(
+        [
+            {"kind": Kind.TRANSMISSION_PENDING, **at, "status": "failed to TCP://a:4022"},  # routed earlier
+            {"kind": Kind.ROUTING_RETRIED, **at},
+            {"kind": Kind.TRANSMISSION_PENDING, **at, "status": "waiting for a connection to TCP://b:4022"},
+            {"kind": Kind.ROUTING_RETRIED, **at},
+            {"kind": Kind.MESSAGE_TRANSMITTED, **at, "address": "TCP://c:4022"},
+        ]
+    )
+    for route in ("B", "C"):
+        chooser.about("sql1", at)
+        assert chooser.choose(ROUTE, ["A", "B", "C"], routes) == route
+
+
 def test_a_group_taken_at_a_later_instant_is_no_answer_to_who_got_it_at_the_commit() -> None:
     """ACT-09's pick is made at the commit: the committer RECEIVEing the group seconds later is another RECEIVE."""
     received = {"kind": Kind.ROWS_RETURNED, "at_ms": 0, "session": "Q#1", "rows": [{"conversation_group": "G"}]}
