@@ -110,11 +110,13 @@ class FollowingChooser:
         self.went: dict[tuple[str, str, int, bool], dict[str, str]] = {}
         # An implementation without a decision trace, by message and instant: where the message went then, and
         # RTR-4's pick; a message's attempts at other instants went elsewhere or asked other addresses (RTR-2 asks
-        # both on first contact), which says nothing about this attempt. Within the instant, by attempt: a SEND
-        # and each retry (message_sent, routing_retried) start one where the message waits, and the reference
-        # asks about its attempts there in the same order.
+        # both on first contact), which says nothing about this attempt. Where the message waits, a SEND and each
+        # retry (message_sent, routing_retried) begin an attempt, which leads to the first place the message
+        # reaches before the next begins (a message waiting for its connection is sent later); the reference asks
+        # about its attempts of one instant in the same order.
         self.at_instant: dict[Instant, dict[str, str]] = {}
         self.tries: dict[Instant, list[dict[str, str]]] = {}
+        self.latest: dict[tuple[str, str, int, bool], dict[str, str]] = {}
         self.asked: dict[Instant, int] = {}
         self.seen: dict[tuple[str, str, int, bool], int] = {}
         self.current: dict[str, str] = {}
@@ -148,7 +150,9 @@ class FollowingChooser:
                 if address is not None:
                     self._went_then(instant, address)
             elif e["kind"] in (Kind.MESSAGE_SENT, Kind.ROUTING_RETRIED):
-                self.tries.setdefault(instant, []).append({})
+                begun: dict[str, str] = {}
+                self.latest[key] = begun
+                self.tries.setdefault(instant, []).append(begun)
             attempts = self.attempts.setdefault(key, [])
             if e["kind"] in (Kind.PRINCIPAL_LOST, Kind.PRINCIPAL_PROBE):
                 # observable: without a decision trace they count for the message's attempt at their instant
@@ -166,11 +170,11 @@ class FollowingChooser:
         return self.at_instant.setdefault(instant, {})
 
     def _went_then(self, instant: Instant, destination: str) -> str:
-        """Where the message went at INSTANT, in its latest attempt begun then: the first place each reached."""
+        """Where the message went at INSTANT and in its latest attempt: the first place each reached."""
         self._then(instant).setdefault(WENT_TO, destination)
-        tries = self.tries.get(instant)
-        if tries:
-            tries[-1].setdefault(WENT_TO, destination)
+        attempt = self.latest.get(instant[0])
+        if attempt is not None:
+            attempt.setdefault(WENT_TO, destination)
         return destination
 
     def _reader(self, e: dict[str, Any]) -> None:
@@ -209,9 +213,17 @@ class FollowingChooser:
         then = self.at_instant.get(instant, {})
         nth = self.asked.get(instant, 0)
         self.asked[instant] = nth + 1
-        tries = self.tries.get(instant, [])
-        attempt = tries[nth] if nth < len(tries) else {}
-        self.current = {**self.went.get(key, {}), **{k: then[k] for k in (WENT_TO, PROBES) if k in then}, **attempt}
+        tries = self.tries.get(instant)
+        went = self.went.get(key, {})
+        if not tries:  # no attempt begun here then (the message came from another instance): where it went
+            self.current = {**went, **{k: then[k] for k in (WENT_TO, PROBES) if k in then}}
+            return
+        # where this attempt led, or nowhere shown: not where a later attempt went, nor an earlier one's status
+        self.current = {k: v for k, v in went.items() if k != WENT_TO}
+        if PROBES in then:
+            self.current[PROBES] = then[PROBES]
+        if nth < len(tries):
+            self.current.update(tries[nth])
 
     def _pick(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str | None:
         allowed = {o.upper(): o for o in options}

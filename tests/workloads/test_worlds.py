@@ -215,6 +215,24 @@ def test_without_a_decision_trace_each_attempt_of_one_instant_is_followed_to_whe
         assert chooser.choose(ROUTE, ["A", "B", "C"], routes) == route
 
 
+def test_without_a_decision_trace_an_attempt_leads_where_the_message_goes_before_the_next_begins() -> None:
+    """Sent later once connected, it went where that attempt routed it; a later attempt's place is not this one's."""
+    message = {"dialog": "D1", "message_sequence_number": 0, "from_target": False, "instance": "sql1"}
+    routes: ch.Addresses = {"A": ("TCP://A:4022",), "B": ("TCP://B:4022",), "C": ("TCP://C:4022",)}
+    chooser = FollowingChooser(
+        [
+            {"kind": Kind.MESSAGE_SENT, **message, "at_ms": 0},  # waits for its connection, unreported
+            {"kind": Kind.MESSAGE_TRANSMITTED, **message, "at_ms": 20000, "address": "TCP://b:4022"},
+            {"kind": Kind.ROUTING_RETRIED, **message, "at_ms": 98000},  # shows nothing
+            {"kind": Kind.ROUTING_RETRIED, **message, "at_ms": 110000},
+            {"kind": Kind.MESSAGE_TRANSMITTED, **message, "at_ms": 110000, "address": "TCP://c:4022"},
+        ]
+    )
+    for at_ms, route in ((0, "B"), (98000, "A"), (110000, "C")):  # A: nothing shown, the reference's own pick
+        chooser.about("sql1", {**message, "at_ms": at_ms})
+        assert chooser.choose(ROUTE, ["A", "B", "C"], routes) == route, at_ms
+
+
 def test_a_group_taken_at_a_later_instant_is_no_answer_to_who_got_it_at_the_commit() -> None:
     """ACT-09's pick is made at the commit: the committer RECEIVEing the group seconds later is another RECEIVE."""
     received = {"kind": Kind.ROWS_RETURNED, "at_ms": 0, "session": "Q#1", "rows": [{"conversation_group": "G"}]}
