@@ -94,15 +94,16 @@ class FollowingChooser:
     An implementation without a decision trace reports no attempts: then
     where the message went (the address it was transmitted to or waits for
     a connection to, LOCAL when it arrived in that instance, the database)
-    picks the option that sends it there, and the principal probes after a
-    loss pick RTR-4's; both as the message showed them at the attempt's
+    picks the option that sends it there (or the route its principal probes
+    name), and the probes after a loss pick RTR-4's; all as the message
+    showed them at the attempt's
     instant (in the attempt a SEND or a retry began then, where several
     did), else where it went last (a message waiting for its connection is
     sent later).
 
     Who gets the conversation group a procedure's commit releases (ACT-09)
-    is read from the sessions' results: the first to get rows of that group
-    at the commit's instant.
+    is read from the sessions' results: at a commit while other sessions
+    wait on its queue, the first to get rows there at that instant.
     """
 
     def __init__(self, events: list[dict[str, Any]] | None = None) -> None:
@@ -121,17 +122,20 @@ class FollowingChooser:
         self.seen: dict[tuple[str, str, int, bool], int] = {}
         self.current: dict[str, str] = {}
         self.fallback = FirstChooser()
-        # ACT-09: the group each session last got rows of; a group a commit released, by the commit (its session
-        # and instant); who got it next, by the commit
-        self.holding: dict[str, str] = {}
-        self.released: dict[str, tuple[str, int]] = {}
-        self.next_reader: dict[tuple[str, int], str] = {}
+        # ACT-09: the queue each session reads, the sessions waiting on each queue; by commit (session and
+        # instant), each of its choices in turn (a procedure may commit several times in one instant): who got
+        # rows first after it; the choice each queue's latest commit left open
+        self.queue_of: dict[str, tuple[str, str, str]] = {}
+        self.waiting: dict[tuple[str, str, str], set[str]] = {}
+        self.commits: dict[tuple[str, object], list[dict[str, str]]] = {}
+        self.commits_asked: dict[tuple[str, object], int] = {}
+        self.undecided: dict[tuple[str, str, str], tuple[object, dict[str, str]]] = {}
         self.feed(events or [])
 
     def feed(self, events: list[dict[str, Any]]) -> None:
         """More of the implementation's events, in order: a run in step with it feeds each step's before its own."""
         for e in events:
-            if e["kind"] in (Kind.TRANSACTION_COMMITTED, Kind.ROWS_RETURNED) and e.get("session"):
+            if e["kind"] in _READING and (e.get("session") or e["kind"] == Kind.PROCEDURE_EXITED):
                 self._reader(e)
             if "dialog" not in e or "instance" not in e:
                 continue
@@ -155,8 +159,12 @@ class FollowingChooser:
                 self.tries.setdefault(instant, []).append(begun)
             attempts = self.attempts.setdefault(key, [])
             if e["kind"] in (Kind.PRINCIPAL_LOST, Kind.PRINCIPAL_PROBE):
-                # observable: without a decision trace they count for the message's attempt at their instant
+                # observable: without a decision trace they count for the message's attempt at their instant, and
+                # name the mirrored route it chose
                 _probes(attempts[-1] if attempts else self._then(instant), e)
+                latest = None if attempts or not e.get("route") else self.latest.get(key)
+                if latest is not None:
+                    latest.setdefault(ROUTE, str(e["route"]))
             elif e["kind"] == Kind.ROUTES_MATCHED:
                 attempts.append({BROKER_INSTANCE: str(e["broker_instance"])} if e.get("broker_instance") else {})
             elif not attempts:
@@ -178,28 +186,39 @@ class FollowingChooser:
         return destination
 
     def _reader(self, e: dict[str, Any]) -> None:
+        """ACT-09's pick, from the sessions' results: with readers waiting, a procedure's commit lets them be served
+        before it RECEIVEs again, or RECEIVEs first; the first to get rows on its queue then shows which."""
+        kind, at = e["kind"], e.get("at_ms")
+        queue = (str(e.get("instance")), str(e.get("database")), str(e.get("queue")))
+        if kind == Kind.PROCEDURE_EXITED:  # its wait, if any, ends with it
+            self.waiting.get(queue, set()).discard(f"{e.get('queue')}#{e.get('task')}")
+            return
         session = str(e["session"])
-        if e["kind"] == Kind.TRANSACTION_COMMITTED:
-            group = self.holding.pop(session, None)
-            if group is not None:
-                self.released[group] = (session, int(e["at_ms"]))
+        if kind == Kind.TRANSACTION_COMMITTED:
+            read = self.queue_of.get(session)
+            if read is not None and self.waiting.get(read, set()) - {session}:
+                choice: dict[str, str] = {}
+                self.commits.setdefault((session, at), []).append(choice)
+                self.undecided[read] = (at, choice)
             return
-        # a RECEIVE names the group in its rows, GET CONVERSATION GROUP in the event (rows checked: any answer)
-        rows = e.get("rows")
-        first = rows[0] if isinstance(rows, list) and rows and isinstance(rows[0], dict) else {}
-        group = e.get("conversation_group") or first.get("conversation_group")
-        if group is None:
+        self.queue_of[session] = queue
+        waiting = self.waiting.setdefault(queue, set())
+        if kind == Kind.READER_WAITING:
+            waiting.add(session)
             return
-        released = self.released.pop(str(group), None)
-        # only a RECEIVE at the commit's instant answers who got the group then; a later one is another RECEIVE's
-        if released is not None and released[1] == e.get("at_ms"):
-            self.next_reader[released] = session
-        self.holding[session] = str(group)
+        waiting.discard(session)
+        undecided = self.undecided.pop(queue, None) if kind == Kind.ROWS_RETURNED else None
+        if undecided is not None and undecided[0] == at:  # rows at a later instant answer another RECEIVE
+            undecided[1][NEXT_READER] = session
 
     def about(self, instance: str, message: dict[str, object]) -> None:
         if "session" in message:  # a procedure's commit (ACT-09), not a routing attempt
             session = str(message["session"])
-            who = self.next_reader.get((session, int(str(message["at_ms"]))))
+            commit = (session, message.get("at_ms"))
+            turn = self.commits_asked.get(commit, 0)
+            self.commits_asked[commit] = turn + 1
+            choices = self.commits.get(commit, [])
+            who = choices[turn].get(NEXT_READER) if turn < len(choices) else None
             self.current = {} if who is None else {NEXT_READER: THE_COMMITTER if who == session else A_WAITING_READER}
             return
         key = _key(instance, message)
@@ -255,6 +274,10 @@ def _probes(attempt: dict[str, str], e: dict[str, Any]) -> None:
 
 
 _LOST, _PROBED = "lost principal", "probed"
+# what FollowingChooser._reader reads ACT-09's picks from
+_READING = frozenset(
+    {Kind.TRANSACTION_COMMITTED, Kind.ROWS_RETURNED, Kind.READER_WAITING, Kind.EMPTY_RESULT, Kind.PROCEDURE_EXITED}
+)
 
 
 def _pending_address(status: object) -> str | None:

@@ -12,6 +12,7 @@ import pytest
 from sbtck.engine import Broker, EngineParams
 from sbtck.engine import choosing as ch
 from sbtck.engine.choosing import DATABASE_ORDER, ROUTE
+from sbtck.engine.router import NO_PRINCIPAL
 from sbtck.fixtures.topology import parse
 from sbtck.iut.loader import factory_for
 from sbtck.iut.reference import ReferenceImplementation, reference
@@ -233,6 +234,22 @@ def test_without_a_decision_trace_an_attempt_leads_where_the_message_goes_before
         assert chooser.choose(ROUTE, ["A", "B", "C"], routes) == route, at_ms
 
 
+def test_without_a_decision_trace_a_mirrored_route_is_followed_by_the_route_its_probes_name() -> None:
+    message = {"dialog": "D2", "message_sequence_number": 0, "from_target": False, "instance": "sql1"}
+    routes: ch.Addresses = {"R1": ("TCP://P:4022",), "R4": ("TCP://P:4022", "TCP://M:4022")}
+    probe = {"kind": Kind.PRINCIPAL_PROBE, **message, "at_ms": 40000, "route": "R4", "answer": "not principal"}
+    chooser = FollowingChooser(
+        [
+            {"kind": Kind.ROUTING_RETRIED, **message, "at_ms": 40000},
+            {**probe, "address": "TCP://p:4022"},
+            {**probe, "address": "TCP://m:4022"},
+            {"kind": Kind.TRANSMISSION_PENDING, **message, "at_ms": 40000, "status": NO_PRINCIPAL},
+        ]
+    )
+    chooser.about("sql1", {**message, "at_ms": 40000})
+    assert chooser.choose(ROUTE, ["R1", "R4"], routes) == "R4"
+
+
 def test_a_group_taken_at_a_later_instant_is_no_answer_to_who_got_it_at_the_commit() -> None:
     """ACT-09's pick is made at the commit: the committer RECEIVEing the group seconds later is another RECEIVE."""
     received = {"kind": Kind.ROWS_RETURNED, "at_ms": 0, "session": "Q#1", "rows": [{"conversation_group": "G"}]}
@@ -243,20 +260,49 @@ def test_a_group_taken_at_a_later_instant_is_no_answer_to_who_got_it_at_the_comm
     assert chooser.choose(ch.NEXT_READER, [ch.A_WAITING_READER, ch.THE_COMMITTER]) == ch.A_WAITING_READER
 
 
-def test_the_following_chooser_gives_a_released_group_to_the_session_that_got_it_next() -> None:
-    received = {"kind": Kind.ROWS_RETURNED, "at_ms": 0, "session": "Q#1", "rows": [{"conversation_group": "G"}]}
+def test_the_following_chooser_reads_who_was_served_first_after_a_commit_while_readers_waited() -> None:
+    queue = {"instance": "sql1", "database": "db", "queue": "Q"}
+    group = [{"conversation_group": "G"}]
+    received = {"kind": Kind.ROWS_RETURNED, **queue, "at_ms": 0, "session": "Q#1", "rows": group}
+    waits = {"kind": Kind.READER_WAITING, **queue, "at_ms": 1000, "session": "S2"}
     committed = {"kind": Kind.TRANSACTION_COMMITTED, "at_ms": 5000, "session": "Q#1"}
-    taken_by_waiting = {"kind": Kind.ROWS_RETURNED, "at_ms": 5000, "session": "S2", "conversation_group": "G"}
+    taken_by_waiting = {"kind": Kind.ROWS_RETURNED, **queue, "at_ms": 5000, "session": "S2", "conversation_group": "G"}
     taken_again = {**received, "at_ms": 5000}
     for events, want in (
-        ([received, committed, taken_by_waiting, taken_again], ch.A_WAITING_READER),
-        ([received, committed, taken_again, taken_by_waiting], ch.THE_COMMITTER),
+        ([received, waits, committed, taken_by_waiting, taken_again], ch.A_WAITING_READER),
+        ([received, waits, committed, taken_again, taken_by_waiting], ch.THE_COMMITTER),
     ):
         chooser = FollowingChooser(events)
         chooser.about("sql1", {"session": "Q#1", "at_ms": 5000})
         assert chooser.choose(ch.NEXT_READER, [ch.A_WAITING_READER, ch.THE_COMMITTER]) == want
     chooser.about("sql1", {"session": "Q#1", "at_ms": 10000})  # a commit the implementation did not report
     assert chooser.choose(ch.NEXT_READER, [ch.A_WAITING_READER, ch.THE_COMMITTER]) == ch.A_WAITING_READER
+    # the committer RECEIVEing first shows its pick whatever group it gets
+    chooser = FollowingChooser([received, waits, committed, {**taken_again, "rows": [{"conversation_group": "H"}]}])
+    chooser.about("sql1", {"session": "Q#1", "at_ms": 5000})
+    assert chooser.choose(ch.NEXT_READER, [ch.A_WAITING_READER, ch.THE_COMMITTER]) == ch.THE_COMMITTER
+
+
+def test_each_commit_of_one_instant_while_readers_waited_is_followed_in_turn() -> None:
+    """A procedure commits several times in one instant; the reference asks only where readers wait (ACT-09)."""
+    queue = {"instance": "sql1", "database": "db", "queue": "Q"}
+    rows = {"kind": Kind.ROWS_RETURNED, **queue, "at_ms": 5000, "rows": [{"conversation_group": "G"}]}
+    commit = {"kind": Kind.TRANSACTION_COMMITTED, "at_ms": 5000, "session": "Q#1"}
+    chooser = FollowingChooser(
+        [
+            {**rows, "session": "Q#1"},
+            commit,  # nobody waits: no choice
+            {**rows, "session": "Q#1"},
+            {"kind": Kind.READER_WAITING, **queue, "at_ms": 5000, "session": "S2"},
+            commit,  # the committer first
+            {**rows, "session": "Q#1"},
+            commit,  # the waiting reader first
+            {**rows, "session": "S2"},
+        ]
+    )
+    for want in (ch.THE_COMMITTER, ch.A_WAITING_READER, ch.A_WAITING_READER):  # the third: none reported
+        chooser.about("sql1", {"session": "Q#1", "at_ms": 5000})
+        assert chooser.choose(ch.NEXT_READER, [ch.A_WAITING_READER, ch.THE_COMMITTER]) == want
 
 
 def test_every_command_of_every_world_has_a_step_and_every_topology_a_file_form() -> None:
