@@ -25,6 +25,7 @@ from sbtck.workloads.reproduce import step, topology_yaml
 from sbtck.workloads.stage import Checker
 from sbtck.workloads.trace import run
 from tests.engine.test_engine_properties import _Duplicates, _IgnoresLocks
+from tests.fakes import partial
 from tests.variants import activation, allowed, routing
 
 SEEDS = range(300)
@@ -112,6 +113,25 @@ NOT_FOLLOWED_YET = {"resends_after_4_seconds", "resends_after_a_second"}
 def test_the_stage_accepts_every_world_of_a_broker_taking_allowed_choices(name: str) -> None:
     """The suite passes on each (test_allowed_behaviours.py); the differential check must not fail them either."""
     checker = Checker(getattr(allowed, name), differential=True)
+    try:
+        outcomes = Counter(checker.check(seed).outcome for seed in range(60))
+    finally:
+        checker.close()
+    assert outcomes == Counter({PASSED: 60}), outcomes
+
+
+BROKERS_TAKING_ALLOWED_CHOICES = [
+    name
+    for name in allowed.ALLOWED
+    if name not in NOT_FOLLOWED_YET and getattr(allowed, name)().broker_class is not Broker
+]
+
+
+@pytest.mark.parametrize("name", BROKERS_TAKING_ALLOWED_CHOICES)
+def test_the_stage_accepts_every_world_of_a_black_box_taking_allowed_choices(name: str) -> None:
+    """Without a decision trace, the reference follows its choices by what it shows (FollowingChooser)."""
+    broker_class = getattr(allowed, name)().broker_class
+    checker = Checker(lambda: partial.black_box(broker_class, f"black box, {name}"), differential=True)
     try:
         outcomes = Counter(checker.check(seed).outcome for seed in range(60))
     finally:
