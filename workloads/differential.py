@@ -135,43 +135,49 @@ class FollowingChooser:
     def feed(self, events: list[dict[str, Any]]) -> None:
         """More of the implementation's events, in order: a run in step with it feeds each step's before its own."""
         for e in events:
-            if e["kind"] in _READING and (e.get("session") or e["kind"] == Kind.PROCEDURE_EXITED):
-                self._reader(e)
+            kind = e["kind"]
+            if kind not in _FOLLOWED:  # most of a world's events (the timer's, the reasoning about activation)
+                continue
+            if kind in _READING:
+                if e.get("session") or kind == _EXITED:
+                    self._reader(e)
+                continue
             if "dialog" not in e or "instance" not in e:
                 continue
             key = _key(e["instance"], e)
             instant = (key, e.get("at_ms"))
-            if e["kind"] == Kind.MESSAGE_TRANSMITTED and e.get("address"):
+            if kind == _TRANSMITTED and e.get("address"):
                 self.went.setdefault(key, {})[WENT_TO] = self._went_then(instant, str(e["address"]).upper())
-            elif e["kind"] in (Kind.DISPATCHER_BUFFERED, Kind.MESSAGE_ARRIVED) and e.get("database"):
+            elif kind in _HERE and e.get("database"):
                 went = self.went.setdefault(key, {})
                 went.setdefault(WENT_TO, LOCAL)
                 went.setdefault(DATABASE_ORDER, str(e["database"]))
                 self._went_then(instant, LOCAL)
-            elif e["kind"] == Kind.TRANSMISSION_PENDING:
+            elif kind == _PENDING:
                 # waiting for a connection to the address it was routed to: where it went, though not sent yet
                 address = _pending_address(e.get("status"))
                 if address is not None:
                     self._went_then(instant, address)
-            elif e["kind"] in (Kind.MESSAGE_SENT, Kind.ROUTING_RETRIED):
+            elif kind in _BEGUN:
                 begun: dict[str, str] = {}
                 self.latest[key] = begun
                 self.tries.setdefault(instant, []).append(begun)
-            attempts = self.attempts.setdefault(key, [])
-            if e["kind"] in (Kind.PRINCIPAL_LOST, Kind.PRINCIPAL_PROBE):
+            attempts = self.attempts.get(key)
+            if kind in _PROBED_KINDS:
                 # observable: without a decision trace they count for the message's attempt at their instant, and
                 # name the mirrored route it chose
                 _probes(attempts[-1] if attempts else self._then(instant), e)
                 latest = None if attempts or not e.get("route") else self.latest.get(key)
                 if latest is not None:
                     latest.setdefault(ROUTE, str(e["route"]))
-            elif e["kind"] == Kind.ROUTES_MATCHED:
-                attempts.append({BROKER_INSTANCE: str(e["broker_instance"])} if e.get("broker_instance") else {})
+            elif kind == _MATCHED:
+                picks = {BROKER_INSTANCE: str(e["broker_instance"])} if e.get("broker_instance") else {}
+                self.attempts.setdefault(key, []).append(picks)
             elif not attempts:
                 continue
-            elif e["kind"] == Kind.ROUTE_CHOSEN:
+            elif kind == _CHOSEN:
                 attempts[-1][ROUTE] = str(e.get("route"))
-            elif e["kind"] in (Kind.DISPATCHER_BUFFERED, Kind.MESSAGE_ARRIVED) and e.get("database"):
+            elif kind in _HERE and e.get("database"):
                 attempts[-1].setdefault(DATABASE_ORDER, str(e["database"]))
 
     def _then(self, instant: Instant) -> dict[str, str]:
@@ -274,10 +280,26 @@ def _probes(attempt: dict[str, str], e: dict[str, Any]) -> None:
 
 
 _LOST, _PROBED = "lost principal", "probed"
-# what FollowingChooser._reader reads ACT-09's picks from
+# The kinds FollowingChooser reads, as the plain strings events carry (a world's chooser is built for each
+# connecting choice tried, and reads every event of the trace): ACT-09's picks from the sessions' results
 _READING = frozenset(
-    {Kind.TRANSACTION_COMMITTED, Kind.ROWS_RETURNED, Kind.READER_WAITING, Kind.EMPTY_RESULT, Kind.PROCEDURE_EXITED}
+    k.value
+    for k in (
+        Kind.TRANSACTION_COMMITTED,
+        Kind.ROWS_RETURNED,
+        Kind.READER_WAITING,
+        Kind.EMPTY_RESULT,
+        Kind.PROCEDURE_EXITED,
+    )
 )
+_EXITED = Kind.PROCEDURE_EXITED.value
+# and the routing picks from where each message went and what its routing attempts showed
+_TRANSMITTED, _PENDING = Kind.MESSAGE_TRANSMITTED.value, Kind.TRANSMISSION_PENDING.value
+_HERE = frozenset({Kind.DISPATCHER_BUFFERED.value, Kind.MESSAGE_ARRIVED.value})
+_BEGUN = frozenset({Kind.MESSAGE_SENT.value, Kind.ROUTING_RETRIED.value})
+_PROBED_KINDS = frozenset({Kind.PRINCIPAL_LOST.value, Kind.PRINCIPAL_PROBE.value})
+_MATCHED, _CHOSEN = Kind.ROUTES_MATCHED.value, Kind.ROUTE_CHOSEN.value
+_FOLLOWED = _READING | {_TRANSMITTED, _PENDING, _MATCHED, _CHOSEN} | _HERE | _BEGUN | _PROBED_KINDS
 
 
 def _pending_address(status: object) -> str | None:
