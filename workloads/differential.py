@@ -427,20 +427,29 @@ def _repeats_left_out(
     a dialog is acknowledged once only. An acknowledgement before the reference's first, or naming another broker
     instance, stays and differs.
     """
-    now = {str(e.get("dialog")) for e in want if e["kind"] == Kind.ACKNOWLEDGED}
+    now = set()
     for e in want:
-        if e["kind"] == Kind.ACKNOWLEDGED:
-            acknowledged.setdefault(str(e.get("dialog")), e.get("broker_instance"))
+        if e["kind"] == _ACKNOWLEDGED:
+            dialog = str(e.get("dialog"))
+            now.add(dialog)
+            acknowledged.setdefault(dialog, e.get("broker_instance"))
+    if not any(e["kind"] == _ACKNOWLEDGED for e in got):  # most steps: nothing to leave out
+        return got
     kept, matched = [], set()
     for e in got:
+        if e["kind"] != _ACKNOWLEDGED:
+            kept.append(e)
+            continue
         dialog = str(e.get("dialog"))
-        if e["kind"] == Kind.ACKNOWLEDGED and not (dialog in now and dialog not in matched):
-            if dialog in acknowledged and acknowledged[dialog] == e.get("broker_instance"):
-                continue
-        elif e["kind"] == Kind.ACKNOWLEDGED:
+        if dialog in now and dialog not in matched:
             matched.add(dialog)
+        elif dialog in acknowledged and acknowledged[dialog] == e.get("broker_instance"):
+            continue
         kept.append(e)
     return kept
+
+
+_ACKNOWLEDGED = Kind.ACKNOWLEDGED.value
 
 
 def compare(
