@@ -91,15 +91,16 @@ class FollowingChooser:
     Every routing attempt of a message starts with routes_matched; the
     route_chosen, the RTM-3 broker instance and the database the message
     went to that follow it, for the same instance and message, are its picks.
-    An implementation without a decision trace reports no attempts: then
-    where the message went (the address it was transmitted to or waits for
-    a connection to, LOCAL when it arrived in that instance, the database)
-    picks the option that sends it there (or the route its principal probes
-    name), and the probes after a loss pick RTR-4's; all as the message
-    showed them at the attempt's
-    instant (in the attempt a SEND or a retry began then, where several
-    did), else where it went last (a message waiting for its connection is
-    sent later).
+    An implementation without a decision trace reports no attempts. Then a
+    SEND and each retry (message_sent, routing_retried) begin one where the
+    message waits, which leads to the first place the message reaches
+    before the next begins (the address it is transmitted to or waits for a
+    connection to, LOCAL when it arrives there, the database), or to the
+    route its principal probes name: the option that sends it there is the
+    pick, and the probes after a loss at the attempt's instant pick RTR-4's.
+    An attempt that leads nowhere shown takes the reference's own pick.
+    Where no attempt began (the message came from another instance), where
+    it went at that instant picks, else where it went last.
 
     Who gets the conversation group a procedure's commit releases (ACT-09)
     is read from the sessions' results: at a commit while other sessions
