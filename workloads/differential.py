@@ -61,6 +61,7 @@ from sbtck.engine.choosing import (
     FirstChooser,
 )
 from sbtck.engine.model import LOCAL
+from sbtck.engine.router import CONNECTING, FAILED
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import EVIDENCES, Kind, reported_by
 from sbtck.workloads.generate import World
@@ -305,8 +306,15 @@ _FOLLOWED = _READING | {_TRANSMITTED, _PENDING, _MATCHED, _CHOSEN} | _HERE | _BE
 
 def _pending_address(status: object) -> str | None:
     """The address of a transmission_pending's status "waiting for a connection to ADDRESS" (or "failed to")."""
-    _, to, address = str(status).rpartition(" to ")
-    return address.upper() if to and address.upper().startswith("TCP://") else None
+    text = str(status)
+    for waiting in _TO_AN_ADDRESS:
+        if text.startswith(waiting):
+            return text[len(waiting) :].upper()
+    return None
+
+
+# the statuses the router writes with the address a message waits for (a feature checks them word for word)
+_TO_AN_ADDRESS = (f"{CONNECTING} to ", f"{FAILED} to ")
 
 
 def reference_params(declared: dict[str, Any]) -> EngineParams:
