@@ -57,6 +57,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "sbtck.engine.topology",
     "sbtck.engine.transport",
     "sbtck.engine.views",
+    "sbtck.workloads.draw",
     "sbtck.workloads.generate",
     "sbtck.workloads.invariants",
     "sbtck.workloads.landscape",

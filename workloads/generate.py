@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sbtck.workloads.draw import Draw
 from sbtck.workloads.landscape import ALL, Landscape, landscape, local_landscape, periodic_landscape, route
 
 GENERATOR_VERSION = 2
@@ -63,7 +63,7 @@ def _queue_ref(key: tuple[str, str, str]) -> dict[str, str]:
 class _Script:
     """The state the generator keeps while it writes one script."""
 
-    def __init__(self, rng: random.Random, land: Landscape, conversations: int) -> None:
+    def __init__(self, rng: Draw, land: Landscape, conversations: int) -> None:
         self.rng, self.land, self.conversations = rng, land, conversations
         self.capabilities = land.capabilities
         self.routing = "routing" in land.capabilities
@@ -243,7 +243,7 @@ def generate(seed: int, conversations: int = 5, capabilities: Iterable[str] | No
     Within each, what a missing capability would be needed for is left out.
     """
     caps = ALL if capabilities is None else frozenset(capabilities)
-    rng = random.Random(f"sbtck-world:{GENERATOR_VERSION}:{seed}")
+    rng = Draw(f"sbtck-world:{GENERATOR_VERSION}:{seed}")
     area = next((a for a in AREAS if a in caps), None)
     if area is None:
         raise ValueError(
@@ -285,7 +285,7 @@ def generate(seed: int, conversations: int = 5, capabilities: Iterable[str] | No
     return world
 
 
-def _periodic_world(seed: int, rng: random.Random, land: Landscape, conversations: int) -> World:
+def _periodic_world(seed: int, rng: Draw, land: Landscape, conversations: int) -> World:
     """Dialogs (so that clean-up has work), failing task handlers, master keys, stopped clean-ups, time."""
     world = World(seed, GENERATOR_VERSION, land.plain)
     s = _Script(rng, land, conversations)

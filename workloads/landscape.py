@@ -6,12 +6,12 @@ one: every element here is independent of the others except by name.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from typing import Any
 
 from sbtck.contract import CAPABILITIES
 from sbtck.engine.model import BROKER_CONFIGURATION_NOTICE
+from sbtck.workloads.draw import Draw
 
 ALL = frozenset(CAPABILITIES)
 
@@ -75,7 +75,7 @@ def _procedures() -> list[dict[str, Any]]:
     return out
 
 
-def _instance(name: str, rng: random.Random, capabilities: frozenset[str] = ALL) -> dict[str, Any]:
+def _instance(name: str, rng: Draw, capabilities: frozenset[str] = ALL) -> dict[str, Any]:
     return {
         "name": name,
         "address": f"TCP://{name}.example:4022",
@@ -87,7 +87,7 @@ def _instance(name: str, rng: random.Random, capabilities: frozenset[str] = ALL)
     }
 
 
-def _database(land: Landscape, instance: dict[str, Any], name: str, guid: str, rng: random.Random) -> dict[str, Any]:
+def _database(land: Landscape, instance: dict[str, Any], name: str, guid: str, rng: Draw) -> dict[str, Any]:
     db: dict[str, Any] = {
         "name": name,
         "broker_instance": guid,
@@ -106,7 +106,7 @@ def _database(land: Landscape, instance: dict[str, Any], name: str, guid: str, r
     return db
 
 
-def _queue(land: Landscape, instance: str, db: dict[str, Any], queue: str, service: str, rng: random.Random) -> None:
+def _queue(land: Landscape, instance: str, db: dict[str, Any], queue: str, service: str, rng: Draw) -> None:
     activation = "activation" in land.capabilities
     db["queues"].append(
         {
@@ -127,7 +127,7 @@ def _queue(land: Landscape, instance: str, db: dict[str, Any], queue: str, servi
         land.notifications.append((notification, key))
 
 
-def landscape(rng: random.Random, capabilities: frozenset[str] = ALL) -> Landscape:
+def landscape(rng: Draw, capabilities: frozenset[str] = ALL) -> Landscape:
     """Several instances with routes between them: the world of an implementation that routes."""
     land = Landscape({"instances": []}, capabilities)
     instances: list[dict[str, Any]] = land.plain["instances"]
@@ -171,7 +171,7 @@ def _off() -> dict[str, Any]:
     return {"status": "OFF", "procedure_name": None, "max_queue_readers": 0}
 
 
-def _mirroring_pair(land: Landscape, rng: random.Random, targets: list[tuple[str, str, str]]) -> None:
+def _mirroring_pair(land: Landscape, rng: Draw, targets: list[tuple[str, str, str]]) -> None:
     guid = GUID.format(90)
     for name, role in (("sqlp", "principal"), ("sqlm", "mirror")):
         inst = _instance(name, rng, land.capabilities)
@@ -189,7 +189,7 @@ def _mirroring_pair(land: Landscape, rng: random.Random, targets: list[tuple[str
     targets.append(("Ledger", "sqlp", guid))
 
 
-def _forwarders(land: Landscape, rng: random.Random, targets: list[tuple[str, str, str]]) -> None:
+def _forwarders(land: Landscape, rng: Draw, targets: list[tuple[str, str, str]]) -> None:
     """One forwarder with msdb routes on to the targets; sometimes a second that sends them back (RTX-1)."""
     names = ["fwd1", "fwd2"] if rng.random() < 0.4 else ["fwd1"]
     for name in names:
@@ -208,7 +208,7 @@ def _forwarders(land: Landscape, rng: random.Random, targets: list[tuple[str, st
             first["msdb_routes"].append(route(f"On{len(first['msdb_routes'])}", service, land.address(instance)))
 
 
-def _initiator_routes(land: Landscape, rng: random.Random, targets: list[tuple[str, str, str]]) -> None:
+def _initiator_routes(land: Landscape, rng: Draw, targets: list[tuple[str, str, str]]) -> None:
     routes: list[dict[str, Any]] = land.plain["instances"][0]["databases"][0]["routes"]
     seen: set[str] = set()
     for service, instance, guid in targets:
@@ -244,7 +244,7 @@ def _initiator_routes(land: Landscape, rng: random.Random, targets: list[tuple[s
         routes.append(route("Anywhere", None, rng.choice(land.plain["instances"])["address"]))
 
 
-def local_landscape(rng: random.Random, capabilities: frozenset[str]) -> Landscape:
+def local_landscape(rng: Draw, capabilities: frozenset[str]) -> Landscape:
     """One instance, one database, its queues: the world of an implementation that activates but does not route."""
     land = Landscape({"instances": []}, capabilities)
     home = _instance("sql1", rng, capabilities)
@@ -260,7 +260,7 @@ def local_landscape(rng: random.Random, capabilities: frozenset[str]) -> Landsca
     return land
 
 
-def periodic_landscape(rng: random.Random, capabilities: frozenset[str]) -> Landscape:
+def periodic_landscape(rng: Draw, capabilities: frozenset[str]) -> Landscape:
     """Instances and databases with and without master keys: the world of the periodic tasks alone."""
     land = Landscape({"instances": []}, capabilities)
     for n in range(1, rng.randint(1, 3) + 1):

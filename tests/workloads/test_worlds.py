@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from sbtck.iut.reference import ReferenceImplementation, reference
 from sbtck.observations import Kind
 from sbtck.reports.results import PASSED
 from sbtck.workloads.differential import FollowingChooser, compare
+from sbtck.workloads.draw import Draw
 from sbtck.workloads.generate import generate, needs
 from sbtck.workloads.invariants import check
 from sbtck.workloads.reproduce import step, topology_yaml
@@ -37,6 +39,24 @@ def test_the_same_seed_gives_the_same_world_and_the_same_trace() -> None:
         assert first == second
         assert run(first, reference()).digest() == run(second, reference()).digest()
     assert generate(1) != generate(2)
+
+
+def test_a_draw_takes_what_python_s_random_takes_from_the_same_seed() -> None:
+    """Draw stands in for random.Random in the generator: every world of a seed stays the world it was."""
+    sizes = [1, 2, 3, 4, 5, 7, 8, 9, 31, 32, 33, 1000, 2**40 + 3]
+    for seed in range(200):
+        ours, python = Draw(f"seed:{seed}"), random.Random(f"seed:{seed}")
+        for n in sizes:
+            items = list(range(n)) if n < 2000 else range(n)
+            assert ours.choice(items) == python.choice(items)
+            assert ours.randrange(n) == python.randrange(n)
+            assert ours.randint(-3, n) == python.randint(-3, n)
+            assert ours.random() == python.random()
+    draw = Draw("empty")
+    with pytest.raises(IndexError):
+        draw.choice([])
+    with pytest.raises(ValueError, match="nothing to draw below 0"):
+        draw.randrange(0)
 
 
 def test_a_world_gives_the_same_trace_in_process_and_over_the_protocol() -> None:
