@@ -57,14 +57,19 @@ def execute(op: dict[str, Any], implementation: Implementation) -> dict[str, Any
     }
 
 
+# a tuple built once: ``str | int | ...`` written in the call built a union of types each time, in the compiled build
+# too, and most of what a result holds is these
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def _snapshot(value: Any) -> Any:
     """A copy of a JSON-like value: what ``copy.deepcopy`` gives, without its memo (results hold no cycles)."""
+    if isinstance(value, _SCALARS):
+        return value
     if isinstance(value, dict):
         return {k: _snapshot(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_snapshot(v) for v in value]
-    if isinstance(value, str | int | float | bool | None):
-        return value
     return copy.deepcopy(value)
 
 
