@@ -15,10 +15,11 @@ from sbtck.engine import choosing as ch
 from sbtck.engine.choosing import DATABASE_ORDER, ROUTE
 from sbtck.engine.router import NO_PRINCIPAL
 from sbtck.fixtures.topology import parse
+from sbtck.iut.implementation import Implementation
 from sbtck.iut.loader import factory_for
 from sbtck.iut.reference import ReferenceImplementation, reference
 from sbtck.observations import Kind
-from sbtck.reports.results import PASSED
+from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
 from sbtck.workloads.differential import FollowingChooser, compare
 from sbtck.workloads.draw import Draw
 from sbtck.workloads.generate import generate, needs
@@ -393,6 +394,33 @@ def test_a_worlds_row_has_the_columns_of_the_spark_schema_in_its_order() -> None
     row = outcome.row()
     assert list(row) == [f.name for f in schema().fields]
     assert row["seed"] == 3 and row["trace_hash"] == outcome.trace_hash and row["capabilities"] == outcome.capabilities
+
+
+def test_every_kind_of_worlds_row_has_the_types_of_the_spark_schema() -> None:
+    """Spark takes the rows unverified (job.run): a value of another type would be written as something else."""
+    from pyspark.sql import types as t
+
+    from sbtck.workloads.job import schema
+
+    wrong = Checker(factory_for("python:tests.variants.activation:ignores_max_queue_readers"), True)
+    rows = [wrong.check(seed).row() for seed in range(40)]
+    rows.append(Checker(partial.activation_only, True).check(1).row())
+    rows.append(Checker(lambda: partial.Partial((), "no area"), True).check(1).row())
+
+    def cannot_start() -> Implementation:
+        raise OSError("no such program")
+
+    rows.append(Checker(cannot_start, True).check(1).row())
+    assert {r["outcome"] for r in rows} == {PASSED, FAILED, NOT_APPLICABLE, ERROR}
+    plain = {t.LongType: int, t.IntegerType: int, t.StringType: str}
+    for row in rows:
+        for f, value in zip(schema().fields, row.values(), strict=True):
+            if value is None:
+                assert f.nullable, (f.name, row["seed"])
+            elif isinstance(f.dataType, t.ArrayType):
+                assert isinstance(value, list) and all(isinstance(v, str) for v in value), (f.name, value)
+            else:
+                assert type(value) is plain[type(f.dataType)], (f.name, value)
 
 
 def test_the_summary_counts_worlds_by_outcome_rule_and_capabilities_from_grouped_rows() -> None:
