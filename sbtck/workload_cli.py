@@ -87,15 +87,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"sbtck workload: {exc}", file=sys.stderr)
         return 2
     print(f"sbtck workload: {plan.worlds} worlds from seed {plan.seed} on {plan.master}, against {plan.iut}")
+    classes = sparkling.class_archive()
     try:
-        spark = sparkling.session(plan.master)
+        spark = sparkling.session(plan.master, classes=classes)
     except Exception as exc:
+        if classes is not None:
+            classes.release()
         output.fail(f"Spark did not start on {plan.master}: {exc}")
         print(f"sbtck workload: Spark did not start on --master {plan.master}: {exc}", file=sys.stderr)
         return 2
     try:
         summary = job.run(spark, plan, output)
     except BaseException as exc:
+        if classes is not None:
+            classes.release()
         why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
         output.fail(why[:4000])
         print(f"sbtck workload: the job did not finish ({why[:2000]}); {plan.out}/INCOMPLETE says so", file=sys.stderr)
@@ -104,6 +109,15 @@ def run(args: argparse.Namespace) -> int:
         spark.stop()
     output.finish(summary)
     _print(summary, plan.out)
+    if classes is not None and classes.making is not None:
+        # the results are out: what is left is for the next run
+        print(
+            "sbtck workload: keeping the classes Spark's driver loaded, so that the next run starts faster "
+            f"(once; {sparkling.CLASSES_SETTING}=off turns it off) ...",
+            flush=True,
+        )
+        if classes.keep():
+            print(f"sbtck workload: kept in {classes.path}")
     return 1 if summary["failed_worlds"] else 0
 
 

@@ -47,12 +47,16 @@ def scenarios_tagged(tag: str) -> int:
     return count
 
 
-def kit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run ``sbtck ARGS`` in a child process, with this checkout importable (for tests.variants)."""
+def kit(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``sbtck ARGS`` in a child process, with this checkout importable (for tests.variants).
+
+    Spark's driver neither maps nor makes a class archive in the user's cache unless ENV says so
+    (``sbtck.workloads.sparkling.ClassArchive``; tests/workloads/test_spark.py makes one of its own).
+    """
     return subprocess.run(
         [sys.executable, "-m", "sbtck.cli", *args],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "SBTCK_SPARK_CLASSES": "off", "PYTHONPATH": str(ROOT), **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,

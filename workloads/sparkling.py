@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import os
 import re
+import shutil
 import socket
 import sys
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
 
 from sbtck.errors import MasterError
 
@@ -36,19 +42,24 @@ def check_master(master: str, timeout_s: float = 5.0) -> None:
             ) from None
 
 
-def session(master: str, app: str = "sbtck-workload", **conf: str) -> Any:
-    """A SparkSession on MASTER whose executors run this interpreter (so they import this kit)."""
+def session(master: str, app: str = "sbtck-workload", classes: ClassArchive | None = None, **conf: str) -> Any:
+    """A SparkSession on MASTER whose executors run this interpreter (so they import this kit).
+
+    With CLASSES, the driver's JVM maps the classes an earlier driver loaded,
+    or records the ones it loads for the next (``ClassArchive``).
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
+    driver = JAVA_OPTIONS if classes is None else f"{JAVA_OPTIONS} {classes.java_options()}"
     builder = (
         SparkSession.builder.master(master)
         .appName(app)
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.extraJavaOptions", JAVA_OPTIONS)
+        .config("spark.driver.extraJavaOptions", driver)
         .config("spark.executor.extraJavaOptions", JAVA_OPTIONS)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -61,3 +72,139 @@ def session(master: str, app: str = "sbtck-workload", **conf: str) -> Any:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+# ------------------------------------------------------------------ the driver's classes, kept between runs
+
+CLASSES_SETTING = "SBTCK_SPARK_CLASSES"  # "off": no archive is used or made
+CACHE_SETTING = "SBTCK_CACHE_DIR"  # where the archive lives (default: $XDG_CACHE_HOME/sbtck, ~/.cache/sbtck)
+# what hides the JVM's own word on an archive it cannot use (another JVM, another class path): it then runs without
+QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+@dataclass
+class ClassArchive:
+    """The classes a driver JVM loaded, archived (class data sharing) for the next driver to map.
+
+    Starting Spark's driver is reading some ten thousand classes out of two
+    hundred jars: about six seconds of one core before the first task, and
+    the same again on every run. Mapped from an archive they take half. The
+    first run records them as its JVM exits (``-XX:ArchiveClassesAtExit``),
+    into a file of its own that ``keep`` moves into place once the JVM has
+    gone, so that no run ever maps half an archive; later runs map it
+    (``-XX:SharedArchiveFile``). The archive belongs to one JVM, one PySpark
+    and one set of options, and its name says which (``class_archive``); a
+    JVM that cannot use it runs as it would have without it.
+    """
+
+    path: Path
+    # while this run records the archive: where its JVM writes it, and the lock that makes this run the only one
+    making: Path | None = None
+    lock: IO[str] | None = None
+
+    def java_options(self) -> str:
+        if self.making is not None:
+            return f"-XX:ArchiveClassesAtExit={self.making} {QUIET}"
+        return f"-XX:SharedArchiveFile={self.path} {QUIET}"
+
+    def keep(self, timeout_s: float = 300.0) -> bool:
+        """After ``spark.stop()``: end the driver's JVM, and move the archive it wrote into place.
+
+        The JVM writes the archive as it exits, and exits when the Python
+        driver closes its standard input; an archive not written whole is
+        not kept. True when this run kept one.
+        """
+        if self.making is None:
+            return False
+        try:
+            from pyspark import SparkContext
+
+            proc = getattr(SparkContext._gateway, "proc", None)
+            if proc is None or proc.stdin is None:  # a JVM this process did not start (spark-submit) is not ours
+                return False
+            proc.stdin.close()
+            if proc.wait(timeout_s) != 0 or not self.making.is_file() or self.making.stat().st_size == 0:
+                return False
+            os.replace(self.making, self.path)
+            return True
+        except Exception:  # a run whose results are written is not failed by its cache
+            return False
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        if self.making is not None:
+            with contextlib.suppress(OSError):
+                self.making.unlink()
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
+
+
+def cache_folder() -> Path:
+    if os.environ.get(CACHE_SETTING):
+        return Path(os.environ[CACHE_SETTING])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "sbtck"
+
+
+def class_archive(options: str = JAVA_OPTIONS) -> ClassArchive | None:
+    """The driver's class archive for this JVM, PySpark and OPTIONS: the one kept, or one to make now.
+
+    None when it is turned off (``SBTCK_SPARK_CLASSES=off``), when no ``java``
+    or no writable cache folder is found, when the driver's JVM is not this
+    process's to start (``spark-submit``), or when another run is making it.
+    """
+    if os.environ.get(CLASSES_SETTING, "").lower() in ("off", "0", "no", "false"):
+        return None
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return None
+    key = _archive_key(options)
+    if key is None:
+        return None
+    folder = cache_folder() / "spark-classes"
+    path = folder / f"driver-{key}.jsa"
+    if path.is_file():
+        return ClassArchive(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = (folder / f"driver-{key}.lock").open("w")
+    except OSError:
+        return None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        return None
+    if path.is_file():  # made while this run waited for the lock
+        lock.close()
+        return ClassArchive(path)
+    for stale in folder.glob(f"driver-{key}.*.making"):  # left by a run that ended before its JVM did
+        with contextlib.suppress(OSError):
+            stale.unlink()
+    return ClassArchive(path, folder / f"driver-{key}.{os.getpid()}.making", lock)
+
+
+def _archive_key(options: str) -> str | None:
+    """What an archive belongs to, as a short digest: the JVM (as spark-class finds it), PySpark's jars, OPTIONS."""
+    java_home = os.environ.get("JAVA_HOME")
+    found = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not found or not os.path.isfile(found):
+        return None
+    java = Path(found).resolve()
+    try:
+        import pyspark
+
+        jars = Path(pyspark.__file__).parent / "jars"
+        names = sorted(p.name for p in jars.glob("*.jar"))
+        version = pyspark.__version__
+    except Exception:
+        return None
+    parts = [str(java), *(_stamp(p) for p in (java, *java.parent.parent.glob("lib/server/libjvm.so")))]
+    parts += [version, *names, options]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _stamp(path: Path) -> str:
+    st = path.stat()
+    return f"{path}:{st.st_size}:{st.st_mtime_ns}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -47,8 +48,8 @@ def _rows(spark: Any, folder: Path) -> list[dict[str, Any]]:
     return [r.asDict() for r in spark.read.parquet(str(folder)).orderBy("seed").collect()]
 
 
-def workload(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return kit("workload", *args, timeout=timeout)
+def workload(*args: str, timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return kit("workload", *args, timeout=timeout, env=env)
 
 
 def test_a_local_run_checks_every_world_once_and_writes_what_failed(spark: Any, tmp_path: Path) -> None:
@@ -167,3 +168,110 @@ def test_an_unwritable_output_folder_is_refused(tmp_path: Path) -> None:
     done = workload("--out", str(blocker / "out"), "--worlds", "1", timeout=60)
     assert done.returncode == 2
     assert "cannot write there" in done.stderr
+
+
+# ------------------------------------------------------------------ the driver's classes, kept between runs
+
+
+def test_the_first_run_keeps_the_drivers_classes_and_the_next_maps_them(tmp_path: Path) -> None:
+    cache = {sparkling.CACHE_SETTING: str(tmp_path / "cache"), sparkling.CLASSES_SETTING: ""}
+    first = workload("--master", "local[1]", "--worlds", "2", "--out", str(tmp_path / "a"), env=cache)
+    assert first.returncode == 0, first.stderr[-2000:]
+    kept = list((tmp_path / "cache" / "spark-classes").glob("driver-*.jsa"))
+    assert len(kept) == 1 and f"kept in {kept[0]}" in first.stdout
+    assert not list(kept[0].parent.glob("*.making"))
+    made = kept[0].stat().st_mtime_ns
+    # -Xshare:on: a JVM that cannot map the archive refuses to start, so a run that finishes mapped it
+    second = workload("--master", "local[1]", "--worlds", "2", "--out", str(tmp_path / "b"),
+                      env={**cache, "JDK_JAVA_OPTIONS": "-Xshare:on"})  # fmt: skip
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "keeping" not in second.stdout and kept[0].stat().st_mtime_ns == made
+    assert json.loads((tmp_path / "b" / SUMMARY).read_text())["worlds"] == 2
+
+
+def test_a_class_archive_a_jvm_cannot_map_is_no_harm(tmp_path: Path) -> None:
+    cache = {sparkling.CACHE_SETTING: str(tmp_path / "cache"), sparkling.CLASSES_SETTING: ""}
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in cache.items():
+            patch.setenv(key, value)
+        archive = sparkling.class_archive()
+    assert archive is not None and archive.making is not None
+    archive.release()
+    archive.path.write_bytes(b"not an archive")
+    done = workload("--master", "local[1]", "--worlds", "2", "--out", str(tmp_path / "a"), env=cache)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((tmp_path / "a" / SUMMARY).read_text())["worlds"] == 2
+    assert "shared archive" not in done.stderr.lower() and "[cds" not in done.stderr  # the JVM kept quiet about it
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(sparkling.CACHE_SETTING, str(tmp_path / "cache"))
+    monkeypatch.delenv(sparkling.CLASSES_SETTING, raising=False)
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    return tmp_path / "cache" / "spark-classes"
+
+
+def test_a_class_archive_is_made_by_one_run_at_a_time_and_then_mapped(cache: Path) -> None:
+    making = sparkling.class_archive()
+    assert making is not None and making.making is not None and making.making.parent == cache
+    assert f"-XX:ArchiveClassesAtExit={making.making}" in making.java_options()
+    assert sparkling.class_archive() is None  # another run is making it: this one runs without
+    making.making.write_bytes(b"written by the JVM as it exits")
+    making.release()
+    assert not making.making.exists()
+    again = sparkling.class_archive()  # the lock is free again: the next run makes it
+    assert again is not None and again.making is not None
+    again.making.write_bytes(b"archive")
+    os.replace(again.making, again.path)
+    again.release()
+    mapped = sparkling.class_archive()
+    assert mapped is not None and mapped.making is None and mapped.path == again.path
+    assert f"-XX:SharedArchiveFile={mapped.path}" in mapped.java_options()
+    assert not mapped.keep()  # nothing to keep for a run that mapped it
+
+
+def test_a_run_that_ended_before_its_jvm_leaves_nothing_behind_the_next_maker(cache: Path) -> None:
+    first = sparkling.class_archive()
+    assert first is not None and first.making is not None
+    assert first.lock is not None
+    first.lock.close()  # the run is gone; its JVM wrote the archive after it
+    first.making.write_bytes(b"half")
+    second = sparkling.class_archive()
+    assert second is not None and second.making is not None and second.making != first.making
+    assert not first.making.exists()
+    second.release()
+
+
+def test_an_archive_belongs_to_its_jvm_pyspark_and_options(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    one = sparkling.class_archive()
+    assert one is not None
+    one.release()
+    other = sparkling.class_archive(sparkling.JAVA_OPTIONS + " -Xmx2g")
+    assert other is not None and other.path != one.path
+    other.release()
+    again = sparkling.class_archive()
+    assert again is not None and again.path == one.path
+    again.release()
+    monkeypatch.setenv("JAVA_HOME", str(cache / "no-jdk-here"))
+    assert sparkling.class_archive() is None  # no java where spark-class would look: nothing to map or make
+
+
+@pytest.mark.parametrize("setting", ["off", "OFF", "0", "no", "false"])
+def test_the_class_archive_can_be_turned_off(cache: Path, monkeypatch: pytest.MonkeyPatch, setting: str) -> None:
+    monkeypatch.setenv(sparkling.CLASSES_SETTING, setting)
+    assert sparkling.class_archive() is None
+    assert not cache.exists()
+
+
+def test_no_class_archive_for_a_jvm_this_process_does_not_start(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "4040")  # run by spark-submit: its JVM is already running
+    assert sparkling.class_archive() is None
+
+
+def test_an_unwritable_cache_folder_means_no_class_archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv(sparkling.CACHE_SETTING, str(blocker / "cache"))
+    monkeypatch.delenv(sparkling.CLASSES_SETTING, raising=False)
+    assert sparkling.class_archive() is None
