@@ -186,7 +186,7 @@ def class_archive(options: str = JAVA_OPTIONS) -> ClassArchive | None:
 
 
 def _archive_key(options: str) -> str | None:
-    """What an archive belongs to, as a short digest: the JVM (as spark-class finds it), PySpark's jars, OPTIONS."""
+    """What an archive belongs to, as a short digest: the JVM (as spark-class finds it), Spark's jars, OPTIONS."""
     java_home = os.environ.get("JAVA_HOME")
     found = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
     if not found or not os.path.isfile(found):
@@ -195,8 +195,9 @@ def _archive_key(options: str) -> str | None:
     try:
         import pyspark
 
-        jars = Path(pyspark.__file__).parent / "jars"
-        names = sorted(p.name for p in jars.glob("*.jar"))
+        # the jars spark-submit puts on the class path: SPARK_HOME's when it is set, else the ones PySpark brings
+        home = os.environ.get("SPARK_HOME") or pyspark.__path__[0]
+        names = sorted(p.name for p in (Path(home) / "jars").glob("*.jar"))
         version = pyspark.__version__
     except Exception:
         return None

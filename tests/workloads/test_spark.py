@@ -234,12 +234,13 @@ def test_a_class_archive_is_made_by_one_run_at_a_time_and_then_mapped(cache: Pat
 def test_a_run_that_ended_before_its_jvm_leaves_nothing_behind_the_next_maker(cache: Path) -> None:
     first = sparkling.class_archive()
     assert first is not None and first.making is not None
-    assert first.lock is not None
-    first.lock.close()  # the run is gone; its JVM wrote the archive after it
-    first.making.write_bytes(b"half")
+    first.release()
+    # a run that ended first: its JVM wrote the archive after it, into that run's own file
+    stale = first.making.with_name(first.path.stem + ".99999999.making")
+    stale.write_bytes(b"half an archive")
     second = sparkling.class_archive()
-    assert second is not None and second.making is not None and second.making != first.making
-    assert not first.making.exists()
+    assert second is not None and second.making is not None and not second.path.exists()
+    assert not stale.exists()
     second.release()
 
 
