@@ -2,7 +2,8 @@
 # Proves the installable kit: builds the wheel, checks that its only top-level
 # names are sbtck and its .dist-info, installs it with the spark extra into a
 # new virtual environment outside the checkout, and from an empty folder runs
-# the whole suite (every scenario must pass), a small workload and the example
+# the whole suite (every scenario must pass), a small workload (twice: the second
+# maps the Spark classes the first kept) and the example
 # user project; then installs PyPI's fixtures and reports and a top-level steps
 # package beside it, runs the suite again, uninstalls them and runs it once
 # more. Prints the installed sizes of the core and the extras.
@@ -62,10 +63,17 @@ say "sbtck run from an empty folder"
 all_passed report/results.json || fail "not every scenario passed"
 [ -z "$(find "$empty" -name '.pytest_cache' -o -name '__pycache__')" ] || fail "sbtck run left caches in the current folder"
 
-say "sbtck workload --worlds 20"
+say "sbtck workload --worlds 20, then a run whose driver must map the classes the first kept"
+# the class archive in the work folder, not the user's cache: each check's venv is a new one, with its own archive
+export SBTCK_CACHE_DIR=$work/cache
 "$venv/bin/sbtck" workload --worlds 20 --master 'local[2]' --out workload >"$work/workload.log" 2>&1 \
   || { tail -20 "$work/workload.log"; fail "sbtck workload"; }
 test -s workload/summary.json || fail "the workload wrote no summary.json"
+grep -q "kept in $work/cache/spark-classes/" "$work/workload.log" || { tail -5 "$work/workload.log"; fail "the first workload kept no class archive"; }
+# -Xshare:on: a JVM that cannot map the archive refuses to start
+JDK_JAVA_OPTIONS=-Xshare:on "$venv/bin/sbtck" workload --worlds 2 --master 'local[1]' --out workload2 >"$work/workload2.log" 2>&1 \
+  || { tail -20 "$work/workload2.log"; fail "sbtck workload mapping the class archive"; }
+unset SBTCK_CACHE_DIR
 
 say "the example user project: pytest runs the kit's scenarios and its own"
 cp -r "$repo/examples/user-project" project
