@@ -314,20 +314,22 @@ HOLDS_MESSAGE = Phrase(
 RUNNING_HANDLERS = Phrase(
     "views",
     THEN,
-    '"{instance}" has {count:int} running task handlers',
-    '"sql1" has 2 running task handlers',
-    "Task handlers running on the instance.",
+    '"{instance}" has all[ but {down:int}] of its task handlers running',
+    '"sql1" has all but 1 of its task handlers running',
+    "Task handlers running on the instance, against the number it keeps running (up to 2 x its CPUs, PER-1B).",
 )
 
 # ------------------------------------------------------------------ what the log shows
 LOG_SHOWS = Phrase(
     "log",
     THEN,
-    f"the log{WHOSE} shows {{how:exactly|first}}{SPAN}:",
+    f"the log{WHOSE} shows {{how:exactly|first|each once}}{SPAN}:",
     'the log for queue "WorkQueue" shows exactly from second 5:',
     "The events of the kinds the table names are exactly its rows, in order (see Log tables). *first*: the first"
     " of them are its rows, and more may follow, where a broker may send a message again while it has not"
-    " arrived.",
+    " arrived. *each once*: a row repeated (its time aside) counts once, where a broker may send a message"
+    " again before the acknowledgement comes back and each copy is routed and forwarded again; the table has no"
+    " `second` column.",
     "a table",
 )
 LOG_COUNTS = Phrase(
@@ -354,8 +356,9 @@ SESSION_ROWS = Phrase(
     "log",
     THEN,
     'session "{session}" got the message[s] {messages:rest}',
-    'session "S1" got the messages D1:0, D1:1',
-    "Its last RECEIVE returned these messages, DIALOG:SEQUENCE, in order.",
+    'session "S1" got the messages D1:0, D1:1 or D2:0',
+    "Its last RECEIVE returned these messages, DIALOG:SEQUENCE, in order; *or* separates the answers the documents"
+    " allow alike (they do not say which conversation group a RECEIVE without WHERE takes).",
 )
 SESSION_GROUP = Phrase(
     "log",

@@ -26,7 +26,9 @@ NOTATIONS = """\
   thus holds for any value an implementation declares.
 - **Tables**: `NULL` is a missing value; a list is written `a, b`, an empty
   one `(none)`; a time column shows `second N`; a cell may read `x or y`
-  where the documents leave the choice open.
+  where the documents leave the choice open, the `second` of a log table too:
+  `25 or 30` where they do not say whether the last instant of a duration
+  counts (see docs/implementing.md, "Boundaries").
 - **Log tables** name an `event` column (`message arrived` for the event
   kind `message_arrived`); the events of the kinds the table names, for the
   queue, dialog or instance the step names and in the span it names, must
