@@ -14,6 +14,7 @@ from sbtck import contract as c
 from sbtck.observations import (
     AREA,
     DECISION_FIELDS,
+    ECHOES,
     FIELD_MEANINGS,
     FIELDS,
     REASONS,
@@ -109,6 +110,8 @@ def render_events() -> str:
     rows = []
     for kind in Kind:
         needs = ", ".join(f"`{c}`" for c in AREA[kind]) or "every implementation"
+        if kind in ECHOES:
+            needs += " (optional: an echo of the kit's own fault)"
         fields = ", ".join(f"`{f}`" for f in FIELDS[kind]) or "-"
         rows.append(f"| `{kind.value}` | {needs} | {fields} |")
     meanings = "\n".join(f"- `{name}`: {text}.{_values(name)}" for name, text in FIELD_MEANINGS.items())
@@ -122,6 +125,8 @@ def render_events() -> str:
         f"{', '.join(f'`{f}`' for f in sorted(DECISION_FIELDS))} of other kinds, and the scenarios leave out\n"
         "the rows and columns that ask for them (the report says which). Every scenario still checks what\n"
         "the broker shows: the events without that capability, RECEIVE results and views.\n\n"
+        "The kinds marked *optional* echo a fault the kit itself made (handlers failing, the network cut, a\n"
+        "clean-up stopped): the kit knows when it made it, so no scenario asks for them.\n\n"
         "| kind | reported with | fields |\n| --- | --- | --- |\n" + "\n".join(rows) + f"\n\n### Fields\n\n{meanings}\n"
     )
 

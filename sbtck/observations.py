@@ -339,6 +339,21 @@ FIELD_MEANINGS: dict[str, str] = {
 DECISION_TRACE = frozenset(kind for kind, needed in AREA.items() if TRACE in needed)
 # Fields that are reasoning although their kind is observable: the rule or routing step that decided.
 DECISION_FIELDS = frozenset({"rule", "step"})
+# Echoes of the kit's own faults: the kit knows when it made handlers fail, stopped a clean-up, created a
+# master key or cut the network, so no scenario asks an implementation to repeat it; reporting them is optional.
+ECHOES = frozenset(
+    {
+        Kind.TASK_HANDLERS_FAILED,
+        Kind.ACK_CLEANUP_STOPPED,
+        Kind.MASTER_KEY_CREATED,
+        Kind.INSTANCE_REACHABLE,
+        Kind.INSTANCE_UNREACHABLE,
+        Kind.DISPATCHER_SAVING,
+        Kind.MESSAGE_FORWARDING,
+        Kind.MIRRORING_FAILOVER,
+        Kind.MESSAGE_LOST_IN_TRANSIT,
+    }
+)
 
 
 # The rule an event speaks for when its own fields (rule, step) name none: what the workload stage blames.

@@ -13,7 +13,7 @@ from gherkin.parser import Parser
 from sbtck import catalogue
 from sbtck.catalogue import RULE_ID
 from sbtck.iut.profile import CAPABILITIES
-from sbtck.observations import FIELDS, REASONS, RULE_FIELDS, VALUES, Kind
+from sbtck.observations import ECHOES, FIELDS, REASONS, RULE_FIELDS, VALUES, Kind
 from sbtck.reports.results import INFORMATIVE
 from sbtck.steps import phrases as p
 from sbtck.views import VIEW_COLUMNS
@@ -80,6 +80,10 @@ def _kind(text: str) -> Kind | None:
         return None
 
 
+def _echo(kind: Kind) -> str:
+    return f"{kind.value} only echoes a fault the kit made: check what the broker does about it instead"
+
+
 def observation_problems(step: dict[str, Any]) -> list[str]:
     """A log table or count names declared event kinds and fields only (sbtck/observations.py)."""
     text = step["text"]
@@ -88,6 +92,8 @@ def observation_problems(step: dict[str, Any]) -> list[str]:
         kind = _kind(str(values["event"]))
         if kind is None:
             return [f"no event kind {values['event']!r} is declared"]
+        if kind in ECHOES:
+            return [_echo(kind)]
         field = values.get("field")
         if field is not None and field not in FIELDS[kind]:
             return [f"{values['event']!r} events have no field {field!r}; they have {', '.join(FIELDS[kind])}"]
@@ -114,6 +120,8 @@ def observation_problems(step: dict[str, Any]) -> list[str]:
             found.append(f"no event kind {row[header.index('event')]!r} is declared")
         else:
             kinds.append(kind)
+            if kind in ECHOES:
+                found.append(_echo(kind))
     for column in header:
         if column not in ("second", "event") and kinds and not any(column in FIELDS[k] for k in kinds):
             found.append(f"column {column!r} is a field of none of the kinds in the table")
@@ -192,6 +200,11 @@ def test_a_log_table_column_must_be_a_field_of_its_kinds() -> None:
         "column 'reson' is a field of none of the kinds in the table",
         "procedure_started has no field 'reson', so its cell reads NULL, not 'x'",
     ]
+    echo = [["event", "instance"], ["task handlers failed", "sql1"]]
+    step["dataTable"] = {"rows": [{"cells": [{"value": v} for v in row]} for row in echo]}
+    assert observation_problems(step) == [_echo(Kind.TASK_HANDLERS_FAILED)]
+    count = {"text": 'the log has no "instance unreachable" event'}
+    assert observation_problems(count) == [_echo(Kind.INSTANCE_UNREACHABLE)]
     monitor = {
         "text": 'sys.dm_broker_queue_monitors shows for queue "Q":',
         "dataTable": {"rows": [{"cells": [{"value": "stat"}, {"value": "INACTIVE"}]}]},
