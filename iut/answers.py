@@ -10,9 +10,12 @@ from typing import Any
 
 import msgspec
 
-from sbtck.contract import CAPABILITIES, PROTOCOL_VERSION, Event, Handshake, Response
+from sbtck.contract import CAPABILITIES, PROTOCOL_VERSION, Command, Event, Handshake, QueryView, Response
 from sbtck.errors import ProtocolError
+from sbtck.iut.implementation import Implementation
 from sbtck.iut.protocol import shown
+from sbtck.observations import Kind
+from sbtck.views import VIEW_COLUMNS
 
 # what an implementation may put in a handshake parameter
 Scalar = int | float | str | bool | None
@@ -84,3 +87,51 @@ def response_from(answer: Answer) -> Response:
     if answer.ok:
         return Response(result=dict(answer.result or {}), events=events)
     return Response(error=str(answer.error or "refused without a reason"), events=events)
+
+
+# What the steps read of a row RECEIVE returned (observations.FIELD_MEANINGS["rows"]).
+RECEIVED_ROW = ("dialog", "message_sequence_number")
+
+
+def _rows(rows: object, where: str, what: str, columns: tuple[str, ...]) -> None:
+    if not isinstance(rows, list):
+        raise ProtocolError(f"{what}: `{where}` is {type(rows).__name__}, not a list of rows")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise ProtocolError(f"{what}: `{where}[{i}]` is {type(row).__name__}, not an object")
+        missing = [column for column in columns if column not in row]
+        if missing:
+            raise ProtocolError(
+                f"{what}: the row `{where}[{i}]` has no column {', '.join(map(repr, missing))}; "
+                f"the contract declares {', '.join(columns)}"
+            )
+
+
+def check_result(command: Command, response: Response) -> None:
+    """What the steps read of an answer is there: every declared column of a view's rows, and the dialog and
+    sequence number of each row RECEIVE returned. A missing one is the implementation's error, named here."""
+    if response.error is None and isinstance(command, QueryView):
+        what = f"{command.kind} {command.view!r} at {command.instance or 'the first instance'}"
+        _rows(response.result.get("rows", []), "$.result.rows", what, VIEW_COLUMNS.get(command.view, ()))
+    for i, event in enumerate(response.events):
+        if event.kind == Kind.ROWS_RETURNED:
+            what = f"{command.kind}: a {event.kind} event"
+            _rows(event.fields.get("rows", []), f"$.events[{i}].rows", what, RECEIVED_ROW)
+
+
+class Checked:
+    """An implementation whose every answer is checked (``check_result``) before a step reads any of it."""
+
+    def __init__(self, inner: Implementation) -> None:
+        self.inner = inner
+
+    def handshake(self) -> Handshake:
+        return self.inner.handshake()
+
+    def execute(self, command: Command) -> Response:
+        response = self.inner.execute(command)
+        check_result(command, response)
+        return response
+
+    def close(self) -> None:
+        self.inner.close()

@@ -65,10 +65,19 @@ def routes_are(world: World, database: str | None, instance: str, datatable: lis
     for route in routes:
         _check(world, route)
     at = world.at()
-    for existing in world.run(c.QueryView(at, "sys.routes", instance, database)).get("rows", []):
-        world.run(c.DropRoute(at, instance, database, existing["name"]))
+    table = world.route_table(instance, database)
+    # the routes the scenario made, not those the view shows: a broker whose view is wrong must not keep old ones
+    for name in list(table):
+        world.run(c.DropRoute(at, instance, database, name))
+        del table[name]
     for route in routes:
         world.run(c.CreateRoute(at, instance, database, route))
+        table[route["name"]] = route
+    shown = sorted(str(row.get("name")) for row in world.run(c.QueryView(at, "sys.routes", instance, database))["rows"])
+    where = f"sys.routes of {database or 'msdb'} on {instance}"
+    assert shown == sorted(table), (
+        f"{where} shows {', '.join(shown) or 'no route'} once the table is replaced by {', '.join(sorted(table))}"
+    )
 
 
 def _options(world: World, name: str, options: str) -> dict[str, Any]:
@@ -88,16 +97,21 @@ def _options(world: World, name: str, options: str) -> dict[str, Any]:
 def route_ddl(world: World, database: str | None, instance: str, verb: str, name: str, options: str) -> None:
     route = _options(world, name, options)
     at = world.at()
+    table = world.route_table(instance, database)
     if verb == "CREATE":
         _check(world, route)
         world.run(c.CreateRoute(at, instance, database, route))
+        table[name] = route
     else:
         world.run(c.AlterRoute(at, instance, database, route))
+        table[name] = {**table.get(name, {}), **{k: v for k, v in route.items() if v is not None}}
 
 
 @step(p.DROP_ROUTE)
 def drop_route(world: World, database: str | None, instance: str, name: str) -> None:
+    table = world.route_table(instance, database)
     world.run(c.DropRoute(world.at(), instance, database, name))
+    table.pop(name, None)
 
 
 @step(p.ANSWER_ROUTING_REQUEST)
@@ -105,6 +119,7 @@ def answer_request(world: World, service: str, database: str | None, instance: s
     route = _route(world, f"Dynamic_{service}", {"service_name": service, "address": address})
     _check(world, route)
     world.run(c.AnswerRoutingRequest(world.at(), instance, database, route))
+    world.route_table(instance, database)[route["name"]] = route
 
 
 @step(p.FORWARDING)

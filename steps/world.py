@@ -29,6 +29,9 @@ class World:
     answers: list[dict[str, Any]] = field(default_factory=list)
     # what a check step left out, by its line: (what and why, whether nothing was left to check)
     left_out: dict[int, tuple[str, bool]] = field(default_factory=dict)
+    # the route tables as the scenario made them, by (instance, database or None for msdb): the topology's, then
+    # every CREATE, ALTER and DROP ROUTE the implementation took; setup never depends on what a view answers
+    routes: dict[tuple[str, str | None], dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def step_at(self) -> tuple[str, int]:
@@ -72,7 +75,18 @@ class World:
         if self.topology is not None:
             raise ScenarioError("a scenario declares one topology; this one declares a second")
         self.topology = topology
+        for instance in topology.plain["instances"]:
+            self.routes[(instance["name"], None)] = {r["name"]: r for r in instance.get("msdb_routes", [])}
+            for db in instance["databases"]:
+                self.routes[(instance["name"], db["name"])] = {r["name"]: r for r in db.get("routes", [])}
         self.run(c.Start(self.clock.now_ms(), topology.plain))
+
+    def route_table(self, instance: str, database: str | None) -> dict[str, dict[str, Any]]:
+        """The routes the scenario has made in the table: the topology's and those its steps created since."""
+        self.instance(instance)
+        if (instance, database) not in self.routes:
+            raise ScenarioError(f"no database {database!r} on {instance!r} in the topology")
+        return self.routes[(instance, database)]
 
     def at(self) -> int:
         if self.topology is None:

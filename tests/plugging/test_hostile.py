@@ -20,8 +20,10 @@ from html import unescape
 from pathlib import Path
 
 import pytest
+import yaml
 
 from sbtck.contract import PROTOCOL_VERSION
+from sbtck.engine.params import PROFILE_PATH
 from sbtck.errors import DeclarationError, OutputError
 from sbtck.iut.profile import load_expectations, load_file
 from sbtck.reports import results as r
@@ -464,3 +466,61 @@ def test_other_reporting_plugins_keep_real_time(tmp_path: Path) -> None:
     blob = json.loads(unescape(html_page.split('data-jsonblob="', 1)[1].split('"', 1)[0]))
     shown = [t["duration"] for tests in blob["tests"].values() for t in tests]
     assert shown and all(re.fullmatch(r"\d+ ms|00:00:\d\d", d) for d in shown), shown
+
+
+@pytest.mark.parametrize(
+    ("factory", "tags", "said"),
+    [
+        (
+            "no_from_target",
+            "RTM-8",
+            "query_view 'sys.transmission_queue' at sql1: the row `$.result.rows[0]` has no column 'from_target'; "
+            "the contract declares instance, dialog, message_sequence_number, from_target, to_service_name, "
+            "transmission_status, received_ms",
+        ),
+        (
+            "rows_without_sequence",
+            "ACT-09",
+            "a rows_returned event: the row `$.events[",
+        ),
+    ],
+)
+def test_an_answer_without_a_declared_field_is_an_error_naming_it(
+    factory: str, tags: str, said: str, tmp_path: Path
+) -> None:
+    """Not a bare KeyError: one line naming the command, the view or event, the field and what is declared."""
+    run = sbtck("--iut", f"python:tests.fakes.incomplete:{factory}", "--tags", tags, out=tmp_path)
+    assert run.code == 1, run.output[-3000:]
+    errors = [s for s in run.results()["scenarios"] if s["status"] == "error"]
+    assert errors, run.output[-3000:]
+    for scenario in errors:
+        message = scenario["failure"]["message"]
+        assert "\n" not in message and said in message, message
+        assert "KeyError" not in message
+
+
+def test_a_route_table_is_replaced_whatever_the_view_says_and_a_wrong_view_is_named(tmp_path: Path) -> None:
+    """The kit drops the routes the scenario made, not those sys.routes lists, then holds the view to the result."""
+    run = sbtck("--iut", "python:tests.fakes.incomplete:empty_routes_view", "--tags", "RTM-2", out=tmp_path)
+    assert run.code == 1, run.output[-3000:]
+    failed = [s for s in run.results()["scenarios"] if s["status"] == "failed"]
+    assert failed, run.output[-3000:]
+    for scenario in failed:
+        assert scenario["failure"]["step"].startswith("And the routes in") or scenario["failure"]["step"].startswith(
+            "Given the routes in"
+        ), scenario["failure"]
+        assert "shows no route once the table is replaced by" in scenario["failure"]["message"]
+
+
+def test_a_profile_that_disagrees_with_the_handshake_is_every_scenarios_error_naming_both(tmp_path: Path) -> None:
+    profile = yaml.safe_load(PROFILE_PATH.read_text())
+    profile["params"]["delayed_retry_s"] = profile["params"]["delayed_retry_s"] + 7
+    path = tmp_path / "profile.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    run = sbtck("--profile", str(path), "--tags", "RTM-8", out=tmp_path / "out")
+    assert run.code == 1, run.output[-3000:]
+    scenarios = run.results()["scenarios"]
+    assert scenarios and {s["status"] for s in scenarios} == {"error"}
+    message = scenarios[0]["failure"]["message"]
+    declared = yaml.safe_load(PROFILE_PATH.read_text())["params"]["delayed_retry_s"]
+    assert f"delayed_retry_s = {declared + 7:g} in the profile, {declared!r} in the handshake" in message, message
