@@ -90,7 +90,7 @@ COLUMN_MEANINGS: dict[str, str] = {
     "remote_service_name": "the service the route is for, or null for any",
     "running_task_handlers": "task handlers running now (PER-1B)",
     "state": "the monitor's state (INACTIVE, NOTIFIED, RECEIVES_OCCURRING) or the connection's (CONNECTED)",
-    "task_handlers": "task handlers the instance starts, 2 x CPUs",
+    "task_handlers": "task handlers the instance starts and keeps running, up to 2 x CPUs (PER-1B)",
     "tasks_waiting": "sessions waiting in RECEIVE without WHERE or GET CONVERSATION GROUP on the queue",
     "to_service_name": "the service the message goes to",
     "transmission_status": "why the message waits",

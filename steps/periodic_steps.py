@@ -108,8 +108,12 @@ def held_since(world: World, what: str, instance: str, message: str, second: str
 
 
 @step(p.RUNNING_HANDLERS)
-def running_handlers(world: World, instance: str, count: str) -> None:
+def running_handlers(world: World, instance: str, down: str | None) -> None:
     rows = _rows(world, "sbtck.periodic_state", instance)
     assert rows, f"no periodic state for {instance}"
-    got = rows[0]["running_task_handlers"]
-    assert got == int(count), f"{instance}: expected {count} running task handlers, got {got}"
+    kept, running = int(str(rows[0]["task_handlers"])), int(str(rows[0]["running_task_handlers"]))
+    want = kept - int(down or 0)
+    assert running == want, (
+        f"{instance}: expected {want} running task handlers (of the {kept} it keeps), got {running}"
+        f"\nlog:\n{world.log_text()}"
+    )

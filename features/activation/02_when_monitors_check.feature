@@ -7,6 +7,8 @@ Feature: Activation 02 - When a queue monitor checks
   RECEIVE rolls back, all procedures it started exit, or an ALTER QUEUE
   executes. Each scenario below makes exactly one of these happen between two
   timer notifications, so the reader started at that instant shows the check.
+  Each statement is an event of its own, even where the kit's frozen clock
+  puts several on one instant: a monitor does not fold their checks into one.
 
   Background:
     Given the topology "activation"

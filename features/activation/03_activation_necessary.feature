@@ -197,8 +197,11 @@ Feature: Activation 03 - Whether activation is necessary
     When session "S1" gets a conversation group from queue "StallQueue"
     Then session "S1" got the conversation group of dialog "D2"
 
+  # Whether the window is over at the very instant its length has passed the documents do not say ("for a few
+  # seconds"); a millisecond after, it is. A timer check at that instant may start a procedure of its own, and
+  # so may the arrival after it: the stalled procedures never wait in RECEIVE.
   @ACT-07
-  Scenario: [15] The quiet window is over exactly when its length has passed since the empty result, not a millisecond before
+  Scenario: [15] The quiet window is over once its length has passed since the empty result, not a millisecond before
     Given dialog "D1" is begun from service "Initiator" to service "StallService"
     And dialog "D2" is begun from service "Initiator" to service "StallService"
     And a message is sent on dialog "D1"
@@ -208,8 +211,7 @@ Feature: Activation 03 - Whether activation is necessary
     And session "S2" receives from queue "StallQueue"
     And time passes to second 1 + {activation_empty_window_s} - 0.001
     And a message is sent on dialog "D2"
-    And time passes to second 1 + {activation_empty_window_s}
+    And time passes to second 1 + {activation_empty_window_s} + 0.001
     When a message is sent on dialog "D2"
-    Then the log for queue "StallQueue" shows exactly from second 1:
-      | second                          | event             |
-      | 1 + {activation_empty_window_s} | procedure started |
+    Then the log for queue "StallQueue" has no "procedure started" event from second 1 until second 1 + {activation_empty_window_s} - 0.001
+    And the log for queue "StallQueue" has at least 1 "procedure started" event from second 1 until second 1 + {activation_empty_window_s} + 0.001

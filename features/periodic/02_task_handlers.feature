@@ -1,40 +1,44 @@
 @PER-1B @requires-periodic-tasks
 Feature: Periodic 02 - Task handlers
 
-  The broker's task infrastructure creates up to 2 x the number of CPUs
-  task handlers to run its async tasks. They start with the SQL engine and
-  always run; on every notification, any handler that failed to start is
-  restarted. In the topology "periodic" sql1 has 2 CPUs, sql2 one.
+  The broker's task infrastructure "creates up to 2 times the number of
+  CPU's task-handlers" to run its async tasks: at least one, and never more
+  than twice the CPUs; how many within that the documents leave open. They
+  start with the SQL engine and always run; on every notification, any
+  handler that failed to start is restarted. In the topology "periodic" sql1
+  has 2 CPUs, sql2 and sql5 one.
 
-  Scenario: [1] Twice as many task handlers as CPUs start with the engine
+  Failing handlers is the kit's own fault: the kit knows when it made them
+  fail, so a broker is not asked to report it.
+
+  Scenario: [1] Up to twice as many task handlers as CPUs start with the engine
     Given the topology "periodic"
     Then the log shows exactly:
-      | second | event                 | instance | count |
-      | 0      | task handlers started | sql1     | 4     |
-      | 0      | task handlers started | sql2     | 2     |
-      | 0      | task handlers started | sql5     | 2     |
-    And "sql1" has 4 running task handlers
+      | second | event                 | instance | count            |
+      | 0      | task handlers started | sql1     | 1 or 2 or 3 or 4 |
+      | 0      | task handlers started | sql2     | 1 or 2           |
+      | 0      | task handlers started | sql5     | 1 or 2           |
+    And "sql1" has all of its task handlers running
 
   Scenario: [2] Handlers that failed are restarted by the next notification
     Given the topology "periodic"
     And time passes to second 7
-    And 3 task handlers of "sql1" fail
+    And 1 task handler of "sql1" fails
     When time passes to second 10
     Then the log shows exactly:
       | second | event                   | instance | count |
-      | 7      | task handlers failed    | sql1     | 3     |
-      | 10     | task handlers restarted | sql1     | 3     |
-    And "sql1" has 4 running task handlers
+      | 10     | task handlers restarted | sql1     | 1     |
+    And "sql1" has all of its task handlers running
 
   Scenario: [3] Until that notification they stay down
     Given the topology "periodic"
     And time passes to second 6
-    And 3 task handlers of "sql1" fail
-    When time passes to second 9
-    Then "sql1" has 1 running task handlers
+    And 1 task handler of "sql1" fails
+    When time passes to second 9.999
+    Then "sql1" has all but 1 of its task handlers running
     And the log has no "task handlers restarted" event
 
-  Scenario: [4] Three CPUs give six task handlers, not more
+  Scenario: [4] Three CPUs give six task handlers at most
     Given the topology:
       """
       instances:
@@ -43,6 +47,19 @@ Feature: Periodic 02 - Task handlers
           databases: {shop: {}}
       """
     Then the log shows exactly:
-      | second | event                 | instance | count |
-      | 0      | task handlers started | sql1     | 6     |
-    And "sql1" has 6 running task handlers
+      | second | event                 | instance | count                       |
+      | 0      | task handlers started | sql1     | 1 or 2 or 3 or 4 or 5 or 6 |
+    And "sql1" has all of its task handlers running
+
+  Scenario: [5] A second failure after a restart is restarted by the notification after it
+    Given the topology "periodic"
+    And time passes to second 12
+    And 1 task handler of "sql1" fails
+    And time passes to second 16
+    And 1 task handler of "sql1" fails
+    When time passes to second 20
+    Then "sql1" has all of its task handlers running
+    And the log shows exactly:
+      | second | event                   | instance | count |
+      | 15     | task handlers restarted | sql1     | 1     |
+      | 20     | task handlers restarted | sql1     | 1     |

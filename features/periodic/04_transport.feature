@@ -6,7 +6,16 @@ Feature: Periodic 04 - Transport connections
   destination is suppressed for 15 seconds after a disconnection and for 60
   seconds after each unsuccessful connection attempt. On every 5th
   notification it closes the connections that have been idle for the past
-  90 seconds. sql1 sends dialog D1's messages to sql2 by the route ToOrders.
+  90 seconds. Whether the last instant of such a span counts the documents
+  do not say: where a span ends exactly at a notification, what happens at
+  it or at the next is accepted alike, and a span that ends a moment before
+  or after a notification settles it. sql1 sends dialog D1's messages to sql2 by the route ToOrders.
+
+  An instance that "cannot be reached" is the kit's own network fault: the
+  kit knows when it made it, so a broker is not asked to report it. When a
+  broker notices that its connection to such an instance is broken, at once
+  or when it next uses the connection, the documents do not say; the
+  scenarios accept both.
 
   Background:
     Given the topology "periodic"
@@ -30,17 +39,18 @@ Feature: Periodic 04 - Transport connections
       | 30     | message arrived | 1                       |
 
   @PER-2A
-  Scenario: [2] A destination whose attempt fails at second 30 is not tried at 40, 50, 60, 70 or 80 and is tried at 90
+  Scenario: [2] A destination whose attempt fails at second 30 is not tried at 40, 50, 60, 70 or 80 and is tried when its 60 seconds are over
     Given time passes to second 12
     And instance "sql2" cannot be reached
     And time passes to second 13
     And a message is sent on dialog "D1"
-    When time passes to second 95
-    Then the log at "sql1" shows exactly from second 12:
-      | second | event              | result  | reason       |
-      | 12     | connection closed  | NULL    | disconnected |
-      | 30     | connection attempt | refused | NULL         |
-      | 90     | connection attempt | refused | NULL         |
+    When time passes to second 100
+    # the connection closes when the network fails, or when the message sent at 13 finds it broken
+    Then the log at "sql1" has 1 "connection closed" event where reason is "disconnected" from second 12 until second 13
+    And the log at "sql1" shows exactly from second 13.001 until second 100:
+      | second    | event              | result  |
+      | 30        | connection attempt | refused |
+      | 90 or 100 | connection attempt | refused |
     And the transmission queue of "sql1" holds 1 message
 
   @PER-2A
@@ -51,14 +61,11 @@ Feature: Periodic 04 - Transport connections
     And 2 messages are sent on dialog "D1"
     And time passes to second 40
     And instance "sql2" can be reached again
-    When time passes to second 95
-    Then the log shows exactly from second 13:
-      | second | event              | instance |
-      | 40     | instance reachable | sql2     |
-    And the log for dialog "D1" at "sql2" shows exactly from second 12:
-      | second | event           | message_sequence_number |
-      | 90     | message arrived | 1                       |
-      | 90     | message arrived | 2                       |
+    When time passes to second 100
+    Then the log for dialog "D1" at "sql2" shows exactly from second 12:
+      | second    | event           | message_sequence_number |
+      | 90 or 100 | message arrived | 1                       |
+      | 90 or 100 | message arrived | 2                       |
     And the transmission queue of "sql1" holds no message
 
   @PER-2A
@@ -111,19 +118,19 @@ Feature: Periodic 04 - Transport connections
       | 40     | message arrived | 1                       |
 
   @PER-2A
-  Scenario: [10] A destination whose 15 seconds end exactly at the 2nd notification at second 30 is tried at it, not by a SEND just before
+  Scenario: [10] A destination whose 15 seconds end exactly at the 2nd notification at second 30 is not tried by a SEND just before
     Given time passes to second 15
     And the connection from "sql1" to "TCP://sql2.example:4022" drops
     And time passes to second 29.99
     And a message is sent on dialog "D1"
-    When time passes to second 35
+    When time passes to second 45
     Then the log at "sql1" shows exactly from second 12:
-      | second | event              | address                 | result    | reason       |
-      | 15     | connection closed  | TCP://sql2.example:4022 | NULL      | disconnected |
-      | 30     | connection attempt | TCP://sql2.example:4022 | connected | NULL         |
+      | second   | event              | address                 | result    | reason       |
+      | 15       | connection closed  | TCP://sql2.example:4022 | NULL      | disconnected |
+      | 30 or 40 | connection attempt | TCP://sql2.example:4022 | connected | NULL         |
 
   @PER-2A
-  Scenario: [11] After an attempt fails at second 30, a SEND at second 89.99 does not try the destination; the notification at 90 does
+  Scenario: [11] After an attempt fails at second 30, a SEND at second 89.99 does not try the destination; a notification once the 60 seconds are over does
     Given dialog "D2" is begun from service "Initiator" to service "Target"
     And time passes to second 12
     And instance "sql2" cannot be reached
@@ -132,20 +139,20 @@ Feature: Periodic 04 - Transport connections
     And time passes to second 89.99
     # another dialog: a second message of D1 would only queue behind the first
     And a message is sent on dialog "D2"
-    When time passes to second 95
+    When time passes to second 100
     Then the log at "sql1" shows exactly from second 13:
-      | second | event              | address                 | result  |
-      | 30     | connection attempt | TCP://sql2.example:4022 | refused |
-      | 90     | connection attempt | TCP://sql2.example:4022 | refused |
+      | second    | event              | address                 | result  |
+      | 30        | connection attempt | TCP://sql2.example:4022 | refused |
+      | 90 or 100 | connection attempt | TCP://sql2.example:4022 | refused |
 
   @PER-5A
-  Scenario: [12] A connection idle for exactly 90 seconds at a 5th notification closes at it
+  Scenario: [12] A connection idle for exactly 90 seconds at a 5th notification closes at it or at the next
     Given time passes to second 35
     And a message is sent on dialog "D1"
-    When time passes to second 130
+    When time passes to second 150
     Then the log at "sql1" shows exactly:
-      | second | event             | address                 | reason |
-      | 125    | connection closed | TCP://sql2.example:4022 | idle   |
+      | second     | event             | address                 | reason |
+      | 125 or 150 | connection closed | TCP://sql2.example:4022 | idle   |
 
   @PER-5A
   Scenario: [13] A connection idle for 89.95 seconds at a 5th notification stays open until the next one
@@ -165,12 +172,11 @@ Feature: Periodic 04 - Transport connections
       | ToVault  | Vault        | TCP://sql5.example:4022 |
     And a message is sent on dialog "D2"
     And time passes to second 21
-    When instance "sql2" cannot be reached
+    And instance "sql2" cannot be reached
+    # the connection closes when the network fails, or when the next message finds it broken
+    When a message is sent on dialog "D1"
     Then "sql1" has no connection to "TCP://sql2.example:4022"
     And "sql1" has a connection to "TCP://sql5.example:4022"
-    And the log shows exactly from second 21:
-      | second | event                | instance |
-      | 21     | instance unreachable | sql2     |
 
   @PER-2A
   Scenario: [15] An instance that cannot be reached leaves the connections to the others open
@@ -181,6 +187,42 @@ Feature: Periodic 04 - Transport connections
       | ToVault  | Vault        | TCP://sql5.example:4022 |
     And a message is sent on dialog "D2"
     And time passes to second 21
-    When instance "sql5" cannot be reached
+    And instance "sql5" cannot be reached
+    # D2's first message waits at sql5, which has no route for Vault, and its next would queue behind it
+    And dialog "D3" is begun from service "Initiator" to service "Vault"
+    When a message is sent on dialog "D3"
     Then "sql1" has no connection to "TCP://sql5.example:4022"
     And "sql1" has a connection to "TCP://sql2.example:4022"
+
+  @PER-2A
+  Scenario: [16] A destination whose 15 seconds end a moment before the 2nd notification at second 30 is tried at it
+    Given time passes to second 14.99
+    And the connection from "sql1" to "TCP://sql2.example:4022" drops
+    And time passes to second 29.98
+    And a message is sent on dialog "D1"
+    When time passes to second 35
+    Then the log at "sql1" shows exactly from second 12:
+      | second | event              | address                 | result    | reason       |
+      | 14.99  | connection closed  | TCP://sql2.example:4022 | NULL      | disconnected |
+      | 30     | connection attempt | TCP://sql2.example:4022 | connected | NULL         |
+
+  @PER-2A
+  Scenario: [17] A destination whose 15 seconds end a moment after the 2nd notification at second 30 is tried at the next
+    Given time passes to second 15.01
+    And the connection from "sql1" to "TCP://sql2.example:4022" drops
+    And time passes to second 29.98
+    And a message is sent on dialog "D1"
+    When time passes to second 45
+    Then the log at "sql1" shows exactly from second 12:
+      | second | event              | address                 | result    | reason       |
+      | 15.01  | connection closed  | TCP://sql2.example:4022 | NULL      | disconnected |
+      | 40     | connection attempt | TCP://sql2.example:4022 | connected | NULL         |
+
+  @PER-5A
+  Scenario: [18] A connection idle for 90.05 seconds at a 5th notification closes at it
+    Given time passes to second 34.95
+    And a message is sent on dialog "D1"
+    When time passes to second 130
+    Then the log at "sql1" shows exactly:
+      | second | event             | address                 | reason |
+      | 125    | connection closed | TCP://sql2.example:4022 | idle   |

@@ -89,11 +89,13 @@ Feature: Periodic 05 - The transmitter
     And time passes to second 1
     And a message is sent on dialog "D1"
     When time passes to second 35
+    # the route table was replaced at second 0, a metadata change: the transmitter "reclassifies all or selected
+    # dialogs" after it, so D1, sent after the change, may be among them at 10
     Then the log at "sql1" shows exactly:
-      | second | event                    | dialogs |
-      | 10     | transmitter reclassified | (none)  |
-      | 20     | transmitter reclassified | D1      |
-      | 30     | transmitter reclassified | (none)  |
+      | second | event                    | dialogs      |
+      | 10     | transmitter reclassified | (none) or D1 |
+      | 20     | transmitter reclassified | D1           |
+      | 30     | transmitter reclassified | (none)       |
     And the log for dialog "D1" has no "message arrived" event
 
   Scenario: [7] A route change in another instance does not touch the dialogs waiting in this one

@@ -9,17 +9,25 @@ Feature: Periodic 07 - Broker restart, configuration notices and the acknowledge
   queues of the databases that have any dialogs. sql2's database "vault" has
   no master key.
 
+  Stopping the clean-up is the kit's own fault: the kit knows when it
+  stopped it, so a broker is not asked to report that.
+
   Background:
     Given the topology "periodic"
 
+  # Whether each failed attempt to start it again is reported the documents do not say; where one is, it is
+  # at a 5th notification. Scenario [2] shows the attempts: the broker starts at the first 5th notification
+  # after the cause is fixed.
   @PER-5C
   Scenario: [1] A database whose broker failed to start is tried again on every 5th notification
     When time passes to second 52
-    Then the log shows exactly:
-      | second | event                        | database | reason            |
+    Then the log shows exactly until second 0:
+      | second | event                        | database | reason             |
       | 0      | database broker start failed | vault    | missing master key |
-      | 25     | database broker start failed | vault    | missing master key |
-      | 50     | database broker start failed | vault    | missing master key |
+    And the log has no "database broker start failed" event from second 0.001 until second 24.999
+    And the log has no "database broker start failed" event from second 25.001 until second 49.999
+    And the log has no "database broker start failed" event from second 50.001
+    And the log has no "database broker started" event where database is "vault"
 
   @PER-5C
   Scenario: [2] Once the cause is fixed the broker starts at the next 5th notification
@@ -30,14 +38,15 @@ Feature: Periodic 07 - Broker restart, configuration notices and the acknowledge
       | second | event                        | database |
       | 50     | database broker started      | vault    |
 
+  # The topology names no BCN client, and the document fires the notification "for BCN clients": a broker
+  # may fire it for none. Where it fires one, it is at a 5th notification.
   @PER-5D
   Scenario: [3] The Broker Configuration Notification fires on every 5th notification only
     When time passes to second 80
-    Then the log at "sql1" shows exactly:
-      | second | event                             |
-      | 25     | broker configuration notification |
-      | 50     | broker configuration notification |
-      | 75     | broker configuration notification |
+    Then the log at "sql1" has no "broker configuration notification" event until second 24.999
+    And the log at "sql1" has no "broker configuration notification" event from second 25.001 until second 49.999
+    And the log at "sql1" has no "broker configuration notification" event from second 50.001 until second 74.999
+    And the log at "sql1" has no "broker configuration notification" event from second 75.001
 
   @PER-5E
   Scenario: [4] The clean-up task of a database with dialogs is resumed at the next 5th notification
@@ -47,7 +56,6 @@ Feature: Periodic 07 - Broker restart, configuration notices and the acknowledge
     When time passes to second 30
     Then the log shows exactly:
       | second | event               | database |
-      | 3      | ack cleanup stopped | shop     |
       | 25     | ack cleanup resumed | shop     |
 
   @PER-5E
@@ -60,9 +68,7 @@ Feature: Periodic 07 - Broker restart, configuration notices and the acknowledge
     When time passes to second 80
     Then the log shows exactly:
       | second | event               | database |
-      | 3      | ack cleanup stopped | shop     |
       | 25     | ack cleanup resumed | shop     |
-      | 52     | ack cleanup stopped | shop     |
       | 75     | ack cleanup resumed | shop     |
 
   @PER-5E
@@ -84,10 +90,6 @@ Feature: Periodic 07 - Broker restart, configuration notices and the acknowledge
     When time passes to second 30
     Then the log shows exactly from second 11:
       | second | event               | database |
-      | 11     | ack cleanup stopped | stock    |
-      | 11     | ack cleanup stopped | shop     |
-      | 11     | ack cleanup stopped | vault    |
-      | 11     | ack cleanup stopped | orders   |
       | 25     | ack cleanup resumed | shop     |
       | 25     | ack cleanup resumed | orders   |
 

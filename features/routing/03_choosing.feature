@@ -138,7 +138,7 @@ Feature: Routing 03 - Choosing a route
     And message forwarding is enabled on "sql5"
     When a message is sent on dialog "D1"
     And time passes to second 20
-    Then the log for dialog "D1" shows exactly:
+    Then the log for dialog "D1" shows each once:
       | event             | instance | hops | database |
       | message forwarded | sql5     | 1    | NULL     |
       | message arrived   | sql2     | NULL | orders   |

@@ -63,7 +63,7 @@ Feature: Routing 04 - Locating the service, acknowledgements and replies
       | Back   | Target       | TCP://sql1.example:4022 |
     When a message is sent on dialog "D1"
     And time passes to second 20
-    Then the log for dialog "D1" shows exactly:
+    Then the log for dialog "D1" shows each once:
       | event           | instance | table           | database               |
       | routes matched  | sql1     | shop.sys.routes | NULL                   |
       | routes matched  | sql5     | msdb.sys.routes | NULL                   |
@@ -133,7 +133,7 @@ Feature: Routing 04 - Locating the service, acknowledgements and replies
     And time passes to second 10
     When a reply is sent on dialog "D1"
     And time passes to second 30
-    Then the log for dialog "D1" shows exactly:
+    Then the log for dialog "D1" shows each once:
       | event            | instance | from_target | table             | routes           | database |
       | routes matched   | sql1     | False       | shop.sys.routes   | ToOrders         | NULL     |
       | routes matched   | sql2     | False       | msdb.sys.routes   | AutoCreatedLocal | NULL     |

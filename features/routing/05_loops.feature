@@ -44,7 +44,7 @@ Feature: Routing 05 - Routing loops
       | To2   | Target       | TCP://sql2.example:4022 |
     When a message is sent on dialog "D1"
     And time passes to second 20
-    Then the log for dialog "D1" shows exactly:
+    Then the log for dialog "D1" shows each once:
       | event             | instance | hops | database |
       | message forwarded | sql5     | 1    | NULL     |
       | message arrived   | sql2     | NULL | orders   |
@@ -56,12 +56,13 @@ Feature: Routing 05 - Routing loops
       | Self  | Target       | TCP://sql1.example:4022 |
     When a message is sent on dialog "D1"
     And time passes to second 10
+    # the document treats the conversation as if it came from outside: whether the message goes out over the
+    # network and back, or is taken up at once, it does not say
     Then the log for dialog "D1" shows exactly:
-      | event               | instance | table           | to_instance | database               |
-      | routes matched      | sql1     | shop.sys.routes | NULL        | NULL                   |
-      | message transmitted | sql1     | NULL            | sql1        | NULL                   |
-      | routes matched      | sql1     | msdb.sys.routes | NULL        | NULL                   |
-      | message arrived     | sql1     | NULL            | NULL        | shop or stock or audit |
+      | event               | instance | table           | database               |
+      | routes matched      | sql1     | shop.sys.routes | NULL                   |
+      | routes matched      | sql1     | msdb.sys.routes | NULL                   |
+      | message arrived     | sql1     | NULL            | shop or stock or audit |
 
   @RTX-2 @RTC-5
   Scenario: [4] Once it arrives from itself, forwarding must be active to send it elsewhere
@@ -90,7 +91,7 @@ Feature: Routing 05 - Routing loops
     And message forwarding is enabled on "sql1"
     When a message is sent on dialog "D1"
     And time passes to second 20
-    Then the log for dialog "D1" shows exactly:
+    Then the log for dialog "D1" shows each once:
       | event             | instance | hops | database |
       | message forwarded | sql1     | 1    | NULL     |
       | message arrived   | sql2     | NULL | orders   |

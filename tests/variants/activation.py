@@ -67,13 +67,6 @@ class _ReceiveKeepsNotificationPending(QueueMonitors):
         pass
 
 
-class _QuietWindowStrict(QueueMonitors):
-    def quiet(self, monitor: QueueMonitor) -> bool:
-        if monitor.last_empty_ms is None:
-            return True
-        return self.clock.now_ms - monitor.last_empty_ms > self.params.activation_empty_window_s * 1000
-
-
 class _OnlyTheMaximumItselfStops(QueueMonitors):
     def internal_occurs(self, queue: Queue) -> bool:
         return len(self.tasks[queue.key]) != queue.activation.max_queue_readers
@@ -183,11 +176,6 @@ def receive_keeps_notification_pending() -> ReferenceImplementation:
     return _variant(_ReceiveKeepsNotificationPending, "receive_keeps_notification_pending")
 
 
-def quiet_window_strict() -> ReferenceImplementation:
-    """Counts the quiet window as over only after its length, not at it."""
-    return _variant(_QuietWindowStrict, "quiet_window_strict")
-
-
 def only_the_maximum_itself_stops() -> ReferenceImplementation:
     """Starts no procedure at MAX_QUEUE_READERS, but does above it (after MAX_QUEUE_READERS is lowered)."""
     return _variant(_OnlyTheMaximumItselfStops, "only_the_maximum_itself_stops")
@@ -213,7 +201,6 @@ VARIANTS = [
     "checks_only_on_timer",
     "no_rollback_check",
     "receive_keeps_notification_pending",
-    "quiet_window_strict",
     "only_the_maximum_itself_stops",
     "ended_time_out_still_expires",
     "status_ignored",

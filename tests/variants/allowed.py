@@ -12,16 +12,18 @@ import dataclasses
 from typing import Any
 
 from sbtck import contract as c
-from sbtck.engine import Broker
+from sbtck.engine import Broker, EngineParams
 from sbtck.engine import routing as r
-from sbtck.engine.activation import ActivatedTask, QueueMonitors
+from sbtck.engine.activation import ActivatedTask, QueueMonitor, QueueMonitors
 from sbtck.engine.broker import ConnectsWhenNotified
 from sbtck.engine.choosing import NEXT_READER, THE_COMMITTER, Addresses, Chooser, FirstChooser
 from sbtck.engine.dispatcher import Dispatcher
 from sbtck.engine.model import Database, Envelope, Instance, Route
-from sbtck.engine.router import Router
+from sbtck.engine.receiving import Receiving, Wait
+from sbtck.engine.router import CONNECTING, DELAYED, FAILED, NO_PRINCIPAL, Router, SendsOnceConnected
+from sbtck.engine.transport import Link, Transport
 from sbtck.iut.reference import ReferenceImplementation
-from sbtck.observations import FIELDS, Kind
+from sbtck.observations import ECHOES, FIELDS, Kind
 
 # fields some kinds carry, added to every event of the kinds that do not: a minor protocol version may add fields
 EXTRA = {"reason": "extra", "rule": "extra", "step": "extra", "trigger": "extra", "task": 99, "route": "extra"}
@@ -185,6 +187,15 @@ ALLOWED = [
     "connects_on_the_next_notification",
     "resends_after_4_seconds",
     "resends_after_a_second",
+    "resends_after_a_second_connecting_when_notified",
+    "receives_the_newest_group",
+    "one_task_handler_per_cpu",
+    "reclassifies_every_waiting_dialog",
+    "exclusive_boundaries",
+    "echoes_no_fault",
+    "fires_no_bcn_without_clients_nor_reports_failed_restarts",
+    "notices_an_unreachable_instance_at_next_use",
+    "takes_its_own_address_at_once",
 ]
 
 
@@ -265,3 +276,213 @@ def resends_after_4_seconds() -> ReferenceImplementation:
 
 def resends_after_a_second() -> ReferenceImplementation:
     return _resending(1_000)
+
+
+def resends_after_a_second_connecting_when_notified() -> ReferenceImplementation:
+    """A forwarder passes on every copy it receives: resent copies reach it before the acknowledgement is back."""
+    router = type("ResendsWhenNotified", (_Resends, SendsOnceConnected), {"first_ms": 1_000})
+    broker = type("ResendsWhenNotifiedBroker", (_ResendsBroker, ConnectsWhenNotified), {"router_class": router})
+    return ReferenceImplementation(broker_class=broker, name="allowed: resends after 1000 ms, connects when notified")
+
+
+# ---------------------------------------------------------------- readings of the documents the reference did not take
+class _NewestGroupFirst(Receiving):
+    """RECEIVE without WHERE takes the group of the newest ready message: the documents do not say which group."""
+
+    def _pick_group(self, wait: Wait) -> str | None:
+        for message in reversed(self.queues[wait.queue].messages):
+            owner = self.locks.get((wait.queue, message.group))
+            if self._matches(wait, message) and (owner is None or owner is wait.session):
+                return message.group
+        return None
+
+
+def receives_the_newest_group() -> ReferenceImplementation:
+    return _engine("RECEIVE takes the newest group", receiving_class=_NewestGroupFirst)
+
+
+def one_task_handler_per_cpu() -> ReferenceImplementation:
+    """ "creates up to 2 times the number of CPU's task-handlers" (PER-1B): one per CPU is within it."""
+    params = dataclasses.replace(EngineParams.reference(), task_handlers_per_cpu=1)
+    return ReferenceImplementation(params=params, name="allowed: one task handler per CPU")
+
+
+class _ReclassifiesEveryWaitingDialog(Router):
+    """After a metadata change the transmitter "reclassifies all or selected dialogs" (PER-2B): here every dialog
+    of the instance it holds waiting to be sent, not only those waiting since before the change."""
+
+    def reclassify(self, instance: str) -> None:
+        since = self.last_reclassified_ms.get(instance, -1)
+        self.last_reclassified_ms[instance] = self.clock.now_ms
+        changed = self.metadata_changed.pop(instance, 0)
+        heads = self.heads(DELAYED, CONNECTING, NO_PRINCIPAL, FAILED, instance=instance)
+        held = (CONNECTING, NO_PRINCIPAL)
+        chosen = [
+            h for h in heads if h.status == FAILED or h.order < changed or (changed and h.inside and h.status in held)
+        ]
+        if len(chosen) < len(heads) and self._expired_since(instance, since):
+            chosen = heads
+        dialogs = [h.envelope.dialog for h in chosen]
+        self.log.emit(self.clock.now_ms, Kind.TRANSMITTER_RECLASSIFIED, instance=instance, dialogs=dialogs)
+        for head in chosen:
+            self.failed.pop(head.envelope.dialog, None)
+            self._retry(head)
+
+
+def reclassifies_every_waiting_dialog() -> ReferenceImplementation:
+    return _engine("reclassifies every waiting dialog", router_class=_ReclassifiesEveryWaitingDialog)
+
+
+# A span "for 15 seconds", "in 10 seconds", "for the past 90 seconds", "within 60 seconds" or "for a few seconds"
+# that ends exactly at a check: the documents do not say whether that last instant counts. These take it as
+# not yet passed, the reference as passed; each shifts the instant it measures from by a millisecond.
+class _ExclusiveTransport(Transport):
+    def suppressed(self, link: Link) -> bool:
+        return self.clock.now_ms <= self.suppressed_until.get(link, 0)
+
+    def close_idle(self) -> None:
+        for conn in self.connections.values():
+            conn.last_activity_ms += 1
+        try:
+            super().close_idle()
+        finally:
+            for conn in self.connections.values():
+                conn.last_activity_ms -= 1
+
+
+class _ExclusiveDispatcher(Dispatcher):
+    def sweep(self) -> None:
+        items = [item for line in self.buffers.values() for item in line]
+        for item in items:
+            item.arrived_ms += 1
+        try:
+            super().sweep()
+        finally:
+            for item in items:
+                item.arrived_ms -= 1
+
+
+class _ExclusiveRouter(Router):
+    def forget_stale_forwarded(self) -> None:
+        held = [w for line in self.lines.values() for w in line if not w.inside]
+        for waiting in held:
+            waiting.received_ms += 1
+        try:
+            super().forget_stale_forwarded()
+        finally:
+            for waiting in held:
+                waiting.received_ms -= 1
+
+
+class _ExclusiveMonitors(QueueMonitors):
+    def quiet(self, monitor: QueueMonitor) -> bool:
+        if monitor.last_empty_ms is None:
+            return True
+        return self.clock.now_ms - monitor.last_empty_ms > self.params.activation_empty_window_s * 1000
+
+
+def exclusive_boundaries() -> ReferenceImplementation:
+    return _engine(
+        "the last instant of a span does not count",
+        transport_class=_ExclusiveTransport,
+        dispatcher_class=_ExclusiveDispatcher,
+        router_class=_ExclusiveRouter,
+        monitors_class=_ExclusiveMonitors,
+    )
+
+
+class _Dropping(_Rewriting):
+    def drops(self, event: c.Event) -> bool:
+        return False
+
+    def rewrite(self, command: c.Command, response: c.Response) -> c.Response:
+        return dataclasses.replace(response, events=[e for e in response.events if not self.drops(e)])
+
+
+class _EchoesNoFault(_Dropping):
+    """Reports nothing of the faults the kit made: the kit knows when it made them."""
+
+    def drops(self, event: c.Event) -> bool:
+        return event.kind in ECHOES
+
+
+def echoes_no_fault() -> ReferenceImplementation:
+    return _EchoesNoFault(name="allowed: no echo of the kit's faults")
+
+
+class _QuietAboutNotices(_Dropping):
+    """Fires no Broker Configuration Notification, having no BCN clients (PER-5D fires it "for BCN clients"), and
+    reports a database's broker failing to start only the first time, not each failed attempt after (PER-5C)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name=name)
+        self.failed: set[tuple[object, object]] = set()
+
+    def drops(self, event: c.Event) -> bool:
+        if event.kind == Kind.BROKER_CONFIGURATION_NOTIFICATION:
+            return True
+        if event.kind == Kind.DATABASE_BROKER_START_FAILED:
+            key = (event.fields.get("instance"), event.fields.get("database"))
+            again = key in self.failed
+            self.failed.add(key)
+            return again
+        return False
+
+    def rewrite(self, command: c.Command, response: c.Response) -> c.Response:
+        if isinstance(command, c.Start):
+            self.failed.clear()
+        return super().rewrite(command, response)
+
+
+def fires_no_bcn_without_clients_nor_reports_failed_restarts() -> ReferenceImplementation:
+    return _QuietAboutNotices(name="allowed: no BCN without clients, failed restarts unreported")
+
+
+class _NoticesAtNextUse(Transport):
+    """A connection to an instance the network lost is found broken when it is next used, as TCP finds it,
+    not at once: the kit's own network fault does not say when the broker notices (PER-2A)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.broken: set[Link] = set()
+
+    def drop_links_to(self, address: str) -> None:
+        self.broken.update(link for link in self.connections if link[1] == address.upper())
+
+    def _notice(self, link: Link) -> None:
+        if link in self.broken:
+            self.broken.discard(link)
+            self.disconnect(link, "disconnected")
+
+    def ready(self, instance: str, address: str) -> bool:
+        self._notice((instance, address.upper()))
+        return super().ready(instance, address)
+
+    def connect_pending(self, wanted: list[Link]) -> list[Link]:
+        for link in wanted:
+            self._notice(link)
+        return super().connect_pending(wanted)
+
+    def close_idle(self) -> None:
+        super().close_idle()
+        self.broken &= set(self.connections)
+
+
+def notices_an_unreachable_instance_at_next_use() -> ReferenceImplementation:
+    return _engine("notices a lost connection at its next use", transport_class=_NoticesAtNextUse)
+
+
+class _TakesItsOwnAddressAtOnce(Router):
+    """A route whose address resolves to this instance: the message is taken as arriving from outside (RTX-2)
+    without going out over the network and back."""
+
+    def _transmit(self, env: Envelope, at: Instance, address: str | None, inside: bool, home: str | None) -> None:
+        target = self.by_address(address) if address else None
+        if target is at and not (inside and env.dialog in self.failed):
+            self.route(env, at, inside=False, home=None, via_transport=False)
+            return
+        super()._transmit(env, at, address, inside, home)
+
+
+def takes_its_own_address_at_once() -> ReferenceImplementation:
+    return _engine("takes a route to its own address at once", router_class=_TakesItsOwnAddressAtOnce)

@@ -55,22 +55,6 @@ def suppress_15_after_failed_attempt() -> ReferenceImplementation:
     return _with_params("suppress_15_after_failed_attempt", suppress_after_failed_connect_s=15)
 
 
-def idle_closes_after_more_than_90_seconds() -> ReferenceImplementation:
-    """Closes a connection idle for more than 90 seconds, keeping one idle for exactly 90."""
-
-    class Strict(Transport):
-        def close_idle(self) -> None:
-            for conn in self.connections.values():
-                conn.last_activity_ms += 1  # as if each had been used a millisecond later
-            try:
-                super().close_idle()
-            finally:
-                for conn in self.connections.values():
-                    conn.last_activity_ms -= 1
-
-    return _implementation("idle_closes_after_more_than_90_seconds", transport_class=Strict)
-
-
 def unreachable_drops_every_connection() -> ReferenceImplementation:
     """An instance that cannot be reached takes every connection down with its own."""
 
@@ -160,24 +144,6 @@ def saves_the_line_when_its_first_is_due() -> ReferenceImplementation:
     return _implementation("saves_the_line_when_its_first_is_due", dispatcher_class=Hasty)
 
 
-def stale_only_after_10_seconds() -> ReferenceImplementation:
-    """Counts a buffered message stale only once it is more than 10 seconds old."""
-
-    class Patient(Dispatcher):
-        def sweep(self) -> None:
-            for line in self.buffers.values():
-                for item in line:
-                    item.arrived_ms += 1
-            try:
-                super().sweep()
-            finally:
-                for line in self.buffers.values():
-                    for item in line:
-                        item.arrived_ms -= 1
-
-    return _implementation("stale_only_after_10_seconds", dispatcher_class=Patient)
-
-
 def deletes_what_follows_a_buffered_message() -> ReferenceImplementation:
     """Deletes every message but the one expected next, although those behind it leave no gap."""
 
@@ -259,7 +225,21 @@ NOT_IN_WORLDS = {"forwarded_deleted_a_moment_early", "cleanup_resumed_for_every_
 # periodic worlds (test_capabilities finds it there) but too rarely among worlds of every capability
 RARE_IN_MIXED_WORLDS = {"saves_the_line_when_its_first_is_due"}
 
+
+def reclassifies_untouched_dialogs() -> ReferenceImplementation:
+    """Reclassifies every waiting dialog at every 2nd notification, though nothing changed (PER-2B names the
+    causes: "metadata changes, resource ... limitations and route expirations")."""
+
+    class Restless(Router):
+        def reclassify(self, instance: str) -> None:
+            self.metadata_changed[instance] = 2**62
+            super().reclassify(instance)
+
+    return _implementation("reclassifies_untouched_dialogs", router_class=Restless)
+
+
 VARIANTS = [
+    "reclassifies_untouched_dialogs",
     "idle_close_every_notification",
     "bcn_every_notification",
     "transport_every_notification",
@@ -267,7 +247,6 @@ VARIANTS = [
     "stale_after_5_seconds",
     "forwarder_persists",
     "held_since_its_last_matching",
-    "idle_closes_after_more_than_90_seconds",
     "unreachable_drops_every_connection",
     "no_handler_restart",
     "no_broker_restart",
@@ -275,7 +254,6 @@ VARIANTS = [
     "forwarded_deleted_a_moment_early",
     "route_change_reclassifies_every_instance",
     "saves_the_line_when_its_first_is_due",
-    "stale_only_after_10_seconds",
     "deletes_what_follows_a_buffered_message",
     "local_delivery_through_the_dispatcher",
     "cleanup_resumed_for_every_database",

@@ -99,9 +99,9 @@ def test_the_node_example_gets_worlds_of_the_periodic_tasks() -> None:
 TRANSPORT = {"suppress_15_after_failed_attempt", "stale_after_5_seconds", "forwarder_persists"}
 TRANSPORT |= {"tries_suppressed_destinations", "idle_close_every_notification", "transport_every_notification"}
 TRANSPORT |= {"route_change_reclassifies_every_instance", "saves_the_line_when_its_first_is_due"}
-TRANSPORT |= {"stale_only_after_10_seconds", "deletes_what_follows_a_buffered_message"}
+TRANSPORT |= {"deletes_what_follows_a_buffered_message"}
 TRANSPORT |= {"local_delivery_through_the_dispatcher", "held_since_its_last_matching"}
-TRANSPORT |= {"idle_closes_after_more_than_90_seconds", "unreachable_drops_every_connection"}
+TRANSPORT |= {"unreachable_drops_every_connection"}
 TRANSPORT |= {"delivers_before_the_broker_starts"}  # a message must reach a database whose broker is down
 CASES = (
     [("activation", v, partial.ACTIVATION) for v in activation.VARIANTS]
