@@ -215,3 +215,56 @@ Feature: Activation 03 - Whether activation is necessary
     When a message is sent on dialog "D2"
     Then the log for queue "StallQueue" has no "procedure started" event from second 1 until second 1 + {activation_empty_window_s} - 0.001
     And the log for queue "StallQueue" has at least 1 "procedure started" event from second 1 until second 1 + {activation_empty_window_s} + 0.001
+
+  # The window counts from the latest empty result: a reader that finds nothing again starts it anew.
+  @ACT-07
+  Scenario: [16] A second empty RECEIVE starts the quiet window again; the first no longer decides
+    Given dialog "D1" is begun from service "Initiator" to service "StallService"
+    And dialog "D2" is begun from service "Initiator" to service "StallService"
+    And a message is sent on dialog "D1"
+    And session "S1" begins a transaction
+    And session "S1" receives from queue "StallQueue"
+    And time passes to second 1
+    And session "S2" receives from queue "StallQueue"
+    And time passes to second 3
+    And session "S2" receives from queue "StallQueue"
+    And time passes to second 1 + {activation_empty_window_s} + 0.001
+    And a message is sent on dialog "D2"
+    And time passes to second 3 + {activation_empty_window_s} + 0.001
+    When a message is sent on dialog "D2"
+    Then the log for queue "StallQueue" has no "procedure started" event from second 1 until second 3 + {activation_empty_window_s} - 0.001
+    And the log for queue "StallQueue" has at least 1 "procedure started" event from second 1 until second 3 + {activation_empty_window_s} + 0.001
+
+  # A RECEIVE whose WAITFOR ran out is no longer waiting: messages that accumulate after it make activation
+  # necessary once no empty result is recent (whether the time-out's empty answer counts as one, the documents
+  # do not say: at the latest a window after it).
+  @ACT-07
+  Scenario: [17] After a WAITFOR runs out, messages accumulating make activation necessary again
+    Given dialog "D1" is begun from service "Initiator" to service "StallService"
+    And a message is sent on dialog "D1"
+    And session "S1" begins a transaction
+    And session "S1" receives from queue "StallQueue"
+    And session "S2" receives from queue "StallQueue" waiting up to 6 seconds
+    And time passes to second 2
+    And a message is sent on dialog "D1"
+    And time passes to second 6 + {activation_empty_window_s} + 0.001
+    When a message is sent on dialog "D1"
+    Then session "S2" got an empty result
+    And the log for queue "StallQueue" has no "procedure started" event from second 0.001 until second 5.999
+    And the log for queue "StallQueue" has at least 1 "procedure started" event from second 6 until second 6 + {activation_empty_window_s} + 0.001
+
+  # Only a session waiting on this queue shows that a reader is idle here.
+  @ACT-07
+  Scenario: [18] A session waiting on another queue does not stop activation
+    Given dialog "D1" is begun from service "Initiator" to service "StallService"
+    And dialog "D2" is begun from service "Initiator" to service "StallService"
+    And a message is sent on dialog "D1"
+    And time passes to second 1
+    And session "S2" receives from queue "PlainQueue" waiting up to 60 seconds
+    And time passes to second 2
+    When a message is sent on dialog "D2"
+    Then session "S2" is waiting
+    And the log for queue "StallQueue" shows exactly until second 2:
+      | second | event             |
+      | 0      | procedure started |
+      | 2      | procedure started |

@@ -117,3 +117,33 @@ Feature: Activation 06 - External activation
       | second | event              | notification  |
       | 0      | event notification | DualActivator |
     And the log for queue "DualQueue" has no "procedure started" event
+
+  # "Once an application calls RECEIVE on the queue or the time-out expires, Service Broker creates another
+  # event notification if activation is required": a time-out that finds nothing to do leaves the monitor free
+  # to notify at once the next time activation is necessary.
+  @ACT-12 @ACT-13
+  Scenario: [10] A time-out that expires with nothing to do, then a new message: a notification at once
+    Given a message is sent on dialog "D1"
+    And time passes to second 0.5 * {external_activation_timeout_s}
+    And session "App" receives from queue "ExternalQueue" where the dialog is "D1"
+    And time passes to second 2 * {external_activation_timeout_s}
+    When a message is sent on dialog "D2"
+    Then the log for queue "ExternalQueue" shows exactly:
+      | second                              | event              |
+      | 0                                   | event notification |
+      | 2 * {external_activation_timeout_s} | event notification |
+
+  # Whether a RECEIVE with a WHERE clause ends the time-out the documents do not say ("an application calls
+  # RECEIVE"); the next notification comes when it does, or when the time-out expires, and at no other time.
+  @ACT-13 @ACT-05
+  Scenario: [11] A RECEIVE with a WHERE clause while the time-out runs: the next notification comes at it or at the time-out
+    Given 3 messages are sent on dialog "D1"
+    And 2 messages are sent on dialog "D2"
+    And time passes to second 0.5 * {external_activation_timeout_s}
+    And session "App" receives from queue "ExternalQueue" where the dialog is "D1"
+    When time passes to second {external_activation_timeout_s}
+    Then session "App" got the messages D1:0, D1:1, D1:2
+    And the log for queue "ExternalQueue" shows exactly:
+      | second                                                                 | event              |
+      | 0                                                                      | event notification |
+      | 0.5 * {external_activation_timeout_s} or {external_activation_timeout_s} | event notification |

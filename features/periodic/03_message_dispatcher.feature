@@ -157,3 +157,16 @@ Feature: Periodic 03 - The message dispatcher
       | second | event           | instance | database |
       | 13     | message arrived | sql1     | stock    |
     And the log for dialog "D1" has no "dispatcher buffered" event
+
+  # "in 10 seconds since their arrival": counted from when the message reached the dispatcher, not from the SEND.
+  Scenario: [12] A message that arrives long after it was sent is stale 10 seconds after it arrived, not after it was sent
+    Given the dispatcher of "sql2" stops saving messages
+    And time passes to second 12
+    And the connection from "sql1" to "TCP://sql2.example:4022" drops
+    And time passes to second 13
+    And a message is sent on dialog "D1"
+    When time passes to second 50
+    Then the log for dialog "D1" at "sql2" shows first:
+      | second   | event               | reason |
+      | 30       | dispatcher buffered | NULL   |
+      | 40 or 45 | dispatcher deleted  | stale  |

@@ -226,3 +226,16 @@ Feature: Periodic 04 - Transport connections
     Then the log at "sql1" shows exactly:
       | second | event             | address                 | reason |
       | 125    | connection closed | TCP://sql2.example:4022 | idle   |
+
+  @PER-2A
+  Scenario: [19] A second failed attempt in a row suppresses the destination for another 60 seconds
+    Given time passes to second 12
+    And instance "sql2" cannot be reached
+    And time passes to second 13
+    And a message is sent on dialog "D1"
+    When time passes to second 175
+    Then the log at "sql1" shows exactly from second 13.001:
+      | second            | event              | result  |
+      | 30                | connection attempt | refused |
+      | 90 or 100         | connection attempt | refused |
+      | 150 or 160 or 170 | connection attempt | refused |

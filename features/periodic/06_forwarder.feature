@@ -107,3 +107,19 @@ Feature: Periodic 06 - The message forwarder
       | second | event                     | instance |
       | 75     | forwarded message deleted | sql5     |
     And the forwarder of "sql5" holds no copy of message D1:0 received by second 15
+
+  # "within 60 seconds of being received": counted from when the forwarder received the message.
+  Scenario: [8] A message that reaches the forwarder long after it was sent is kept 60 seconds from its arrival
+    Given dialog "D2" is begun from service "Initiator" to service "Target"
+    # D1's message opens sql1's connection to the forwarder by second 10, whether a SEND connects at once or when
+    # notified
+    And a message is sent on dialog "D1"
+    And time passes to second 12
+    And the connection from "sql1" to "TCP://sql5.example:4022" drops
+    And time passes to second 13
+    And a message is sent on dialog "D2"
+    When time passes to second 99.999
+    Then the forwarder of "sql5" holds message D2:0 received by second 30
+    And the forwarder of "sql5" holds no copy of message D2:0 received by second 29.999
+    # 62 seconds after the SEND at the 5th notification at 75, but 45 after it arrived
+    And the log for dialog "D2" has no "forwarded message deleted" event

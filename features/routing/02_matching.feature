@@ -376,3 +376,49 @@ Feature: Routing 02 - Finding matching routes
     Then the log for dialog "C1" has 1 "routing requested" event
     And the log for dialog "D1" has 1 "routing requested" event
 
+
+  # Each step asks "uma correspondência exata para o nome do serviço": a route for "target" is no route for
+  # "Target".
+  @RTM-2 @RTM-7
+  Scenario: [23] A route whose service name differs from the conversation's only in case does not match
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name  | service_name | address                 |
+      | Lower | target       | TCP://sql2.example:4022 |
+    When a message is sent on dialog "D1"
+    And time passes to second 10
+    Then the log for dialog "D1" at "sql1" shows first:
+      | second | event                | step  |
+      | 0      | conversation delayed | RTM-7 |
+    And the log for dialog "D1" has no "message transmitted" event
+
+  # Step 5 takes a route "que não especifique nem o nome de serviço nem o identificador do Service Broker": one
+  # that names a broker instance and no service is neither a catch-all nor a route for the service.
+  @RTM-5 @RTM-7
+  Scenario: [24] A route that names a broker instance and no service is no catch-all
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name   | service_name | broker_instance | address                 |
+      | OnlyBI |              | sql2.orders     | TCP://sql2.example:4022 |
+    When a message is sent on dialog "D1"
+    And time passes to second 10
+    Then the log for dialog "D1" at "sql1" shows first:
+      | second | event                | step  |
+      | 0      | conversation delayed | RTM-7 |
+    And the log for dialog "D1" has no "message transmitted" event
+
+  # Step 3 is "se a conversação não especificar um identificador do Service Broker": a conversation that names
+  # one, with only another broker instance's route for its service, goes on to step 6.
+  @RTM-3 @RTM-6
+  Scenario: [25] Step 3 does not apply when the conversation names a broker instance, however many routes name others
+    Given dialog "D1" is begun from service "Initiator" to service "Target" on the broker instance of sql1.audit
+    And the routes in database "shop" of "sql1" are:
+      | name  | service_name | broker_instance | address                 |
+      | Other | Target       | sql2.orders     | TCP://sql2.example:4022 |
+    When a message is sent on dialog "D1"
+    And time passes to second 10
+    Then the log for dialog "D1" shows exactly:
+      | event           | instance | step  | database |
+      | routes matched  | sql1     | RTM-6 | NULL     |
+      | message arrived | sql1     | NULL  | audit    |
+    And the log for dialog "D1" has no "message transmitted" event

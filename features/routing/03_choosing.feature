@@ -169,3 +169,19 @@ Feature: Routing 03 - Choosing a route
     And the log for dialog "D1" at "sql1" shows exactly:
       | event               | address                                            |
       | message transmitted | TCP://sql2.example:4022 or TCP://sql5.example:4022 |
+
+  # The LOCAL route could have won here (sql1 holds Target), and still the mirrored route comes first.
+  @RTC-1 @RTC-2 @requires-mirroring
+  Scenario: [11] A route with a mirror address is chosen before a LOCAL route even where this instance holds the service
+    Given the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 | mirror_address          |
+      | Mirrored | Target       | TCP://sql3.example:4022 | TCP://sql4.example:4022 |
+      | Local    | Target       | LOCAL                   |                         |
+    When a message is sent on dialog "D1"
+    And time passes to second 10
+    # no partner claims to be principal for Target, so the message waits and is routed again: the first choice
+    Then the log for dialog "D1" at "sql1" shows first:
+      | event        | step  | route    |
+      | route chosen | RTC-1 | Mirrored |
+    And the log for dialog "D1" at "sql1" has at least 1 "principal probe" event
+    And the log for dialog "D1" at "sql1" has no "message arrived" event

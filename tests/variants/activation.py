@@ -7,13 +7,17 @@ scenario; ``test_wrong_variants.py`` runs the suite against each through
 
 from __future__ import annotations
 
+from collections import Counter
+from typing import Any
+
 from sbtck import contract as c
 from sbtck.contract import QueueRef
 from sbtck.engine import Broker
-from sbtck.engine.activation import ARRIVAL, QueueMonitor, QueueMonitors
+from sbtck.engine.activation import ARRIVAL, TIME_OUT, QueueMonitor, QueueMonitors
 from sbtck.engine.model import Message, Queue
 from sbtck.engine.receiving import GET_CONVERSATION_GROUP, Receiving, Session, Wait
 from sbtck.iut.reference import ReferenceImplementation
+from sbtck.observations import Kind
 
 
 class _UnreadCount(QueueMonitors):
@@ -191,7 +195,98 @@ def status_ignored() -> ReferenceImplementation:
     return _variant(_StatusIgnored, "status_ignored")
 
 
+class _FirstEmptyResultDecides(QueueMonitors):
+    def receive_finished(self, queue: Queue, *, empty: bool, has_where: bool) -> None:
+        monitor = self.monitors.get(queue.key)
+        kept = monitor.last_empty_ms if monitor is not None else None
+        super().receive_finished(queue, empty=empty, has_where=has_where)
+        if monitor is not None and kept is not None:
+            monitor.last_empty_ms = kept
+
+
+def first_empty_result_decides() -> ReferenceImplementation:
+    """Measures the quiet window from the first empty result, though a later RECEIVE found nothing again."""
+    return _variant(_FirstEmptyResultDecides, "first_empty_result_decides")
+
+
+class _TimedOutWaitStillWaits(Receiving):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.ghosts: Counter[QueueRef] = Counter()
+
+    def _time_out(self, wait: Wait) -> None:
+        if wait.session.wait is wait and not wait.has_where:
+            self.ghosts[wait.queue] += 1
+        super()._time_out(wait)
+
+    def tasks_waiting(self, key: QueueRef) -> int:
+        return super().tasks_waiting(key) + self.ghosts[key]
+
+
+def timed_out_wait_still_waits() -> ReferenceImplementation:
+    """Counts a session whose WAITFOR ran out as still waiting in RECEIVE."""
+    return _reading(_TimedOutWaitStillWaits, "timed_out_wait_still_waits")
+
+
+class _WaitersOnAnyQueueCount(QueueMonitors):
+    def waiting_readers(self, key: QueueRef) -> int:
+        return sum(self.receiving.tasks_waiting(other) for other in list(self.receiving.waits))
+
+
+def waiters_on_any_queue_count() -> ReferenceImplementation:
+    """Takes a session waiting in RECEIVE on any queue as a reader waiting on this one."""
+    return _variant(_WaitersOnAnyQueueCount, "waiters_on_any_queue_count")
+
+
+class _IdleTimeOutStaysNotified(QueueMonitors):
+    def _time_out(self, queue: Queue, monitor: QueueMonitor) -> None:
+        if self.necessary(queue, monitor, TIME_OUT, False) is None:
+            self.log.emit(self.clock.now_ms, Kind.ACTIVATION_TIME_OUT, **queue.key.fields())
+            return  # the monitor still thinks a notification is out
+        super()._time_out(queue, monitor)
+
+
+class _WhereLeavesTheTimeOut(Receiving):
+    """The documents' other reading, which the fault needs to show: a RECEIVE with WHERE does not end the
+    time-out ("an application calls RECEIVE" need not mean one that names its dialog)."""
+
+    def receive(self, session: Session, key: QueueRef, **kwargs: Any) -> Wait:
+        if kwargs.get("where_dialog") is None and kwargs.get("where_group") is None:
+            return super().receive(session, key, **kwargs)
+        called, self.watcher.receive_called = self.watcher.receive_called, lambda queue: None  # type: ignore[method-assign]
+        try:
+            return super().receive(session, key, **kwargs)
+        finally:
+            self.watcher.receive_called = called  # type: ignore[method-assign]
+
+
+def idle_time_out_stays_notified() -> ReferenceImplementation:
+    """A time-out that expires while activation is not necessary leaves the monitor waiting for a reader."""
+    broker = type(
+        "IdleTimeOutBroker",
+        (Broker,),
+        {"monitors_class": _IdleTimeOutStaysNotified, "receiving_class": _WhereLeavesTheTimeOut},
+    )
+    return ReferenceImplementation(broker_class=broker, name="wrong variant: idle_time_out_stays_notified")
+
+
+class _WhereReceiveUnchecked(QueueMonitors):
+    def receive_finished(self, queue: Queue, *, empty: bool, has_where: bool) -> None:
+        if not has_where:
+            super().receive_finished(queue, empty=empty, has_where=has_where)
+
+
+def where_receive_unchecked() -> ReferenceImplementation:
+    """A RECEIVE with a WHERE clause makes the monitor look at nothing (ACT-05 names every RECEIVE)."""
+    return _variant(_WhereReceiveUnchecked, "where_receive_unchecked")
+
+
 VARIANTS = [
+    "first_empty_result_decides",
+    "timed_out_wait_still_waits",
+    "waiters_on_any_queue_count",
+    "idle_time_out_stays_notified",
+    "where_receive_unchecked",
     "unread_count",
     "ignores_max_queue_readers",
     "ignores_where_clause",

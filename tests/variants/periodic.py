@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 from sbtck.engine import Broker, EngineParams
@@ -13,6 +15,7 @@ from sbtck.engine.periodic import SCHEDULE, Maintenance, Task, every
 from sbtck.engine.router import Router, Waiting
 from sbtck.engine.transport import Transport
 from sbtck.iut.reference import ReferenceImplementation
+from sbtck.observations import Kind
 
 
 def _implementation(name: str, **attrs: Any) -> ReferenceImplementation:
@@ -226,6 +229,82 @@ NOT_IN_WORLDS = {"forwarded_deleted_a_moment_early", "cleanup_resumed_for_every_
 RARE_IN_MIXED_WORLDS = {"saves_the_line_when_its_first_is_due"}
 
 
+SENT: dict[tuple[object, object, object], int] = {}  # (dialog, from_target, sequence) -> when it was sent
+
+
+class _RecordsSends(Broker):
+    """Notes when each message was sent, for the variants that count from there."""
+
+    def send(self, at_ms: int, /, dialog: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        before = len(self.log.events)
+        answer = super().send(at_ms, dialog, *args, **kwargs)
+        for e in self.log.events[before:]:
+            if e["kind"] == Kind.MESSAGE_SENT:
+                SENT[(e["dialog"], e["from_target"], e["message_sequence_number"])] = e["at_ms"]
+        return answer
+
+
+def _recording(name: str, **attrs: Any) -> ReferenceImplementation:
+    broker = type(f"{name}Broker", (_RecordsSends,), attrs)
+    return ReferenceImplementation(broker_class=broker, name=f"wrong variant: {name}")
+
+
+@contextlib.contextmanager
+def _as_if_received_when_sent(held: list[Any], field: str) -> Iterator[None]:
+    """Sets each held item's FIELD (when it came) to when its message was sent, while a sweep runs."""
+    saved = [(item, getattr(item, field)) for item in held]
+    for item, came in saved:
+        env = item.envelope
+        setattr(item, field, SENT.get((env.dialog, env.from_target, env.sequence), came))
+    try:
+        yield
+    finally:
+        for item, came in saved:
+            setattr(item, field, came)
+
+
+def stale_from_sending() -> ReferenceImplementation:
+    """Counts a buffered message's 10 seconds from its SEND, not from its arrival at the dispatcher."""
+
+    class FromSending(Dispatcher):
+        def sweep(self) -> None:
+            with _as_if_received_when_sent([item for line in self.buffers.values() for item in line], "arrived_ms"):
+                super().sweep()
+
+    return _recording("stale_from_sending", dispatcher_class=FromSending)
+
+
+def forwarder_counts_from_sending() -> ReferenceImplementation:
+    """Counts a forwarded message's 60 seconds from its SEND, not from when the forwarder received it."""
+
+    class FromSending(Router):
+        def forget_stale_forwarded(self) -> None:
+            held = [w for line in self.lines.values() for w in line if not w.inside]
+            with _as_if_received_when_sent(held, "received_ms"):
+                super().forget_stale_forwarded()
+
+    return _recording("forwarder_counts_from_sending", router_class=FromSending)
+
+
+def second_failure_suppresses_15() -> ReferenceImplementation:
+    """Suppresses a destination 60 seconds after a failed attempt, but only 15 after the next failure in a row."""
+
+    class Forgetful(Transport):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.refused: dict[tuple[str, str], bool] = {}
+
+        def attempt(self, link: tuple[str, str]) -> bool:
+            again = self.refused.get(link, False)
+            connected = super().attempt(link)
+            if again and not connected:
+                self.suppressed_until[link] = self.clock.now_ms + 15_000
+            self.refused[link] = not connected
+            return connected
+
+    return _implementation("second_failure_suppresses_15", transport_class=Forgetful)
+
+
 def reclassifies_untouched_dialogs() -> ReferenceImplementation:
     """Reclassifies every waiting dialog at every 2nd notification, though nothing changed (PER-2B names the
     causes: "metadata changes, resource ... limitations and route expirations")."""
@@ -239,6 +318,9 @@ def reclassifies_untouched_dialogs() -> ReferenceImplementation:
 
 
 VARIANTS = [
+    "stale_from_sending",
+    "forwarder_counts_from_sending",
+    "second_failure_suppresses_15",
     "reclassifies_untouched_dialogs",
     "idle_close_every_notification",
     "bcn_every_notification",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
@@ -9,8 +10,8 @@ from sbtck.engine import Broker
 from sbtck.engine import routing as r
 from sbtck.engine.choosing import Chooser, LastChooser
 from sbtck.engine.context import command
-from sbtck.engine.model import Conversation, Database, Envelope, Instance, Route
-from sbtck.engine.router import Router, Waiting
+from sbtck.engine.model import LOCAL, Conversation, Database, Envelope, Instance, Route
+from sbtck.engine.router import DELAYED, Router, Waiting
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import Kind
 
@@ -273,8 +274,111 @@ RARE_IN_MIXED_WORLDS = {"never_asks_a_lost_principal_again"}
 # a route the dynamic routing service created, then dropped: worlds drop only R1, R2 and AutoCreatedLocal, so only
 # the scenarios (routing/02 [21]) find it
 NOT_IN_WORLDS = {"answered_request_stays_pending"}
+# situations the worlds never draw, which scenarios set up on purpose: service names differing in case
+# (routing/02 [23]), a route naming a broker instance but no service (02 [24]), a mirrored route beside a LOCAL
+# one for a service the instance holds (03 [11]); and a fault only a decision trace shows (02 [4]), while the
+# stage's partial implementations report none
+NOT_IN_WORLDS |= {"service_names_matched_without_case", "catch_all_with_a_broker_instance"}
+NOT_IN_WORLDS |= {"local_before_mirror_where_held", "step_3_keeps_every_broker_instance"}
+
+
+def answer_rematches_at_once() -> ReferenceImplementation:
+    """Matches a delayed conversation again the moment the dynamic routing service answers, not after the time-out
+    (RTM-8: "runs the matching process again after a time-out")."""
+
+    class Eager(Broker):
+        def answer_routing_request(
+            self, at_ms: int, instance: str, database: str | None, route: dict[str, Any]
+        ) -> None:
+            super().answer_routing_request(at_ms, instance, database, route)
+            for head in self.router.heads(DELAYED):
+                self.router._retry(head)
+            self.clock.run_pending()
+
+    return ReferenceImplementation(broker_class=Eager, name="wrong variant: answer_rematches_at_once")
+
+
+def _step_3_keeps_every_broker_instance(
+    routes: list[Route], service: str, broker: str | None, pending: set[tuple[str, str]], has: bool, chooser: Chooser
+) -> r.Match:
+    found = r.match(routes, service, broker, pending, has, chooser)
+    if found.step != "RTM-3":
+        return found
+    every = [x for x in routes if x.service_name == service and x.broker_instance is not None]
+    return r.Match("RTM-3", every, picked_broker_instance=found.picked_broker_instance)
+
+
+def step_3_keeps_every_broker_instance() -> ReferenceImplementation:
+    """Picks a broker instance at step 3, then keeps the routes of every broker instance as candidates."""
+    return _router("step_3_keeps_every_broker_instance", match=staticmethod(_step_3_keeps_every_broker_instance))
+
+
+def _case_blind(
+    routes: list[Route], service: str, broker: str | None, pending: set[tuple[str, str]], has: bool, chooser: Chooser
+) -> r.Match:
+    folded = [
+        dataclasses.replace(x, service_name=service)
+        if x.service_name is not None and x.service_name.lower() == service.lower()
+        else x
+        for x in routes
+    ]
+    return r.match(folded, service, broker, pending, has, chooser)
+
+
+def service_names_matched_without_case() -> ReferenceImplementation:
+    """Matches a route's service name to the conversation's whatever their case."""
+    return _router("service_names_matched_without_case", match=staticmethod(_case_blind))
+
+
+def _catch_all_with_a_broker_instance(
+    routes: list[Route], service: str, broker: str | None, pending: set[tuple[str, str]], has: bool, chooser: Chooser
+) -> r.Match:
+    found = r.match(routes, service, broker, pending, has, chooser)
+    loose = [x for x in routes if x.service_name is None and x.broker_instance is not None]
+    if found.step in ("RTM-6", "RTM-7") and loose:
+        return r.Match("RTM-5", loose)
+    return found
+
+
+def catch_all_with_a_broker_instance() -> ReferenceImplementation:
+    """Takes a route that names a broker instance but no service as a catch-all at step 5."""
+    return _router("catch_all_with_a_broker_instance", match=staticmethod(_catch_all_with_a_broker_instance))
+
+
+def _step_3_despite_the_broker_instance(
+    routes: list[Route], service: str, broker: str | None, pending: set[tuple[str, str]], has: bool, chooser: Chooser
+) -> r.Match:
+    found = r.match(routes, service, broker, pending, has, chooser)
+    named = [x for x in routes if x.service_name == service and x.broker_instance is not None]
+    if broker and named and found.step in ("RTM-4", "RTM-5", "RTM-6", "RTM-7"):
+        return r.Match("RTM-3", named)
+    return found
+
+
+def step_3_despite_the_broker_instance() -> ReferenceImplementation:
+    """Applies step 3 to a conversation that names a broker instance."""
+    return _router("step_3_despite_the_broker_instance", match=staticmethod(_step_3_despite_the_broker_instance))
+
+
+def _local_before_mirror_where_held(routes: list[Route], has: bool, chooser: Chooser) -> r.Choice | None:
+    local = [x for x in routes if x.address == LOCAL]
+    if has and local and any(x.mirror_address for x in routes):
+        return r.Choice("RTC-2", local[0], [x.name for x in local])
+    return r.choose(routes, has, chooser)
+
+
+def local_before_mirror_where_held() -> ReferenceImplementation:
+    """Chooses a LOCAL route before a mirrored one when this instance holds the service."""
+    return _router("local_before_mirror_where_held", choose=staticmethod(_local_before_mirror_where_held))
+
 
 VARIANTS = [
+    "service_names_matched_without_case",
+    "catch_all_with_a_broker_instance",
+    "step_3_despite_the_broker_instance",
+    "local_before_mirror_where_held",
+    "answer_rematches_at_once",
+    "step_3_keeps_every_broker_instance",
     "steps_2_and_3_swapped",
     "expired_routes_used",
     "network_before_mirror",

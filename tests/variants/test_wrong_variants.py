@@ -37,7 +37,17 @@ def without_decision_trace(folder: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("variant", ALL)
+# Faults no broker's observable behaviour can show, only its reasoning. At step 3 (RTM-3) keeping every broker
+# instance's routes after picking one: whichever route is then chosen is also the choice of the broker instance
+# it names, so every destination is one an allowed pick gives (routing/02 [4] says so).
+TRACE_ONLY = {"tests.variants.routing:step_3_keeps_every_broker_instance"}
+
+
+def test_the_faults_only_a_trace_shows_are_wrong_variants() -> None:
+    assert set(ALL) >= TRACE_ONLY
+
+
+@pytest.mark.parametrize("variant", [v for v in ALL if v not in TRACE_ONLY])
 def test_variant_fails_a_scenario_without_its_decision_trace(variant: str, tmp_path: Path) -> None:
     """Black box first: what a real broker shows catches each fault, without the engine's reasoning."""
     profile = without_decision_trace(tmp_path)

@@ -103,6 +103,8 @@ TRANSPORT |= {"deletes_what_follows_a_buffered_message"}
 TRANSPORT |= {"local_delivery_through_the_dispatcher", "held_since_its_last_matching"}
 TRANSPORT |= {"unreachable_drops_every_connection"}
 TRANSPORT |= {"delivers_before_the_broker_starts"}  # a message must reach a database whose broker is down
+TRANSPORT |= {"stale_from_sending", "forwarder_counts_from_sending", "second_failure_suppresses_15"}
+TRANSPORT |= {"reclassifies_untouched_dialogs"}
 CASES = (
     [("activation", v, partial.ACTIVATION) for v in activation.VARIANTS]
     + [("routing", v, partial.ROUTING) for v in routing.VARIANTS if v not in routing.NOT_IN_WORLDS]
