@@ -161,7 +161,7 @@ class QueueMonitors:
                 now, Kind.EVENT_NOTIFICATION, event_type="QUEUE_ACTIVATION", notification=name, **queue.key.fields()
             )
         monitor.last_activated_ms = now
-        until = now + self.params.external_activation_timeout_s * 1000
+        until = now + round(self.params.external_activation_timeout_s * 1000)
         monitor.notified_until_ms = until
         due = self.clock.at(until, lambda: self._time_out(queue, monitor))
         monitor.cancel_time_out = lambda: setattr(due, "cancelled", True)

@@ -34,9 +34,10 @@ def load_profile(path: Path = PROFILE_PATH) -> dict[str, Any]:
 @dataclass(frozen=True)
 class EngineParams:
     timer_period_s: int = 5
-    activation_empty_window_s: int = 5
-    external_activation_timeout_s: int = 60
-    delayed_retry_s: int = 10
+    # the open times may be any number of seconds in their range, a half included (implementing.md, 2)
+    activation_empty_window_s: float = 5
+    external_activation_timeout_s: float = 60
+    delayed_retry_s: float = 10
     forward_hop_limit: int = 4
     dispatcher_stale_s: int = 10
     suppress_after_disconnect_s: int = 15

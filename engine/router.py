@@ -465,7 +465,7 @@ class Router:
     def _delay(self, env: Envelope, at: Instance, inside: bool, home: str | None, why: str) -> None:
         self._emit(Kind.CONVERSATION_DELAYED, at, env, step=why)
         waiting = self._wait(env, at, inside, home, DELAYED)
-        self.clock.at(self.clock.now_ms + int(self.params.delayed_retry_s * 1000), lambda: self._retry(waiting))
+        self.clock.at(self.clock.now_ms + round(self.params.delayed_retry_s * 1000), lambda: self._retry(waiting))
 
     # ------------------------------------------------------------ transport
     def _transmit(self, env: Envelope, at: Instance, address: str | None, inside: bool, home: str | None) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Any
 
 from sbtck import contract as c
 from sbtck.engine import Broker, EngineParams
@@ -19,7 +20,7 @@ from tests.variants.allowed import connects_on_the_next_notification
 
 
 class Tuned(ReferenceImplementation):
-    def __init__(self, values: dict[str, int], broker_class: type[Broker] = Broker) -> None:
+    def __init__(self, values: dict[str, Any], broker_class: type[Broker] = Broker) -> None:
         params = dataclasses.replace(EngineParams.reference(), **values)
         super().__init__(params=params, broker_class=broker_class, name="reference, tuned")
         self.values = values
@@ -29,9 +30,10 @@ class Tuned(ReferenceImplementation):
         return dataclasses.replace(base, params={**base.params, **self.values})
 
 
-def _values() -> dict[str, int]:
+def _values() -> dict[str, Any]:
+    """Whole numbers stay integers (forward_hop_limit counts hops); a time may be a half second."""
     pairs = [p.split("=") for p in os.environ.get("SBTCK_TUNED", "").split(",") if p]
-    return {name.strip(): int(value) for name, value in pairs}
+    return {name.strip(): int(value) if float(value).is_integer() else float(value) for name, value in pairs}
 
 
 def tuned() -> Tuned:

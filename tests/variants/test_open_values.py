@@ -1,12 +1,23 @@
-"""Every scenario holds for any value of the open parameters: the suite on the reference at each end of each range.
+"""Every scenario holds for any value of the open parameters: the suite on the reference wherever a value collides.
 
-The reference engine runs with the value and declares it (tests/fakes/tuned.py),
-connecting at once or only when notified (PER-2A leaves that open); the
-scenarios write their times from the declared values, so all must pass.
+A scenario writes its times from the declared values (``{activation_empty_window_s} + 1``), so whether two
+things fall on one instant - a window's end and a timer notification, a time-out and an arrival - depends on
+the value. The reference engine runs with the value and declares it (tests/fakes/tuned.py), connecting at once
+or, for the routing values, also only when notified (PER-2A leaves that open).
+
+Which values: the timer notifies every 5 seconds, and scenario times are a value's multiples in halves (0.5 x,
+1.5 x, 2 x, 3 x) plus small constants, so at half-second steps the pattern of collisions with the timer grid
+repeats every 10 seconds. Every whole and half second of a range of up to 30 seconds is run, and of a longer
+one every whole and half second of its first 20 seconds (where a value meets the features' constants) and of
+its last 10 (every place on the grid once more, far from any constant), with eight half seconds between
+drawn by a seeded Random (the same every run). A count (forward_hop_limit) runs at every value. Each value
+runs the scenarios of the capability it belongs to; the routing values run connecting when notified as well
+beyond the first band, where a connection's timing can meet a value's multiples.
 """
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -16,21 +27,57 @@ from sbtck.reports import results as r
 from tests.helpers import Run, kit
 
 OPEN = {name: param for name, param in catalogue.load().params.items() if not param.fixed}
-CASES = [
-    (name, value)
-    for name, param in OPEN.items()
-    if param.low is not None and param.high is not None
-    for value in sorted({int(param.low), int((param.low + param.high) // 2), int(param.high)})
-]
+# the scenarios a value can change: those of the capability whose behaviour it tunes
+AREA = {
+    "activation_empty_window_s": "requires-activation",
+    "external_activation_timeout_s": "requires-external-activation",
+    "delayed_retry_s": "requires-routing",
+    "forward_hop_limit": "requires-forwarding",
+}
+ROUTING = {"delayed_retry_s", "forward_hop_limit"}
+COUNTS = {"forward_hop_limit"}
+DENSE_S, TOP_S, MIDDLE = 20, 10, 8
 
 
-@pytest.mark.parametrize("factory", ["tuned", "tuned_connecting_when_notified"])
-@pytest.mark.parametrize(("name", "value"), CASES, ids=[f"{n}={v}" for n, v in CASES])
+def _halves(low: float, high: float) -> list[float]:
+    return [v / 2 for v in range(int(low * 2), int(high * 2) + 1)]
+
+
+def sweep(name: str) -> list[float]:
+    param = OPEN[name]
+    assert param.low is not None and param.high is not None, f"{name} has no range in spec/rules.yaml"
+    low, high = param.low, param.high
+    if name in COUNTS:
+        return [float(v) for v in range(int(low), int(high) + 1)]
+    if high - low <= 30:
+        return _halves(low, high)
+    middle = random.Random(name).sample(_halves(low + DENSE_S + 0.5, high - TOP_S - 0.5), MIDDLE)
+    return sorted({*_halves(low, low + DENSE_S), *middle, *_halves(high - TOP_S, high)})
+
+
+def _factories(name: str, value: float) -> list[str]:
+    notified = name in ROUTING and (name in COUNTS or value > OPEN[name].low + DENSE_S)  # type: ignore[operator]
+    return ["tuned", "tuned_connecting_when_notified"] if notified else ["tuned"]
+
+
+CASES = [(name, value, factory) for name in OPEN for value in sweep(name) for factory in _factories(name, value)]
+
+
+def test_every_open_parameter_is_swept() -> None:
+    assert set(OPEN) == set(AREA), "a new open parameter needs its capability in AREA"
+    window = sweep("activation_empty_window_s")
+    assert window[:3] == [1, 1.5, 2] and window[-1] == 30 and len(window) == 59
+    retry = sweep("delayed_retry_s")
+    assert {v % 10 for v in retry if v > 3000} == {v / 2 for v in range(20)}, "every place on the timer grid"
+    assert len([v for v in retry if 21 < v < 3590]) == MIDDLE and retry == sweep("delayed_retry_s")
+
+
+@pytest.mark.parametrize(("name", "value", "factory"), CASES, ids=[f"{n}={v:g}-{f}" for n, v, f in CASES])
 def test_the_suite_passes_on_the_reference_with_the_value(
-    name: str, value: int, factory: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    name: str, value: float, factory: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("SBTCK_TUNED", f"{name}={value}")
-    proc = kit("run", "--iut", f"python:tests.fakes.tuned:{factory}", "--out", str(tmp_path))
+    monkeypatch.setenv("SBTCK_TUNED", f"{name}={value:g}")
+    proc = kit("run", "--iut", f"python:tests.fakes.tuned:{factory}", "--tags", AREA[name], "--out", str(tmp_path))
     run = Run(proc.returncode, proc.stdout + proc.stderr, tmp_path)
     assert run.code == 0, run.output[-3000:]
     scenarios = run.results()["scenarios"]
