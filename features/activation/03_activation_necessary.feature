@@ -226,14 +226,14 @@ Feature: Activation 03 - Whether activation is necessary
     And session "S1" receives from queue "StallQueue"
     And time passes to second 1
     And session "S2" receives from queue "StallQueue"
-    And time passes to second 3
+    And time passes to second 1 + 0.5 * {activation_empty_window_s}
     And session "S2" receives from queue "StallQueue"
     And time passes to second 1 + {activation_empty_window_s} + 0.001
     And a message is sent on dialog "D2"
-    And time passes to second 3 + {activation_empty_window_s} + 0.001
+    And time passes to second 1 + 1.5 * {activation_empty_window_s} + 0.001
     When a message is sent on dialog "D2"
-    Then the log for queue "StallQueue" has no "procedure started" event from second 1 until second 3 + {activation_empty_window_s} - 0.001
-    And the log for queue "StallQueue" has at least 1 "procedure started" event from second 1 until second 3 + {activation_empty_window_s} + 0.001
+    Then the log for queue "StallQueue" has no "procedure started" event from second 1 until second 1 + 1.5 * {activation_empty_window_s} - 0.001
+    And the log for queue "StallQueue" has at least 1 "procedure started" event from second 1 until second 1 + 1.5 * {activation_empty_window_s} + 0.001
 
   # A RECEIVE whose WAITFOR ran out is no longer waiting: messages that accumulate after it make activation
   # necessary once no empty result is recent (whether the time-out's empty answer counts as one, the documents
