@@ -79,7 +79,8 @@ applyFilter();
 
 
 def _cls(status: str) -> str:
-    return status.replace(" ", "-")
+    """A status as a class name: letters, digits and dashes only, whatever a results file says."""
+    return "".join(ch if ch.isascii() and ch.isalnum() else "-" for ch in status)
 
 
 VERDICT_ICONS = {r.CONFORMS: "✔", r.DOES_NOT_CONFORM: "✘", r.NOTHING_RAN: "∅", r.INTERRUPTED: "⏸"}

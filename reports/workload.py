@@ -34,6 +34,15 @@ def load(path: Path) -> dict[str, Any]:
     return data
 
 
+def _reproducer(path: str) -> str:
+    """A link to a reproducer the stage wrote beside the summary: a relative path, never a scheme or another host
+    (a summary is a file anyone can edit; ``javascript:`` would run when clicked)."""
+    first = path.split("/", 1)[0]
+    if not path or path.startswith(("/", "\\")) or ":" in first:
+        return escape(path)
+    return f'<a href="{escape(path)}">{escape(path)}</a>'
+
+
 def section(data: dict[str, Any]) -> str:
     duration = float(data["duration_s"]) or 1e-9
     rows = (
@@ -45,7 +54,7 @@ def section(data: dict[str, Any]) -> str:
     )
     links = (
         "".join(
-            f'<li><a href="{escape(str(r.get("path", "")))}">{escape(str(r.get("path", "")))}</a> '
+            f"<li>{_reproducer(str(r.get('path', '')))} "
             f"(seed {escape(str(r.get('seed', '?')))}, {escape(str(r.get('rule', '')))})</li>"
             for r in data.get("reproducers", [])
         )

@@ -106,3 +106,32 @@ def test_cucumber_json_is_right_under_xdist_too(tmp_path: Path) -> None:
     names = sorted(e["name"] for f in features for e in f["elements"])
     assert names == sorted(s["name"] for s in run.results()["scenarios"]) and len(names) == scenarios_tagged("ACT-09")
     assert all(step["result"]["status"] == "passed" for f in features for e in f["elements"] for step in e["steps"])
+
+
+def test_a_status_from_a_results_file_never_leaves_its_class_attribute(tmp_path: Path) -> None:
+    """A hand-edited results.json: its statuses reach class names as letters, digits and dashes only."""
+    evil = 'x"><svg/onload=alert(1)>'
+    record = _record(evil)
+    record.steps = [r.StepRecord("Given", 'the topology "activation"', 4, evil)]
+    path = tmp_path / "results.json"
+    r.write(path, {"implementation": {"name": "x"}}, [record])
+    page = html.build([path], tmp_path / "index.html").read_text()
+    assert "<svg" not in page and 'x"><' not in page
+    assert "x---svg-onload-alert-1--" in page
+    assert page.count("<script>") == 1
+
+
+def test_a_reproducer_is_linked_only_by_a_relative_path() -> None:
+    from sbtck.reports.workload import _reproducer
+
+    assert _reproducer("reproducers/seed-7.feature") == (
+        '<a href="reproducers/seed-7.feature">reproducers/seed-7.feature</a>'
+    )
+    for hostile in (
+        "javascript:alert(1)",
+        "JavaScript:alert(1)",
+        "//evil.example/x",
+        "/etc/passwd",
+        "data:text/html,x",
+    ):
+        assert "<a" not in _reproducer(hostile), hostile
