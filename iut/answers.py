@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from sbtck.contract import CAPABILITIES, PROTOCOL_VERSION, Command, Event, Handshake, QueryView, Response
+from sbtck.contract import CAPABILITIES, PROTOCOL_VERSION, Command, Event, Handshake, QueryView, Response, Start
 from sbtck.errors import ProtocolError
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.protocol import shown
@@ -119,18 +119,35 @@ def check_result(command: Command, response: Response) -> None:
             _rows(event.fields.get("rows", []), f"$.events[{i}].rows", what, RECEIVED_ROW)
 
 
+def check_times(command: Command, response: Response, since_ms: int) -> None:
+    """Events are what happened since the previous command, up to this one's time: one stamped earlier or later
+    is a protocol error, never a verdict (an event from the far past or future would otherwise count)."""
+    for i, event in enumerate(response.events):
+        if not since_ms <= event.at_ms <= command.at_ms:
+            shown_at = str(event.at_ms) if len(str(event.at_ms)) <= 20 else str(event.at_ms)[:20] + "..."
+            raise ProtocolError(
+                f"{command.kind} at {command.at_ms}: the event `$.events[{i}]` ({event.kind}) is stamped {shown_at}, "
+                f"outside {since_ms}..{command.at_ms}: an answer carries what happened since the previous command"
+            )
+
+
 class Checked:
-    """An implementation whose every answer is checked (``check_result``) before a step reads any of it."""
+    """An implementation whose every answer is checked (``check_result``, ``check_times``) before a step reads
+    any of it."""
 
     def __init__(self, inner: Implementation) -> None:
         self.inner = inner
+        self.since_ms = 0
 
     def handshake(self) -> Handshake:
         return self.inner.handshake()
 
     def execute(self, command: Command) -> Response:
+        since = command.at_ms if isinstance(command, Start) else self.since_ms
         response = self.inner.execute(command)
+        check_times(command, response, since)
         check_result(command, response)
+        self.since_ms = command.at_ms
         return response
 
     def close(self) -> None:

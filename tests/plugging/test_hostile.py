@@ -524,3 +524,21 @@ def test_a_profile_that_disagrees_with_the_handshake_is_every_scenarios_error_na
     message = scenarios[0]["failure"]["message"]
     declared = yaml.safe_load(PROFILE_PATH.read_text())["params"]["delayed_retry_s"]
     assert f"delayed_retry_s = {declared + 7:g} in the profile, {declared!r} in the handshake" in message, message
+
+
+@pytest.mark.parametrize(
+    "shift_ms", [-(10**15), 2**62, 10**400, 1], ids=["far past", "far future", "400 digits", "1 ms"]
+)
+def test_an_event_stamped_outside_its_answer_is_an_error_never_a_verdict(
+    shift_ms: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events are what happened since the previous command, up to this one: an arrival forged into the far past or
+    future (or a moment ahead) never counts towards "conforms"."""
+    monkeypatch.setenv("SBTCK_FAKE_SHIFT_MS", str(shift_ms))
+    run = sbtck("--iut", "python:tests.fakes.stamps:stamped", "--tags", "ACT-06", out=tmp_path)
+    assert run.code == 1, run.output[-3000:]
+    _one_line(run.output)
+    scenarios = run.results()["scenarios"]
+    errors = [s for s in scenarios if s["status"] == "error"]
+    assert errors and {s["status"] for s in scenarios} <= {"error", "passed"}, run.output[-3000:]
+    assert all("is stamped" in s["failure"]["message"] and "outside" in s["failure"]["message"] for s in errors)
