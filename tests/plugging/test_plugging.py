@@ -96,3 +96,20 @@ def test_an_expectations_file_marks_known_failures(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text("- not a scenario id\n")
     proc = _run(["--expectations", str(tmp_path / "bad.yaml"), "--out", str(tmp_path / "o2")], ROOT)
     assert proc.returncode == 2 and "expected a list of scenario ids" in proc.stdout + proc.stderr
+
+
+def test_a_project_of_its_own_keeps_its_exit_status_with_the_kit_installed(tmp_path: Path) -> None:
+    """The kit's pytest11 plugin loads in every session of its environment; its verdict "nothing ran" is for a
+    session that collected the kit's scenarios, never for a project's own tests."""
+    (tmp_path / "test_one.py").write_text("def test_one():\n    assert 1 + 1 == 2\n")
+    for extra in ([], ["--collect-only"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_one.py", *extra],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert "sbtck" in next(line for line in proc.stdout.splitlines() if line.startswith("plugins:"))
+        assert proc.returncode == 0, proc.stdout[-2000:]
