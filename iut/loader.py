@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import os
 import shlex
+import sys
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -23,6 +25,11 @@ def _python(spec: str) -> Callable[[], Implementation]:
     if len(parts) != 3 or not all(parts[1:]):
         raise IUTSpecError(f"--iut {spec!r}: write python:MODULE:FACTORY, e.g. python:mybroker.kit:make")
     _, module_name, attr = parts
+    # a module of the current folder, as `python -m` finds it: the console scripts (sbtck, pytest) do not put the
+    # folder on the path, and a user's broker is most often right there; after the installed packages, never
+    # shadowing them
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

@@ -113,3 +113,21 @@ def test_a_project_of_its_own_keeps_its_exit_status_with_the_kit_installed(tmp_p
         )
         assert "sbtck" in next(line for line in proc.stdout.splitlines() if line.startswith("plugins:"))
         assert proc.returncode == 0, proc.stdout[-2000:]
+
+
+def test_a_python_implementation_in_the_current_folder_is_found_by_the_console_scripts(tmp_path: Path) -> None:
+    """`sbtck run --iut python:mybroker:make` from the folder that holds mybroker.py, as the README says."""
+    (tmp_path / "mybroker.py").write_text("from sbtck.iut.reference import reference as make\n")
+    script = Path(sys.executable).parent / "sbtck"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [str(script), "run", "--iut", "python:mybroker:make", "--tags", "ACT-06", "--out", "out"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "sbtck: conforms" in proc.stdout
