@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sbtck.errors import IUTSpecError, MasterError, OutputError
+from sbtck.reports.results import NOT_APPLICABLE
 
 
 def _whole(least: int, what: str) -> Any:
@@ -120,7 +121,19 @@ def run(args: argparse.Namespace) -> int:
         )
         if classes.keep():
             print(f"sbtck workload: kept in {classes.path}")
-    return 1 if summary["failed_worlds"] else 0
+    return exit_status(summary)
+
+
+def exit_status(summary: dict[str, Any]) -> int:
+    """As `sbtck run`'s: 1 when a world failed, 2 when no world applied to the capabilities declared (nothing
+    ran, which is no success), else 0."""
+    if summary["failed_worlds"]:
+        return 1
+    applied = sum(n for outcome, n in summary.get("outcomes", {}).items() if outcome != NOT_APPLICABLE)
+    if not applied:
+        print("sbtck workload: nothing ran: no world applies to the capabilities the implementation declares")
+        return 2
+    return 0
 
 
 def _print(summary: dict[str, Any], out: Path) -> None:
