@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sbtck.reports.results import INFORMATIVE
 from tests.helpers import ROOT, sbtck
 
@@ -80,20 +82,22 @@ def _profile(tmp_path: Path, **extra: object) -> Path:
     return path
 
 
-def test_scenarios_read_expected_times_from_the_profile(tmp_path: Path) -> None:
-    profile = _profile(
-        tmp_path,
-        params={
-            "activation_empty_window_s": 5,
-            "external_activation_timeout_s": 30,
-            "delayed_retry_s": 10,
-            "forward_hop_limit": 4,
-        },
+def test_scenarios_read_expected_times_from_the_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A profile's time-out times the scenarios: the reference run with 30 s passes a profile of 30 s, and a
+    profile of 30 s beside a handshake of 60 s is every scenario's error naming both."""
+    params = {"activation_empty_window_s": 5, "external_activation_timeout_s": 30, "delayed_retry_s": 10}
+    profile = _profile(tmp_path, params={**params, "forward_hop_limit": 4})
+    monkeypatch.setenv("SBTCK_TUNED", "external_activation_timeout_s=30")
+    tuned = sbtck(
+        "--iut", "python:tests.fakes.tuned:tuned", "--profile", str(profile), "--tags", "ACT-13", out=tmp_path / "t"
     )
+    assert tuned.code == 0, tuned.output[-3000:]
+    assert set(tuned.statuses().values()) == {"passed"}
+    monkeypatch.delenv("SBTCK_TUNED")
     run = sbtck("--profile", str(profile), "--tags", "ACT-13", out=tmp_path / "out")
     assert run.code == 1
-    failed = [sid for sid, status in run.statuses().items() if status == "failed"]
-    assert any("time-out expires" in sid for sid in failed)
+    assert set(run.statuses().values()) == {"error"}
+    assert "external_activation_timeout_s = 30 in the profile, 60 in the handshake" in run.output
 
 
 def test_a_missing_capability_is_not_applicable_not_a_pass(tmp_path: Path) -> None:

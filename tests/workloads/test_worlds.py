@@ -117,9 +117,14 @@ def test_the_differential_check_accepts_the_reference_and_its_other_allowed_choi
 
 
 # allowed behaviours the stage does not follow yet: it still fails some worlds of each (about 40 in 100: it takes
-# the copies a resending broker sends for differences); strict, so that following one turns it into a pass that
-# must be moved out of here
+# the copies a resending broker sends for differences; and the readings the suite accepts since stop 37, which
+# the differential check still compares with the reference's literally, issue 32); strict, so that following one
+# turns it into a pass that must be moved out of here
 NOT_FOLLOWED_YET = {"resends_after_4_seconds", "resends_after_a_second"}
+NOT_FOLLOWED_YET |= {"resends_after_a_second_connecting_when_notified", "receives_the_newest_group"}
+NOT_FOLLOWED_YET |= {"one_task_handler_per_cpu", "reclassifies_every_waiting_dialog", "exclusive_boundaries"}
+NOT_FOLLOWED_YET |= {"echoes_no_fault", "fires_no_bcn_without_clients_nor_reports_failed_restarts"}
+NOT_FOLLOWED_YET |= {"notices_an_unreachable_instance_at_next_use"}
 
 
 @pytest.mark.parametrize(
