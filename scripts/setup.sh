@@ -32,6 +32,11 @@ if ! command -v ps >/dev/null; then
   apt_install procps || { say "install procps and run again"; exit 1; }
 fi
 
+if ! command -v node >/dev/null; then
+  say "installing Node.js: the tests run the outside brokers of ../shared/independent and the Node.js example"
+  apt_install nodejs || say "continuing without node: those tests will be skipped (in CI they fail)"
+fi
+
 if ! command -v chromium >/dev/null; then
   say "installing Debian's chromium, for the tests that open the report in a browser"
   apt_install chromium || say "continuing without chromium: the browser tests will be skipped"
