@@ -6,6 +6,7 @@ so the scenario is an error that says what to fix, never a crash of the kit.
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
 import msgspec
@@ -15,7 +16,7 @@ from sbtck.errors import ProtocolError
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.protocol import shown
 from sbtck.observations import Kind
-from sbtck.views import VIEW_COLUMNS
+from sbtck.views import COLUMN_TYPES, VIEW_COLUMNS
 
 # what an implementation may put in a handshake parameter
 Scalar = int | float | str | bool | None
@@ -60,7 +61,10 @@ def handshake_from(result: dict[str, Any]) -> Handshake:
     """The hello answer's result, checked: its capabilities must be ones the kit knows."""
     version = str(result.get("protocol", ""))
     if version.split(".")[0] != PROTOCOL_VERSION.split(".")[0]:
-        raise ProtocolError(f"the implementation speaks protocol {version or '(none)'}, the kit {PROTOCOL_VERSION}")
+        raise ProtocolError(
+            f"the implementation speaks protocol {version or '(none)'}, the kit {PROTOCOL_VERSION}: no scenario is "
+            f"judged across major versions; what {PROTOCOL_VERSION} asks beyond earlier ones is in docs/changes.md"
+        )
     try:
         hello = msgspec.convert(result, Hello)
     except msgspec.ValidationError as exc:
@@ -105,6 +109,28 @@ def _rows(rows: object, where: str, what: str, columns: tuple[str, ...]) -> None
                 f"{what}: the row `{where}[{i}]` has no column {', '.join(map(repr, missing))}; "
                 f"the contract declares {', '.join(columns)}"
             )
+        for column in columns:
+            declared = COLUMN_TYPES[column]
+            if json_type(row[column]) not in declared.split(" or "):
+                raise ProtocolError(
+                    f"{what}: the row `{where}[{i}]` has {column!r} = {reprlib.repr(row[column])} "
+                    f"({json_type(row[column])}); the contract declares {declared}"
+                )
+
+
+def json_type(value: object) -> str:
+    """The JSON type of a decoded value, as the contract names types (a boolean is never an integer)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
 
 
 def check_result(command: Command, response: Response) -> None:

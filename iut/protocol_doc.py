@@ -23,7 +23,7 @@ from sbtck.observations import (
     VALUES,
     Kind,
 )
-from sbtck.views import COLUMN_MEANINGS, VIEW_COLUMNS
+from sbtck.views import COLUMN_MEANINGS, COLUMN_TYPES, VIEW_COLUMNS
 
 Q = c.QueueRef("sql1", "shop", "TargetQueue")
 ROUTE = {
@@ -97,11 +97,18 @@ def render_commands() -> str:
         )
     views = "\n".join(f"| `{view}` | {', '.join(f'`{col}`' for col in VIEW_COLUMNS[view])} |" for view in c.VIEWS)
     own = "\n".join(f"- `{name}`: {text}." for name, text in sorted(COLUMN_MEANINGS.items()))
+    by_type: dict[str, list[str]] = {}
+    for column, json_type in sorted(COLUMN_TYPES.items()):
+        by_type.setdefault(json_type, []).append(f"`{column}`")
+    types = "\n".join(f"- {json_type}: {', '.join(columns)}." for json_type, columns in sorted(by_type.items()))
     return (
         "\n".join(parts)
         + "\n### Views of `query_view`\n\nGenerated from `sbtck/views.py`. Times are epoch milliseconds; a column"
         + " named like an event field means what the field means (see [Fields](#fields)).\n\n"
-        + f"| view | columns |\n| --- | --- |\n{views}\n\n{own}\n"
+        + f"| view | columns |\n| --- | --- |\n{views}\n\n{own}\n\n"
+        + "The JSON type of each column, and of the fields of a row RECEIVE returns (`rows` of `rows_returned`),"
+        + " declared in `sbtck/views.py` and checked in every answer (a boolean is not an integer):\n\n"
+        + f"{types}\n"
     )
 
 

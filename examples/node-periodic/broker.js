@@ -141,7 +141,7 @@ function execute(cmd) {
 }
 
 const HELLO = {
-  name: "node periodic-tasks example", version: "0.1.0", protocol: "1.0", capabilities: ["periodic_tasks", "decision_trace"],
+  name: "node periodic-tasks example", version: "0.1.0", protocol: "2.0", capabilities: ["periodic_tasks", "decision_trace"],
   params: { timer_period_s: 5, task_handlers_per_cpu: 2 },
 };
 

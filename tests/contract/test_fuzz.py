@@ -82,7 +82,10 @@ class _Script:
 
 
 GOOD_HELLO = (
-    json.dumps({"id": 1, "ok": True, "result": {"name": "x", "protocol": "1.0", "capabilities": ["routing"]}}) + "\n"
+    json.dumps(
+        {"id": 1, "ok": True, "result": {"name": "x", "protocol": c.PROTOCOL_VERSION, "capabilities": ["routing"]}}
+    )
+    + "\n"
 ).encode()
 
 

@@ -1,7 +1,7 @@
 """An implementation that speaks the protocol like the reference engine until it misbehaves on SEND.
 
     python tests/fakes/misbehaving.py MODE
-MODE: crash | hang | garbage | wrong_id | protocol_2 (on SEND or in the hello answer), or
+MODE: crash | hang | garbage | wrong_id | protocol_1 (on SEND or in the hello answer), or
   grandchild  on SEND, starts `sleep 90` holding its stdout, then exits
   daemon      on SEND, a double-forked child in a session of its own holds stdout for 60 s (pid in $SBTCK_FAKE_PIDFILE)
   endless     on SEND, writes one endless line without a newline
@@ -41,8 +41,8 @@ def main(mode: str) -> None:
         request = json.loads(line)
         if request["op"] == "hello":
             result = protocol.handshake_json(implementation.handshake())
-            if mode == "protocol_2":
-                result["protocol"] = "2.0"
+            if mode == "protocol_1":  # a broker written to the contract before 2.0
+                result["protocol"] = "1.1"
             if mode == "caps_string":
                 result["capabilities"] = "activation"
             if mode == "caps_unknown":
@@ -61,6 +61,8 @@ def main(mode: str) -> None:
                 if mode == "crash":
                     sys.exit(3)
                 if mode == "hang":
+                    if os.environ.get("SBTCK_FAKE_HANGING"):  # a test waits for this, not a guessed time
+                        Path(os.environ["SBTCK_FAKE_HANGING"]).touch()
                     time.sleep(3600)
                 if mode == "garbage":
                     sys.stdout.write("<html>oops</html>\n")

@@ -69,11 +69,12 @@ def test_the_engine_reports_only_declared_fields_and_values_and_every_field_says
     assert used == set(FIELD_MEANINGS)
 
 
-def test_every_view_answers_the_declared_columns_and_every_column_says_what_it_is() -> None:
+def test_every_view_answers_the_declared_columns_of_their_types_and_every_column_says_what_it_is() -> None:
     from sbtck import contract as c
+    from sbtck.iut.answers import RECEIVED_ROW, check_result
     from sbtck.iut.reference import reference
     from sbtck.observations import FIELD_MEANINGS
-    from sbtck.views import COLUMN_MEANINGS, VIEW_COLUMNS
+    from sbtck.views import COLUMN_MEANINGS, COLUMN_TYPES, VIEW_COLUMNS
     from sbtck.workloads.generate import generate
     from sbtck.workloads.trace import execute
 
@@ -87,7 +88,9 @@ def test_every_view_answers_the_declared_columns_and_every_column_says_what_it_i
                 continue
             for view in c.VIEWS:  # in the middle of the world, where messages wait on their way
                 instance = "sql1" if view in ("sys.routes", "sys.transmission_queue") else None
-                answer = implementation.execute(c.QueryView(op["at_ms"], view, instance, None))
+                command = c.QueryView(op["at_ms"], view, instance, None)
+                answer = implementation.execute(command)
+                check_result(command, answer)  # every column of its declared type
                 for row in answer.result.get("rows", []):
                     assert set(row) == set(VIEW_COLUMNS[view]), (view, sorted(row))
                     seen[view] |= set(row)
@@ -95,3 +98,4 @@ def test_every_view_answers_the_declared_columns_and_every_column_says_what_it_i
     columns = {column for declared in VIEW_COLUMNS.values() for column in declared}
     assert columns <= set(COLUMN_MEANINGS) | set(FIELD_MEANINGS)
     assert set(COLUMN_MEANINGS) <= columns
+    assert set(COLUMN_TYPES) == columns | set(RECEIVED_ROW)  # every column typed, and nothing else

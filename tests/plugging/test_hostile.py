@@ -99,15 +99,20 @@ def test_ctrl_c_ends_the_run_and_its_implementation_and_keeps_the_last_report(tm
     proc = subprocess.Popen(
         [sys.executable, "-m", "sbtck.cli", "run", "--iut", f"{_fake('hang')} {marker}", "--out", str(out)],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "SBTCK_REQUEST_TIMEOUT": "120"},
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "SBTCK_REQUEST_TIMEOUT": "120",
+            "SBTCK_FAKE_HANGING": str(tmp_path / "hanging"),
+        },
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while not _processes_with(marker) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(3)  # into a scenario that sends: the fake hangs there
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "hanging").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)  # into a scenario that sends: the fake hangs there, however loaded the machine
+    assert _processes_with(marker)
     proc.send_signal(signal.SIGINT)
     output, _ = proc.communicate(timeout=30)
     assert proc.returncode == 2, output[-2000:]
@@ -130,7 +135,7 @@ def test_ctrl_c_ends_the_run_and_its_implementation_and_keeps_the_last_report(tm
         ("caps_unknown", "`$.result.capabilities`"),
         ("params_list", "`$.result.params`"),
         ("name_number", "`$.result.name`"),
-        ("protocol_2", f"speaks protocol 2.0, the kit {PROTOCOL_VERSION}"),
+        ("protocol_1", f"speaks protocol 1.1, the kit {PROTOCOL_VERSION}"),
     ],
 )
 def test_a_wrong_handshake_is_every_scenarios_error_naming_the_field(mode: str, field: str, tmp_path: Path) -> None:
@@ -483,12 +488,30 @@ def test_other_reporting_plugins_keep_real_time(tmp_path: Path) -> None:
             "ACT-09",
             "a rows_returned event: the row `$.events[",
         ),
+        (
+            "times_as_text",
+            "RTM-8",
+            "query_view 'sys.transmission_queue' at sql1: the row `$.result.rows[0]` has 'received_ms' = "
+            "'2026-01-01T00:00:05' (string); the contract declares integer",
+        ),
+        (
+            "sequence_as_text",
+            "ACT-09",
+            "'message_sequence_number' = '0' (string); the contract declares integer",
+        ),
+        (
+            "started_as_number",
+            "PER-1B",
+            "query_view 'sbtck.periodic_state' at sql1: the row `$.result.rows[0]` has 'broker_started' = 1 (integer); "
+            "the contract declares boolean",
+        ),
     ],
 )
-def test_an_answer_without_a_declared_field_is_an_error_naming_it(
+def test_an_answer_without_a_declared_field_or_with_another_type_is_an_error_naming_it(
     factory: str, tags: str, said: str, tmp_path: Path
 ) -> None:
-    """Not a bare KeyError: one line naming the command, the view or event, the field and what is declared."""
+    """Not a bare KeyError or a step's puzzling failure: one line naming the command, the view or event, the field
+    and what the contract declares."""
     run = sbtck("--iut", f"python:tests.fakes.incomplete:{factory}", "--tags", tags, out=tmp_path)
     assert run.code == 1, run.output[-3000:]
     errors = [s for s in run.results()["scenarios"] if s["status"] == "error"]

@@ -46,11 +46,12 @@ def test_a_fault_is_an_error_with_its_cause_and_stderr_and_the_next_scenario_run
 
 
 def test_another_protocol_version_makes_every_scenario_an_error_saying_so(tmp_path: Path) -> None:
-    run = sbtck("--iut", _fake("protocol_2"), "--tags", TAGS, out=tmp_path)
+    run = sbtck("--iut", _fake("protocol_1"), "--tags", TAGS, out=tmp_path)
     assert run.code == 1
     scenarios = run.results()["scenarios"]
-    want = f"speaks protocol 2.0, the kit {PROTOCOL_VERSION}"
+    want = f"speaks protocol 1.1, the kit {PROTOCOL_VERSION}: no scenario is judged across major versions"
     assert scenarios and all(want in s["failure"]["message"] for s in scenarios)
+    assert all("docs/changes.md" in s["failure"]["message"] for s in scenarios)
 
 
 def test_a_program_missing_from_path(tmp_path: Path) -> None:
