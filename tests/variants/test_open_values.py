@@ -9,18 +9,20 @@ Which values: the timer notifies every 5 seconds, and scenario times are a value
 1.5 x, 2 x, 3 x) plus small constants, so at half-second steps the pattern of collisions with the timer grid
 repeats every 10 seconds. Every whole and half second of a range of up to 30 seconds is run, and of a longer
 one every whole and half second of its first 20 seconds (where a value meets the features' constants) and of
-its last 10 (every place on the grid once more, far from any constant), with eight half seconds between
-drawn by a seeded Random (the same every run). A count (forward_hop_limit) runs at every value. Each value
-runs the scenarios of the capability it belongs to; the routing values run connecting when notified as well
+its last 10 (every place on the grid once more, far from any constant). Between them, where a range is an
+hour, Hypothesis draws half seconds: each run tries others, and a value that fails is kept in its example
+database and tried first until it passes. A count (forward_hop_limit) runs at every value. Each value runs
+the scenarios of the capability it belongs to; the routing values run connecting when notified as well
 beyond the first band, where a connection's timing can meet a value's multiples.
 """
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sbtck import catalogue
 from sbtck.reports import results as r
@@ -36,7 +38,7 @@ AREA = {
 }
 ROUTING = {"delayed_retry_s", "forward_hop_limit"}
 COUNTS = {"forward_hop_limit"}
-DENSE_S, TOP_S, MIDDLE = 20, 10, 8
+DENSE_S, TOP_S, DRAWN = 20, 10, 8
 
 
 def _halves(low: float, high: float) -> list[float]:
@@ -51,8 +53,17 @@ def sweep(name: str) -> list[float]:
         return [float(v) for v in range(int(low), int(high) + 1)]
     if high - low <= 30:
         return _halves(low, high)
-    middle = random.Random(name).sample(_halves(low + DENSE_S + 0.5, high - TOP_S - 0.5), MIDDLE)
-    return sorted({*_halves(low, low + DENSE_S), *middle, *_halves(high - TOP_S, high)})
+    return [*_halves(low, low + DENSE_S), *_halves(high - TOP_S, high)]
+
+
+def between(name: str) -> st.SearchStrategy[float]:
+    """The half seconds of a long range that ``sweep`` leaves out."""
+    low, high = OPEN[name].low, OPEN[name].high
+    assert low is not None and high is not None
+    return st.integers(int(2 * (low + DENSE_S) + 1), int(2 * (high - TOP_S) - 1)).map(lambda halves: halves / 2)
+
+
+LONG = [name for name, param in OPEN.items() if name not in COUNTS and param.high - param.low > 30]  # type: ignore[operator]
 
 
 def _factories(name: str, value: float) -> list[str]:
@@ -69,17 +80,41 @@ def test_every_open_parameter_is_swept() -> None:
     assert window[:3] == [1, 1.5, 2] and window[-1] == 30 and len(window) == 59
     retry = sweep("delayed_retry_s")
     assert {v % 10 for v in retry if v > 3000} == {v / 2 for v in range(20)}, "every place on the timer grid"
-    assert len([v for v in retry if 21 < v < 3590]) == MIDDLE and retry == sweep("delayed_retry_s")
+    assert sorted(LONG) == ["delayed_retry_s", "external_activation_timeout_s"]
+    assert retry[40:42] == [21, 3590] and len(retry) == 41 + 21, "the band between is Hypothesis's"
+
+
+def _passes(name: str, value: float, factory: str, out: Path) -> None:
+    proc = kit(
+        "run",
+        "--iut",
+        f"python:tests.fakes.tuned:{factory}",
+        "--tags",
+        AREA[name],
+        "--out",
+        str(out),
+        env={"SBTCK_TUNED": f"{name}={value:g}"},
+    )
+    run = Run(proc.returncode, proc.stdout + proc.stderr, out)
+    assert run.code == 0, f"{name}={value:g} ({factory}):\n{run.output[-3000:]}"
+    scenarios = run.results()["scenarios"]
+    assert {s["status"] for s in scenarios if r.INFORMATIVE not in s["tags"]} == {r.PASSED}
+    assert run.results()["profile"]["params"][name] == value
 
 
 @pytest.mark.parametrize(("name", "value", "factory"), CASES, ids=[f"{n}={v:g}-{f}" for n, v, f in CASES])
 def test_the_suite_passes_on_the_reference_with_the_value(
-    name: str, value: float, factory: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    name: str, value: float, factory: str, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("SBTCK_TUNED", f"{name}={value:g}")
-    proc = kit("run", "--iut", f"python:tests.fakes.tuned:{factory}", "--tags", AREA[name], "--out", str(tmp_path))
-    run = Run(proc.returncode, proc.stdout + proc.stderr, tmp_path)
-    assert run.code == 0, run.output[-3000:]
-    scenarios = run.results()["scenarios"]
-    assert {s["status"] for s in scenarios if r.INFORMATIVE not in s["tags"]} == {r.PASSED}
-    assert run.results()["profile"]["params"][name] == value
+    _passes(name, value, factory, tmp_path)
+
+
+@pytest.mark.parametrize("name", LONG)
+@settings(max_examples=DRAWN, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_the_suite_passes_on_the_reference_with_a_value_drawn_between(
+    name: str, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    value = data.draw(between(name), label=name)
+    factory = data.draw(st.sampled_from(_factories(name, value)), label="factory")
+    _passes(name, value, factory, tmp_path_factory.mktemp("drawn"))
