@@ -16,7 +16,7 @@ from sbtck.errors import ProtocolError
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.protocol import shown
 from sbtck.observations import Kind
-from sbtck.views import COLUMN_TYPES, VIEW_COLUMNS
+from sbtck.views import VIEW_COLUMNS, column_type
 
 # what an implementation may put in a handshake parameter
 Scalar = int | float | str | bool | None
@@ -97,7 +97,7 @@ def response_from(answer: Answer) -> Response:
 RECEIVED_ROW = ("dialog", "message_sequence_number")
 
 
-def _rows(rows: object, where: str, what: str, columns: tuple[str, ...]) -> None:
+def _rows(rows: object, where: str, what: str, columns: tuple[str, ...], view: str | None = None) -> None:
     if not isinstance(rows, list):
         raise ProtocolError(f"{what}: `{where}` is {type(rows).__name__}, not a list of rows")
     for i, row in enumerate(rows):
@@ -110,7 +110,7 @@ def _rows(rows: object, where: str, what: str, columns: tuple[str, ...]) -> None
                 f"the contract declares {', '.join(columns)}"
             )
         for column in columns:
-            declared = COLUMN_TYPES[column]
+            declared = column_type(view, column)
             if json_type(row[column]) not in declared.split(" or "):
                 raise ProtocolError(
                     f"{what}: the row `{where}[{i}]` has {column!r} = {reprlib.repr(row[column])} "
@@ -138,7 +138,7 @@ def check_result(command: Command, response: Response) -> None:
     sequence number of each row RECEIVE returned. A missing one is the implementation's error, named here."""
     if response.error is None and isinstance(command, QueryView):
         what = f"{command.kind} {command.view!r} at {command.instance or 'the first instance'}"
-        _rows(response.result.get("rows", []), "$.result.rows", what, VIEW_COLUMNS.get(command.view, ()))
+        _rows(response.result.get("rows", []), "$.result.rows", what, VIEW_COLUMNS.get(command.view, ()), command.view)
     for i, event in enumerate(response.events):
         if event.kind == Kind.ROWS_RETURNED:
             what = f"{command.kind}: a {event.kind} event"

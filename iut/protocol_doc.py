@@ -23,7 +23,7 @@ from sbtck.observations import (
     VALUES,
     Kind,
 )
-from sbtck.views import COLUMN_MEANINGS, COLUMN_TYPES, VIEW_COLUMNS
+from sbtck.views import COLUMN_MEANINGS, COLUMN_TYPES, VIEW_COLUMN_TYPES, VIEW_COLUMNS
 
 Q = c.QueueRef("sql1", "shop", "TargetQueue")
 ROUTE = {
@@ -101,6 +101,11 @@ def render_commands() -> str:
     for column, json_type in sorted(COLUMN_TYPES.items()):
         by_type.setdefault(json_type, []).append(f"`{column}`")
     types = "\n".join(f"- {json_type}: {', '.join(columns)}." for json_type, columns in sorted(by_type.items()))
+    types += "".join(
+        f"\n- in `{view}`, `{column}`: {json_type}."
+        for view, own in VIEW_COLUMN_TYPES.items()
+        for column, json_type in own.items()
+    )
     return (
         "\n".join(parts)
         + "\n### Views of `query_view`\n\nGenerated from `sbtck/views.py`. Times are epoch milliseconds; a column"

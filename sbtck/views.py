@@ -108,6 +108,16 @@ COLUMN_TYPES: dict[str, str] = {
     "to_service_name": "string",
     "transmission_status": "string",
 }
+# Where a view's column has a type of its own: msdb's routes are the instance's, in no user database, and an
+# implementation may name msdb or give null (the steps never read it).
+VIEW_COLUMN_TYPES: dict[str, dict[str, str]] = {"sys.routes": {"database": "string or null"}}
+
+
+def column_type(view: str | None, column: str) -> str:
+    """The JSON type the contract declares for COLUMN (of VIEW, or of a row RECEIVE returns when None)."""
+    return VIEW_COLUMN_TYPES.get(view or "", {}).get(column) or COLUMN_TYPES[column]
+
+
 COLUMN_MEANINGS: dict[str, str] = {
     "acknowledged": "whether the initiator has had the target's acknowledgement (RTE-04)",
     "ack_cleanup_running": "whether the clean-up of acknowledged messages runs in the database (PER-5E)",
