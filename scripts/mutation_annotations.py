@@ -59,16 +59,17 @@ def _inside(start: tuple[int, int], end: tuple[int, int], spans: list[Span]) -> 
 
 
 def skip(session: Path, module: Path) -> int:
-    """Mark the pending mutants of MODULE that lie wholly in an annotation as skipped; how many."""
+    """Mark the mutants of MODULE that lie wholly in an annotation as skipped, those not run yet and those that
+    survived (a session begun before the filter); how many. One the suite killed keeps its result."""
     spans = annotation_spans(module.read_text())
     with sqlite3.connect(session) as db:
-        pending = db.execute(
-            "SELECT job_id, start_pos_row, start_pos_col, end_pos_row, end_pos_col FROM mutation_specs "
-            "WHERE job_id NOT IN (SELECT job_id FROM work_results)"
+        candidates = db.execute(
+            "SELECT m.job_id, start_pos_row, start_pos_col, end_pos_row, end_pos_col FROM mutation_specs m "
+            "LEFT JOIN work_results r ON r.job_id = m.job_id WHERE r.job_id IS NULL OR r.test_outcome = 'SURVIVED'"
         ).fetchall()
-        skipped = [job for job, *pos in pending if _inside((pos[0], pos[1]), (pos[2], pos[3]), spans)]
+        skipped = [job for job, *pos in candidates if _inside((pos[0], pos[1]), (pos[2], pos[3]), spans)]
         db.executemany(
-            "INSERT INTO work_results (worker_outcome, output, test_outcome, diff, job_id) "
+            "INSERT OR REPLACE INTO work_results (worker_outcome, output, test_outcome, diff, job_id) "
             "VALUES ('SKIPPED', 'in a type annotation: equivalent', NULL, NULL, ?)",
             [(job,) for job in skipped],
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -49,3 +50,40 @@ def test_a_functions_annotations_are_set_aside_and_its_code_and_class_bodies_are
 
 def test_a_module_that_evaluates_its_annotations_sets_nothing_aside() -> None:
     assert tool.annotation_spans(SOURCE.replace("from __future__ import annotations\n", "")) == []
+
+
+def test_skip_sets_aside_pending_and_surviving_annotation_mutants_and_keeps_a_kill(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(SOURCE)
+    session = tmp_path / "s.sqlite"
+    with sqlite3.connect(session) as db:
+        db.execute("CREATE TABLE work_items (job_id VARCHAR PRIMARY KEY)")
+        db.execute(
+            "CREATE TABLE mutation_specs (job_id VARCHAR PRIMARY KEY, start_pos_row INTEGER, start_pos_col INTEGER, "
+            "end_pos_row INTEGER, end_pos_col INTEGER)"
+        )
+        db.execute(
+            "CREATE TABLE work_results (worker_outcome VARCHAR, output TEXT, test_outcome VARCHAR, diff TEXT, "
+            "job_id VARCHAR PRIMARY KEY)"
+        )
+        jobs = {  # job: (where, result so far)
+            "pending-annotation": (_at("str | None", 11), None),
+            "survived-annotation": (_at("list[str]", 11), "SURVIVED"),
+            "killed-annotation": (_at("dict[str, int]", 12), "KILLED"),
+            "pending-code": (_at("len(found) + 1", 13), None),
+            "survived-code": (_at("len(found) + 1", 13), "SURVIVED"),
+        }
+        for job, ((row, col), result) in jobs.items():
+            db.execute("INSERT INTO work_items VALUES (?)", (job,))
+            db.execute("INSERT INTO mutation_specs VALUES (?, ?, ?, ?, ?)", (job, row, col, row, col + 3))
+            if result:
+                db.execute("INSERT INTO work_results VALUES ('NORMAL', '', ?, '', ?)", (result, job))
+    assert tool.skip(session, module) == 2
+    assert tool.count(session) == {
+        "mutants": 5,
+        "annotations": 2,
+        "killed": 1,
+        "survived": 1,
+        "other": 0,
+        "pending": 1,
+    }
