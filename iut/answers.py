@@ -138,6 +138,8 @@ def check_result(command: Command, response: Response) -> None:
     sequence number of each row RECEIVE returned. A missing one is the implementation's error, named here."""
     if response.error is None and isinstance(command, QueryView):
         what = f"{command.kind} {command.view!r} at {command.instance or 'the first instance'}"
+        if "rows" not in response.result:
+            raise ProtocolError(f"{what}: the answer has no `$.result.rows`; the contract declares a list of rows")
         _rows(response.result.get("rows", []), "$.result.rows", what, VIEW_COLUMNS.get(command.view, ()), command.view)
     for i, event in enumerate(response.events):
         if event.kind == Kind.ROWS_RETURNED:

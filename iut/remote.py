@@ -19,9 +19,10 @@ import socket
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import Any, NoReturn
 
 from sbtck.contract import Command, Handshake, Response, Start
 from sbtck.errors import ImplementationFault, ProtocolError
@@ -36,6 +37,8 @@ TOO_LONG = b"\0too long"
 POLL_S = 0.2
 # how long an implementation has to end after SIGTERM before its whole process group is killed
 GRACE_S = 1.0
+# how long the goodbye at the end may take, written and answered
+BYE_S = 1.0
 
 
 class Channel:
@@ -48,8 +51,11 @@ class Channel:
 
     description = "the implementation"
 
-    def __init__(self, read_fd: int, wfile: IO[bytes], max_line: int = DEFAULT_MAX_LINE_BYTES) -> None:
-        self.wfile = wfile
+    def __init__(self, read_fd: int, write_fd: int, max_line: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        # writes go to the descriptor itself, non-blocking: an implementation that stops reading its input
+        # fills the pipe, and a blocking write would then wait for ever (and so would Ctrl-C's goodbye)
+        self.write_fd = write_fd
+        os.set_blocking(write_fd, False)
         self.max_line = max_line
         self.lines: queue.Queue[bytes] = queue.Queue()
         self._stop = threading.Event()
@@ -63,7 +69,10 @@ class Channel:
             while not self._stop.is_set():
                 if not selector.select(POLL_S):
                     continue
-                chunk = os.read(fd, 1 << 16)
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except BlockingIOError:  # a socket shares its descriptor's mode with the writer: nothing yet
+                    continue
                 if not chunk:
                     break
                 pending += chunk
@@ -75,9 +84,22 @@ class Channel:
                     return
         self.lines.put(EOF_MARK)
 
-    def send(self, line: bytes) -> None:
-        self.wfile.write(line)
-        self.wfile.flush()
+    def send(self, line: bytes, timeout_s: float) -> bool:
+        """Write LINE whole within TIMEOUT_S; False when the implementation would not take it in time."""
+        deadline = time.monotonic() + timeout_s
+        view = memoryview(line)
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.write_fd, selectors.EVENT_WRITE)
+            while view:
+                try:
+                    view = view[os.write(self.write_fd, view) :]
+                    continue
+                except BlockingIOError:
+                    pass
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not selector.select(remaining):
+                    return False
+        return True
 
     def receive(self, timeout_s: float) -> bytes | None:
         """A line, EOF_MARK at the end of output, TOO_LONG, or None when nothing came in time."""
@@ -121,11 +143,13 @@ class ProcessChannel(Channel):
         except OSError as exc:
             raise ImplementationFault(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
         assert self.process.stdin is not None and self.process.stdout is not None
-        super().__init__(self.process.stdout.fileno(), self.process.stdin)
+        super().__init__(self.process.stdout.fileno(), self.process.stdin.fileno())
 
-    def send(self, line: bytes) -> None:
-        with contextlib.suppress(OSError, ValueError):  # a dead process: the missing answer will say so
-            super().send(line)
+    def send(self, line: bytes, timeout_s: float) -> bool:
+        try:
+            return super().send(line, timeout_s)
+        except (OSError, ValueError):  # a dead process: the missing answer will say so
+            return True
 
     def ended(self) -> str:
         try:
@@ -167,18 +191,18 @@ class SocketChannel(Channel):
         except OSError as exc:
             raise ImplementationFault(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
         self.sock.settimeout(None)
-        super().__init__(self.sock.fileno(), self.sock.makefile("wb"))
+        super().__init__(self.sock.fileno(), self.sock.fileno())
 
-    def send(self, line: bytes) -> None:
-        with contextlib.suppress(OSError, ValueError):  # a closed connection: the missing answer will say so
-            super().send(line)
+    def send(self, line: bytes, timeout_s: float) -> bool:
+        try:
+            return super().send(line, timeout_s)
+        except (OSError, ValueError):  # a closed connection: the missing answer will say so
+            return True
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.stop_reading()
-        with contextlib.suppress(OSError):
-            self.wfile.close()
         self.sock.close()
 
 
@@ -197,7 +221,12 @@ class RemoteImplementation:
         channel = self._open()
         self._next_id += 1
         request_id = self._next_id
-        channel.send(protocol.encode({"id": request_id, **message}))
+        request = protocol.encode({"id": request_id, **message})
+        if not channel.send(request, self.timeout_s):
+            self._fail(
+                f"{channel.description} stopped reading its input: {what} ({len(request)} bytes) could not be written "
+                f"within {self.timeout_s:g} seconds"
+            )
         line = channel.receive(self.timeout_s)
         if line is None:
             self._fail(f"{channel.description} gave no answer to {what} within {self.timeout_s:g} seconds")
@@ -261,8 +290,11 @@ class RemoteImplementation:
             self._fail(f"{self._open().description} answered {command.kind} wrongly: {exc}")
 
     def close(self) -> None:
-        if self.channel is not None and self.broken is None:
-            with contextlib.suppress(ImplementationFault):
-                self.channel.send(protocol.encode({"id": 0, "op": "bye"}))
-                self.channel.receive(1)
+        # a goodbye, never waited on for long: one that cannot be written or is not answered ends it all the same
+        if (
+            self.channel is not None
+            and self.broken is None
+            and self.channel.send(protocol.encode({"id": 0, "op": "bye"}), BYE_S)
+        ):
+            self.channel.receive(BYE_S)
         self._close_channel()

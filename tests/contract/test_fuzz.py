@@ -65,8 +65,8 @@ class _Script:
     def __init__(self, answers: list[bytes]) -> None:
         self.answers = list(answers)
 
-    def send(self, line: bytes) -> None:
-        pass
+    def send(self, line: bytes, timeout_s: float) -> bool:
+        return True
 
     def receive(self, timeout_s: float) -> bytes | None:
         return self.answers.pop(0) if self.answers else b""

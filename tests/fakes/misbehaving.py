@@ -5,15 +5,20 @@ MODE: crash | hang | garbage | wrong_id | protocol_1 (on SEND or in the hello an
   grandchild  on SEND, starts `sleep 90` holding its stdout, then exits
   daemon      on SEND, a double-forked child in a session of its own holds stdout for 60 s (pid in $SBTCK_FAKE_PIDFILE)
   endless     on SEND, writes one endless line without a newline
+  deaf        after the hello, never reads again: answers request after request, each as if it were a
+              query with no rows, until the kit's requests fill the pipe it does not read
   caps_string | caps_unknown | params_list | name_number  a hello answer of the wrong shape
 """
 
 from __future__ import annotations
 
+import array
+import fcntl
 import json
 import os
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -35,10 +40,30 @@ def _daemon() -> None:
         os._exit(0)
 
 
+def _deaf(first_id: int) -> None:
+    for request_id in range(first_id, first_id + 20_000):
+        sys.stdout.write(json.dumps({"id": request_id, "ok": True, "result": {"rows": []}, "events": []}) + "\n")
+    sys.stdout.flush()
+    # Tell a test once the kit's requests fill the unread pipe: a pipe is full when its page slots are, often
+    # well short of 64 KiB, so full is what has waited there a while and stopped growing.
+    seen, still = -1, 0
+    while os.environ.get("SBTCK_FAKE_HANGING") and still < 20:
+        waiting = array.array("i", [0])
+        fcntl.ioctl(sys.stdin.fileno(), termios.FIONREAD, waiting)
+        still = still + 1 if waiting[0] == seen and seen > 16384 else 0
+        seen = waiting[0]
+        time.sleep(0.1)
+    if os.environ.get("SBTCK_FAKE_HANGING"):
+        Path(os.environ["SBTCK_FAKE_HANGING"]).touch()
+    time.sleep(3600)
+
+
 def main(mode: str) -> None:
     implementation = reference()
     for line in sys.stdin:
         request = json.loads(line)
+        if mode == "deaf" and request["op"] != "hello":
+            _deaf(request["id"])
         if request["op"] == "hello":
             result = protocol.handshake_json(implementation.handshake())
             if mode == "protocol_1":  # a broker written to the contract before 2.0

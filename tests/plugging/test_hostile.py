@@ -125,6 +125,62 @@ def test_ctrl_c_ends_the_run_and_its_implementation_and_keeps_the_last_report(tm
     assert _processes_with(marker) == []
 
 
+def test_an_implementation_that_stops_reading_its_input_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    """Requests fill the pipe it never reads: each write has the request's deadline, then it is started afresh."""
+    marker = f"deaf-{os.getpid()}"
+    started = time.monotonic()
+    proc = kit(
+        "run",
+        "--iut",
+        f"{_fake('deaf')} {marker}",
+        "--tags",
+        "requires-routing",
+        "--out",
+        str(tmp_path / "o"),
+        timeout=240,
+        env={"SBTCK_REQUEST_TIMEOUT": "2"},
+    )
+    _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode == 1 and time.monotonic() - started < 200
+    scenarios = json.loads((tmp_path / "o" / "results.json").read_text())["scenarios"]
+    stopped = [s["failure"]["message"] for s in scenarios if s["status"] == r.ERROR]
+    stopped = [m for m in stopped if "stopped reading its input" in m]
+    assert stopped and all(re.search(r"\(\d+ bytes\) could not be written within 2 seconds", m) for m in stopped)
+    time.sleep(1.5)
+    assert _processes_with(marker) == []
+
+
+def test_ctrl_c_while_the_implementation_stops_reading_ends_everything(tmp_path: Path) -> None:
+    """The partial report is written and the goodbye, which cannot be written either, does not hang the close."""
+    marker = f"deaf-{os.getpid()}-c"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sbtck.cli", "run", "--iut", f"{_fake('deaf')} {marker}", "--out", str(tmp_path / "o")],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "SBTCK_REQUEST_TIMEOUT": "600",
+            "SBTCK_FAKE_HANGING": str(tmp_path / "full"),
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "full").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)  # until the kit's requests fill the pipe the fake does not read
+    if not (tmp_path / "full").exists():
+        proc.kill()
+    assert (tmp_path / "full").exists()
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and time.monotonic() - started < 15, output[-2000:]
+    assert json.loads((tmp_path / "o.interrupted" / "results.json").read_text())["interrupted"] is True
+    time.sleep(1.5)
+    assert _processes_with(marker) == []
+
+
 # --------------------------------------------------------------- handshakes
 
 
