@@ -17,7 +17,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +38,44 @@ POLL_S = 0.2
 GRACE_S = 1.0
 # how long the goodbye at the end may take, written and answered
 BYE_S = 1.0
+# how much of the end of a program's standard error the kit keeps, to show with a fault
+STDERR_TAIL_BYTES = int(os.environ.get("SBTCK_STDERR_TAIL_BYTES", str(64 * 1024)))
+
+
+class _Tail:
+    """The last ``limit`` bytes a program wrote to a pipe, read by a thread: its memory is bounded however much
+    the program writes, and it looks up every POLL_S so that it never outlives the channel."""
+
+    def __init__(self, fd: int, limit: int = STDERR_TAIL_BYTES) -> None:
+        self.limit = limit
+        self.kept = bytearray()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._read, args=(fd,), daemon=True)
+        self.thread.start()
+
+    def _read(self, fd: int) -> None:
+        with contextlib.suppress(OSError, ValueError), selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while not self._stop.is_set():
+                if not selector.select(POLL_S):
+                    continue
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    return
+                with self._lock:
+                    self.kept += chunk
+                    del self.kept[: max(0, len(self.kept) - self.limit)]
+
+    def text(self) -> str:
+        # what a program wrote just before it ended may be in the pipe still: read to its end, or a moment more
+        self.thread.join(timeout=0.5)
+        with self._lock:
+            return bytes(self.kept).decode(errors="replace")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(timeout=POLL_S * 5)
 
 
 class Channel:
@@ -130,19 +167,19 @@ class ProcessChannel(Channel):
         if program is None:
             raise ImplementationFault(f"cannot start {argv[0]!r}: no such program on PATH")
         self.description = " ".join(argv)
-        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process
         try:
             self.process = subprocess.Popen(
                 [program, *argv[1:]],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=self.stderr,
+                stderr=subprocess.PIPE,
                 cwd=cwd,
                 start_new_session=True,
             )
         except OSError as exc:
             raise ImplementationFault(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
-        assert self.process.stdin is not None and self.process.stdout is not None
+        assert self.process.stdin is not None and self.process.stdout is not None and self.process.stderr is not None
+        self.stderr = _Tail(self.process.stderr.fileno())
         super().__init__(self.process.stdout.fileno(), self.process.stdin.fileno())
 
     def send(self, line: bytes, timeout_s: float) -> bool:
@@ -158,9 +195,11 @@ class ProcessChannel(Channel):
             return "closed its output"
         return f"exited with status {code}"
 
-    def stderr_tail(self, lines: int = 15) -> str:
-        self.stderr.seek(0)
-        return "\n".join(self.stderr.read().decode(errors="replace").splitlines()[-lines:])
+    def stderr_tail(self, lines: int = 15, width: int = 1000) -> str:
+        """The last LINES lines of the program's stderr, each cut to WIDTH characters."""
+        return "\n".join(
+            line if len(line) <= width else line[:width] + " ..." for line in self.stderr.text().splitlines()[-lines:]
+        )
 
     def _signal_group(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -175,7 +214,8 @@ class ProcessChannel(Channel):
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
         self.stop_reading()
-        for stream in (self.process.stdin, self.process.stdout):
+        self.stderr.stop()
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
             with contextlib.suppress(OSError, ValueError):
                 if stream is not None:
                     stream.close()

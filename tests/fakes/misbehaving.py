@@ -5,6 +5,7 @@ MODE: crash | hang | garbage | wrong_id | protocol_1 (on SEND or in the hello an
   grandchild  on SEND, starts `sleep 90` holding its stdout, then exits
   daemon      on SEND, a double-forked child in a session of its own holds stdout for 60 s (pid in $SBTCK_FAKE_PIDFILE)
   endless     on SEND, writes one endless line without a newline
+  stderr_flood  on SEND, writes 300 MB to stderr, then a last line, and exits
   deaf        after the hello, never reads again: answers request after request, each as if it were a
               query with no rows, until the kit's requests fill the pipe it does not read
   caps_string | caps_unknown | params_list | name_number  a hello answer of the wrong shape
@@ -85,6 +86,13 @@ def main(mode: str) -> None:
                 print(f"fake broker: about to {mode} on send", file=sys.stderr, flush=True)
                 if mode == "crash":
                     sys.exit(3)
+                if mode == "stderr_flood":
+                    block = ("noise " * 10_000 + "\n").encode()
+                    for _ in range(300 * 1024 * 1024 // len(block)):
+                        sys.stderr.buffer.write(block)
+                    sys.stderr.buffer.write(b"the last words of the flood\n")
+                    sys.stderr.flush()
+                    sys.exit(4)
                 if mode == "hang":
                     if os.environ.get("SBTCK_FAKE_HANGING"):  # a test waits for this, not a guessed time
                         Path(os.environ["SBTCK_FAKE_HANGING"]).touch()

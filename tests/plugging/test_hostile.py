@@ -125,6 +125,43 @@ def test_ctrl_c_ends_the_run_and_its_implementation_and_keeps_the_last_report(tm
     assert _processes_with(marker) == []
 
 
+def test_a_flood_on_stderr_is_kept_to_its_tail(tmp_path: Path) -> None:
+    """300 MB of stderr: the kit keeps the last SBTCK_STDERR_TAIL_BYTES, in memory, and shows the last lines."""
+    measure = (
+        "import resource, subprocess, sys; subprocess.run(sys.argv[1:]); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            measure,
+            sys.executable,
+            "-m",
+            "sbtck.cli",
+            "run",
+            "--iut",
+            _fake("stderr_flood"),
+            "--tags",
+            "ACT-02",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    peak_kib = int(proc.stdout.strip().splitlines()[-1])
+    assert peak_kib < 300 * 1024, f"the kit (or its implementation) reached {peak_kib} KiB"
+    scenarios = json.loads((tmp_path / "o" / "results.json").read_text())["scenarios"]
+    errors = [s["failure"]["message"] for s in scenarios if s["status"] == r.ERROR]
+    assert errors and all(m.endswith("the last words of the flood") and "exited with status 4" in m for m in errors)
+    assert all(len(m) < 16 * 1024 for m in errors)  # fifteen lines, each cut to a thousand characters
+
+
 def test_an_implementation_that_stops_reading_its_input_is_an_error_not_a_hang(tmp_path: Path) -> None:
     """Requests fill the pipe it never reads: each write has the request's deadline, then it is started afresh."""
     marker = f"deaf-{os.getpid()}"
