@@ -11,22 +11,30 @@ from typing import Any
 from sbtck.errors import IUTSpecError, MasterError, OutputError
 from sbtck.reports.results import NOT_APPLICABLE
 
+# The ranges of the numeric options, checked before any work: beyond them a job would run for years or build
+# its plan out of memory before the first world (a billion worlds is some weeks on a large cluster).
+WORLDS = (1, 10**9)
+SEEDS = (0, 2**63 - 1 - WORLDS[1])  # a seed and every one after it are Spark longs
+CONVERSATIONS = (1, 100_000)
+PARTITIONS = (1, 100_000)
+SHRINK_LIMIT = (0, 10_000)
 
-def _whole(least: int, what: str) -> Any:
+
+def _whole(bounds: tuple[int, int], what: str) -> Any:
+    least, most = bounds
+
     def parse(text: str) -> int:
+        if len(text) > 40:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text[:40]!r}...")
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if value < least:
-            raise argparse.ArgumentTypeError(f"{what} is {least} or more, got {value}")
+        if not least <= value <= most:
+            raise argparse.ArgumentTypeError(f"{what} is from {least:,} to {most:,}, got {value:,}")
         return value
 
     return parse
-
-
-_count = _whole(1, "a count")
-_seed = _whole(0, "a seed")
 
 
 def add_parser(commands: Any, **how: Any) -> None:
@@ -45,14 +53,26 @@ def add_parser(commands: Any, **how: Any) -> None:
         "  sbtck run --features out/mine/reproducers --iut 'cmd:node my-broker.js'   # rerun what it found",
         **how,
     )
-    p.add_argument("--worlds", type=_count, default=1000, help="how many worlds (default 1000)")
-    p.add_argument("--seed", type=_seed, default=0, help="the first seed (default 0)")
+    p.add_argument("--worlds", type=_whole(WORLDS, "--worlds"), default=1000, help="how many worlds (default 1000)")
+    p.add_argument("--seed", type=_whole(SEEDS, "--seed"), default=0, help="the first seed (default 0)")
     p.add_argument("--iut", default="reference", help="the implementation to check (default: reference)")
     p.add_argument("--master", default="local[*]", help="the Spark master URL (default local[*])")
     p.add_argument("--out", default="out/workload", help="output folder (default out/workload)")
-    p.add_argument("--conversations", type=_count, default=5, help="conversations per world (default 5)")
-    p.add_argument("--partitions", type=_count, help="Spark partitions (default: a few large ones)")
-    p.add_argument("--shrink-limit", type=int, default=10, help="failing worlds to shrink (default 10)")
+    p.add_argument(
+        "--conversations",
+        type=_whole(CONVERSATIONS, "--conversations"),
+        default=5,
+        help="conversations per world (default 5)",
+    )
+    p.add_argument(
+        "--partitions", type=_whole(PARTITIONS, "--partitions"), help="Spark partitions (default: a few large ones)"
+    )
+    p.add_argument(
+        "--shrink-limit",
+        type=_whole(SHRINK_LIMIT, "--shrink-limit"),
+        default=10,
+        help="failing worlds to shrink (default 10)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         Path(args.out),
         args.conversations,
         args.partitions,
-        max(0, args.shrink_limit),
+        args.shrink_limit,
     )
     output = Output(plan.out)
     try:

@@ -147,9 +147,18 @@ def test_a_job_that_cannot_finish_leaves_the_folder_marked_incomplete(tmp_path: 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--worlds", "-3"], "a count is 1 or more, got -3"),
+        (["--worlds", "-3"], "--worlds is from 1 to 1,000,000,000, got -3"),
+        (
+            ["--worlds", "1" + "0" * 30],
+            "--worlds is from 1 to 1,000,000,000, got 1,000,000,000,000,000,000,000,000,000,000",
+        ),
+        (["--worlds", "9" * 5000], "expected a whole number, got '9999"),
         (["--worlds", "many"], "expected a whole number, got 'many'"),
-        (["--seed", "-1"], "a seed is 0 or more"),
+        (["--seed", "-1"], "--seed is from 0 to"),
+        (["--seed", str(2**63 - 1)], "--seed is from 0 to"),
+        (["--conversations", "10000000"], "--conversations is from 1 to 100,000, got 10,000,000"),
+        (["--partitions", "0"], "--partitions is from 1 to 100,000"),
+        (["--shrink-limit", "-1"], "--shrink-limit is from 0 to 10,000, got -1"),
         (["--master", "sparkle://x"], "is not a Spark master URL"),
         (["--master", "spark://127.0.0.1:1"], "nothing answers at 127.0.0.1:1"),
         (["--iut", "nonsense"], "unknown kind of implementation"),
