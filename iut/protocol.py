@@ -10,12 +10,17 @@ answers against their declared shapes in iut/answers.py.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from sbtck.contract import PROTOCOL_VERSION, Handshake, Response
 from sbtck.errors import ProtocolError
 
-__all__ = ["PROTOCOL_VERSION", "decode", "encode", "handshake_json", "response_json"]
+__all__ = ["MAX_LINE_BYTES", "PROTOCOL_VERSION", "decode", "encode", "handshake_json", "response_json"]
+
+# The longest line either side reads, answer or request; nothing reads further, so a runaway writer cannot
+# exhaust memory.
+MAX_LINE_BYTES = int(os.environ.get("SBTCK_MAX_LINE_BYTES", str(16 * 1024 * 1024)))
 
 
 def encode(message: dict[str, Any]) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,11 @@ from sbtck import contract as c
 from sbtck.engine import Broker, EngineParams
 from sbtck.engine.choosing import Chooser
 from sbtck.engine.params import PROFILE_PATH, load_profile
-from sbtck.errors import BrokerError
+from sbtck.errors import BrokerError, ContractError
+
+# The farthest one command may move the reference's clock. A day of a broker's timers is about a second of work
+# and up to 150,000 events; a command years ahead would run for days and fill memory, so it is refused instead.
+MAX_ADVANCE_S = int(os.environ.get("SBTCK_MAX_ADVANCE_S", str(24 * 3600)))
 
 Handler = Callable[[Broker, dict[str, Any]], Any]
 
@@ -136,6 +141,12 @@ class ReferenceImplementation:
                 return None, {}
             if self.broker is None:
                 return f"{kind} before start: declare a topology first", {}
+            ahead_ms = values["at_ms"] - self.broker.clock.now_ms
+            if ahead_ms > MAX_ADVANCE_S * 1000:
+                raise ContractError(
+                    f"{kind} at {values['at_ms']} is {ahead_ms / 1000:.0f} s after the previous command; the reference "
+                    f"moves its clock at most {MAX_ADVANCE_S} s at once (SBTCK_MAX_ADVANCE_S)"
+                )
             result = DISPATCH[kind](self.broker, values)
         except BrokerError as exc:
             return str(exc), {}

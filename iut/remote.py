@@ -28,8 +28,6 @@ from sbtck.errors import ImplementationFault, ProtocolError
 from sbtck.iut import answers, protocol
 
 DEFAULT_TIMEOUT_S = float(os.environ.get("SBTCK_REQUEST_TIMEOUT", "10"))
-# the longest line an implementation may write; read no further, so a runaway writer cannot exhaust memory
-DEFAULT_MAX_LINE_BYTES = int(os.environ.get("SBTCK_MAX_LINE_BYTES", str(16 * 1024 * 1024)))
 EOF_MARK = b""
 TOO_LONG = b"\0too long"
 # how often the reader looks up from a silent implementation to see whether it should stop
@@ -88,7 +86,7 @@ class Channel:
 
     description = "the implementation"
 
-    def __init__(self, read_fd: int, write_fd: int, max_line: int = DEFAULT_MAX_LINE_BYTES) -> None:
+    def __init__(self, read_fd: int, write_fd: int, max_line: int = protocol.MAX_LINE_BYTES) -> None:
         # writes go to the descriptor itself, non-blocking: an implementation that stops reading its input
         # fills the pipe, and a blocking write would then wait for ever (and so would Ctrl-C's goodbye)
         self.write_fd = write_fd

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
-from sbtck.contract import command_from_json
+from sbtck.contract import typed_command
 from sbtck.errors import ContractError, ProtocolError
 from sbtck.iut import protocol
 from sbtck.iut.implementation import Implementation
@@ -24,7 +24,15 @@ def serve_stream(factory: Factory, rfile: IO[bytes] | Any, wfile: IO[bytes] | An
     """Answer requests until "bye" or the end of input. A bad line gets an error answer, not a crash."""
     implementation = factory()
     try:
-        for line in rfile:
+        while line := rfile.readline(protocol.MAX_LINE_BYTES + 1):
+            if len(line) > protocol.MAX_LINE_BYTES:
+                error = f"a request line longer than {protocol.MAX_LINE_BYTES} bytes (SBTCK_MAX_LINE_BYTES)"
+                wfile.write(protocol.encode({"id": None, "ok": False, "error": error, "events": []}))
+                wfile.flush()
+                # the rest of the line is read and dropped a bounded piece at a time; the next line is served
+                while not line.endswith(b"\n") and (line := rfile.readline(protocol.MAX_LINE_BYTES + 1)):
+                    pass
+                continue
             if not line.strip():
                 continue
             request_id = None
@@ -39,7 +47,7 @@ def serve_stream(factory: Factory, rfile: IO[bytes] | Any, wfile: IO[bytes] | An
                         "result": protocol.handshake_json(implementation.handshake()),
                     }
                 elif op == "execute":
-                    response = implementation.execute(command_from_json(request.get("command", {})))
+                    response = implementation.execute(typed_command(request.get("command", {})))
                     answer = protocol.response_json(request_id, response)
                 elif op == "bye":
                     wfile.write(protocol.encode({"id": request_id, "ok": True}))

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sbtck import contract as c
-from sbtck.errors import DeclarationError, ImplementationFault, ProtocolError
+from sbtck.errors import ContractError, DeclarationError, ImplementationFault, ProtocolError
 from sbtck.fixtures.topology import parse
 from sbtck.fixtures.yamlfile import load as checked_yaml
 from sbtck.iut import protocol
@@ -204,3 +204,23 @@ def test_any_topology_text_is_a_topology_or_a_one_line_refusal(text: str) -> Non
 @pytest.mark.parametrize("depth", [50, 5000])
 def test_deep_yaml_nesting_is_refused_in_one_line(depth: int) -> None:
     _one_line_or_data(lambda t: checked_yaml(t, "deep.yaml"), "[" * depth + "]" * depth)
+
+
+@st.composite
+def _commands(draw: st.DrawFn) -> dict[str, Any]:
+    """A command of a known kind whose every field holds any JSON value: the closest to right are the likeliest."""
+    kind = draw(st.sampled_from(sorted(c.COMMANDS)))
+    fields = sorted(c.SHAPES[kind].names - {"kind"})
+    return {"kind": kind, **draw(st.fixed_dictionaries({}, optional={f: json_values for f in fields}))}
+
+
+@FUZZ
+@given(command=_commands())
+def test_a_clients_command_is_typed_or_refused_by_name(command: dict[str, Any]) -> None:
+    """What sbtck serve takes from a client: a command of declared types, or a ContractError, never a TypeError."""
+    try:
+        built = c.typed_command(command)
+    except ContractError as refused:
+        assert str(refused).startswith(f"command {command['kind']!r}")
+    else:
+        assert isinstance(built.at_ms, int) and not isinstance(built.at_ms, bool)

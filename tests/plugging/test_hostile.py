@@ -390,8 +390,8 @@ def test_serve_refuses_a_port_out_of_range_and_one_in_use() -> None:
 
 def test_serve_answers_an_engine_failure_and_goes_on() -> None:
     lines = [
-        {"id": 1, "op": "execute", "command": {"kind": "start", "at_ms": 0, "topology": 5}},
-        {"id": 2, "op": "hello", "protocol": "1.0"},
+        {"id": 1, "op": "execute", "command": {"kind": "start", "at_ms": 0, "topology": {"instances": 5}}},
+        {"id": 2, "op": "hello", "protocol": "2.0"},
     ]
     proc = subprocess.run(
         [sys.executable, "-m", "sbtck", "serve", "--stdio"],
@@ -425,6 +425,70 @@ def test_serve_tcp_serves_clients_at_once_and_closes_an_idle_one() -> None:
         idle.settimeout(5)
         assert idle.recv(10) == b"", "the idle connection was not closed"
         idle.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_serve_takes_typed_requests_and_bounds_time() -> None:
+    """A field of another type, a time past the year 9999 or a day-long jump is refused at once, never run."""
+    start = {"kind": "start", "at_ms": 0, "topology": {"instances": []}}
+    commands = [
+        start,
+        {"kind": "advance_time", "at_ms": "soon"},
+        {"kind": "advance_time", "at_ms": 1e300},
+        {"kind": "advance_time", "at_ms": True},
+        {"kind": "advance_time", "at_ms": 10**15},
+        {"kind": "advance_time", "at_ms": 10**13},
+        {"kind": "send", "at_ms": 1, "dialog": ["D1"]},
+        {"kind": "advance_time", "at_ms": 5000},
+    ]
+    lines = [{"id": i, "op": "execute", "command": command} for i, command in enumerate(commands, 1)]
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "sbtck", "serve", "--stdio"],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert time.monotonic() - started < 30
+    errors = [json.loads(line).get("error") for line in proc.stdout.splitlines()]
+    assert errors == [
+        None,
+        "command 'advance_time': at_ms is an integer, got 'soon'",
+        "command 'advance_time': at_ms is an integer, got 1e+300",
+        "command 'advance_time': at_ms is an integer, got True",
+        "command 'advance_time': at_ms is from 0 to 253402300799999 (the end of the year 9999), got 1000000000000000",
+        "advance_time at 10000000000000 is 10000000000 s after the previous command; the reference moves its clock "
+        "at most 86400 s at once (SBTCK_MAX_ADVANCE_S)",
+        "command 'send': dialog is a string, got ['D1']",
+        None,
+    ]
+
+
+def test_serve_holds_no_more_than_the_line_limit_and_serves_the_next_line() -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "sbtck", "serve", "--tcp", "127.0.0.1:0"],
+        env={**os.environ, "SBTCK_MAX_LINE_BYTES": "1000000"},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline().rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
+            for _ in range(200):  # 200 MB in one line
+                client.sendall(b"x" * 1_000_000)
+            client.sendall(b'\n{"id": 2, "op": "hello", "protocol": "2.0"}\n')
+            answers = client.makefile()
+            refused, hello = json.loads(answers.readline()), json.loads(answers.readline())
+        assert refused["error"] == "a request line longer than 1000000 bytes (SBTCK_MAX_LINE_BYTES)"
+        assert hello["id"] == 2 and hello["ok"] is True  # the next line is served
+        rss_kib = int(next(line for line in Path(f"/proc/{server.pid}/status").read_text().splitlines()
+                           if line.startswith("VmRSS")).split()[1])  # fmt: skip
+        assert rss_kib < 200 * 1024
     finally:
         server.terminate()
         server.wait(timeout=10)
