@@ -468,6 +468,23 @@ def test_serve_takes_typed_requests_and_bounds_time() -> None:
     ]
 
 
+def test_a_scenario_that_jumps_years_ahead_is_an_error_at_once(tmp_path: Path) -> None:
+    (tmp_path / "far.feature").write_text(
+        "@ACT-02 @requires-activation\nFeature: Far - a jump of years\n\n  Background:\n"
+        '    Given the topology "activation"\n\n  Scenario: [1] Time passes far ahead\n'
+        "    When time passes to second 100000000000\n"
+        '    Then queue "StallQueue" has a queue monitor\n'
+    )
+    started = time.monotonic()
+    run = sbtck("--features", str(tmp_path / "far.feature"), out=tmp_path / "o", timeout=60)
+    assert time.monotonic() - started < 30
+    [scenario] = run.results()["scenarios"]
+    assert scenario["status"] == r.ERROR
+    assert (
+        "the reference moves its clock at most 86400 s at once (SBTCK_MAX_ADVANCE_S)" in scenario["failure"]["message"]
+    )
+
+
 def test_serve_holds_no_more_than_the_line_limit_and_serves_the_next_line() -> None:
     server = subprocess.Popen(
         [sys.executable, "-m", "sbtck", "serve", "--tcp", "127.0.0.1:0"],
