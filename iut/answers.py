@@ -6,6 +6,7 @@ so the scenario is an error that says what to fix, never a crash of the kit.
 
 from __future__ import annotations
 
+import os
 import reprlib
 from typing import Any
 
@@ -20,6 +21,11 @@ from sbtck.views import VIEW_COLUMNS, column_type
 
 # what an implementation may put in a handshake parameter
 Scalar = int | float | str | bool | None
+
+# How many events one answer, and one scenario, may carry: a day of the reference's timers is about 150,000;
+# past these the scenario is an error, so that a flooding implementation cannot take the kit's memory.
+MAX_EVENTS_PER_ANSWER = int(os.environ.get("SBTCK_MAX_EVENTS_PER_ANSWER", "200000"))
+MAX_EVENTS_PER_SCENARIO = int(os.environ.get("SBTCK_MAX_EVENTS_PER_SCENARIO", "250000"))
 
 
 # The shapes of what an implementation sends, declared once and checked before anything is used:
@@ -147,6 +153,21 @@ def check_result(command: Command, response: Response) -> None:
             _rows(event.fields.get("rows", []), f"$.events[{i}].rows", what, RECEIVED_ROW)
 
 
+def check_counts(command: Command, response: Response, before: int) -> None:
+    """An answer carries at most MAX_EVENTS_PER_ANSWER events, and a scenario, BEFORE and these, at most
+    MAX_EVENTS_PER_SCENARIO."""
+    if len(response.events) > MAX_EVENTS_PER_ANSWER:
+        raise ProtocolError(
+            f"{command.kind} at {command.at_ms}: the answer carries {len(response.events)} events, more than "
+            f"{MAX_EVENTS_PER_ANSWER} (SBTCK_MAX_EVENTS_PER_ANSWER)"
+        )
+    if before + len(response.events) > MAX_EVENTS_PER_SCENARIO:
+        raise ProtocolError(
+            f"{command.kind} at {command.at_ms}: the scenario's answers carry {before + len(response.events)} events, "
+            f"more than {MAX_EVENTS_PER_SCENARIO} (SBTCK_MAX_EVENTS_PER_SCENARIO)"
+        )
+
+
 def check_times(command: Command, response: Response, since_ms: int) -> None:
     """Events are what happened since the previous command, up to this one's time: one stamped earlier or later
     is a protocol error, never a verdict (an event from the far past or future would otherwise count)."""
@@ -160,21 +181,35 @@ def check_times(command: Command, response: Response, since_ms: int) -> None:
 
 
 class Checked:
-    """An implementation whose every answer is checked (``check_result``, ``check_times``) before a step reads
-    any of it."""
+    """An implementation whose every answer is checked (``check_counts``, ``check_times``, ``check_result``)
+    before a step reads any of it."""
 
     def __init__(self, inner: Implementation) -> None:
         self.inner = inner
         self.since_ms = 0
+        self.events = 0  # of the scenario so far
 
     def handshake(self) -> Handshake:
         return self.inner.handshake()
 
     def execute(self, command: Command) -> Response:
         since = command.at_ms if isinstance(command, Start) else self.since_ms
+        if isinstance(command, Start):
+            self.events = 0
         response = self.inner.execute(command)
-        check_times(command, response, since)
-        check_result(command, response)
+        wrong = None
+        try:
+            check_counts(command, response, self.events)
+            check_times(command, response, since)
+            check_result(command, response)
+        except ProtocolError as exc:
+            wrong = str(exc)
+        if wrong is not None:
+            # raised afresh, out of the frames that hold the answer: pytest keeps a failed step's traceback, with
+            # every frame's locals, to the end of the run
+            del response
+            raise ProtocolError(wrong)
+        self.events += len(response.events)
         self.since_ms = command.at_ms
         return response
 

@@ -255,9 +255,11 @@ def _table(rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _events(events: list[dict[str, Any]]) -> str:
+def _events(events: list[dict[str, Any]], not_kept: int = 0) -> str:
     lines = []
-    for e in events:
+    for i, e in enumerate(events):
+        if not_kept and i == len(events) // 2:
+            lines.append(f"... {not_kept} more events, not kept (SBTCK_REPORT_EVENTS) ...")
         extra = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("at_ms", "kind", "second"))
         lines.append(f"second {e.get('second', 0):>6g}  {str(e.get('kind', '')).replace('_', ' '):<24} {extra}")
     return escape(shorten("\n".join(lines), 20 * LONG))
@@ -286,8 +288,10 @@ def _scenario(record: ScenarioRecord) -> str:
     drawing = timeline.svg(record.events) if _area(record) in ("activation", "periodic") else ""
     log = (
         (
-            f"<details><summary>Event log ({len(record.events)} events)</summary>"
-            f'<pre tabindex="0">{_events(record.events)}</pre>'
+            f"<details><summary>Event log ({len(record.events) + record.events_not_kept} events"
+            + (f", {record.events_not_kept} not kept" if record.events_not_kept else "")
+            + ")</summary>"
+            f'<pre tabindex="0">{_events(record.events, record.events_not_kept)}</pre>'
             "</details>"
         )
         if record.events

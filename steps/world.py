@@ -62,7 +62,7 @@ class World:
                 "kind": command.kind,
                 "error": response.error,
                 "result": response.result,
-                "events": [e.to_json() for e in response.events],
+                "events": response.events,  # as JSON only when a reproducer's steps ask (workloads/steps.py)
             }
         )
         if response.error is not None:
@@ -122,9 +122,24 @@ class World:
         rows = self.run(c.QueryView(self.at(), name)).get("rows", [])
         return list(rows)
 
-    def log_text(self, events: list[c.Event] | None = None) -> str:
+    def forget(self) -> None:
+        """Let go of the scenario's commands, answers and events once its record is made."""
+        self.log.clear()
+        self.answers.clear()
+        self.commands.clear()
+
+    def log_text(self, events: list[c.Event] | None = None, head: int = 100, tail: int = 300) -> str:
+        """The events as the failure messages show them: the first HEAD and the last TAIL, a flood left out."""
         lines = []
-        for event in self.log if events is None else events:
+        events = self.log if events is None else events
+        if len(events) > head + tail:
+            left_out = len(events) - head - tail
+            events = [
+                *events[:head],
+                c.Event(events[head].at_ms, f"... {left_out} more events ...", {}),
+                *events[-tail:],
+            ]
+        for event in events:
             extra = ", ".join(f"{k}={v}" for k, v in event.fields.items())
             lines.append(f"  second {self.second_of(event):>6g}  {event.kind.replace('_', ' '):<24} {extra}")
         return "\n".join(lines) or "  (no events)"

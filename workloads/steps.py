@@ -18,7 +18,8 @@ def _recorded(world: World) -> tuple[Script, Trace]:
         for view in WAITING_VIEWS:
             world.run(c.QueryView(world.at(), view))
     script = Script(seed=0, version=0, topology=world.commands[0].get("topology", {}), script=list(world.commands))
-    return script, Trace(0, list(world.answers))
+    answers = [{**answer, "events": [e.to_json() for e in answer["events"]]} for answer in world.answers]
+    return script, Trace(0, answers)
 
 
 def _where(script: Script, step: int) -> str:

@@ -5,6 +5,7 @@ MODE: crash | hang | garbage | wrong_id | protocol_1 (on SEND or in the hello an
   grandchild  on SEND, starts `sleep 90` holding its stdout, then exits
   daemon      on SEND, a double-forked child in a session of its own holds stdout for 60 s (pid in $SBTCK_FAKE_PIDFILE)
   endless     on SEND, writes one endless line without a newline
+  flood       on SEND, answers with 100,000 more events (within the line limit)
   stderr_flood  on SEND, writes 300 MB to stderr, then a last line, and exits
   deaf        after the hello, never reads again: answers request after request, each as if it were a
               query with no rows, until the kit's requests fill the pipe it does not read
@@ -114,6 +115,9 @@ def main(mode: str) -> None:
                     while True:
                         sys.stdout.write(chunk)
             answer = protocol.response_json(request["id"], implementation.execute(command))
+            if mode == "flood" and command.kind == "send":  # within the line limit: some 6 MB an answer
+                noise = {"at_ms": command.at_ms, "kind": "reader_waiting", "session": "S", "statement": "RECEIVE"}
+                answer["events"] += [noise] * 100_000
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
 

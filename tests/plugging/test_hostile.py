@@ -162,6 +162,35 @@ def test_a_flood_on_stderr_is_kept_to_its_tail(tmp_path: Path) -> None:
     assert all(len(m) < 16 * 1024 for m in errors)  # fifteen lines, each cut to a thousand characters
 
 
+def test_an_event_flood_is_bounded_per_answer_per_scenario_and_in_the_report(tmp_path: Path) -> None:
+    """100,000 more events on every SEND, within the line limit: past SBTCK_MAX_EVENTS_PER_SCENARIO the scenario is
+    an error, the report keeps SBTCK_REPORT_EVENTS of each, and the kit lets go of each scenario's events."""
+    measure = (
+        "import resource, subprocess, sys; subprocess.run(sys.argv[1:]); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", measure, sys.executable, "-m", "sbtck.cli", "run", "--iut", _fake("flood"),
+         "--tags", "ACT-09", "--out", str(tmp_path / "o")],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "SBTCK_MAX_EVENTS_PER_SCENARIO": "150000"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )  # fmt: skip
+    peak_kib = int(proc.stdout.strip().splitlines()[-1])
+    assert peak_kib < 600 * 1024, f"the kit reached {peak_kib} KiB"
+    results = tmp_path / "o" / "results.json"
+    scenarios = json.loads(results.read_text())["scenarios"]
+    errors = [s["failure"]["message"] for s in scenarios if s["status"] == r.ERROR]
+    assert errors and all("more than 150000 (SBTCK_MAX_EVENTS_PER_SCENARIO)" in m for m in errors)
+    assert all(len(s["events"]) <= 2000 for s in scenarios)
+    assert any(s["events_not_kept"] > 0 for s in scenarios)
+    assert results.stat().st_size < 10 * 2**20
+    assert "not kept (SBTCK_REPORT_EVENTS)" in (tmp_path / "o" / "index.html").read_text()
+
+
 def test_an_implementation_that_stops_reading_its_input_is_an_error_not_a_hang(tmp_path: Path) -> None:
     """Requests fill the pipe it never reads: each write has the request's deadline, then it is started afresh."""
     marker = f"deaf-{os.getpid()}"
