@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from sbtck import __version__, config, workload_cli
 from sbtck.errors import ConfigError, IUTSpecError, ResultsError, WorkloadSummaryError
@@ -166,6 +169,15 @@ def _expectations(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _interrupted(signum: int, frame: Any) -> None:
+    # what Ctrl-C would do first: PySpark's own handler cancels the running jobs, so that the driver can stop
+    on_ctrl_c = signal.getsignal(signal.SIGINT)
+    if callable(on_ctrl_c) and on_ctrl_c is not signal.default_int_handler:
+        with contextlib.suppress(KeyboardInterrupt):
+            on_ctrl_c(signal.SIGINT, frame)
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
@@ -250,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     workload_cli.add_parser(commands, formatter_class=Help)
     args = parser.parse_args(argv)
+    # SIGTERM (what timeout, CI runners and container stops send) ends a run as Ctrl-C does: a partial report
+    # marked interrupted, the implementation's process group ended, the output folder telling the truth
+    signal.signal(signal.SIGTERM, _interrupted)
     if args.command == "workload":
         return workload_cli.run(args)
     if args.command == "run":

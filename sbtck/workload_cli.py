@@ -75,6 +75,14 @@ def add_parser(commands: Any, **how: Any) -> None:
     )
 
 
+def _interrupted(exc: KeyboardInterrupt, output: Any, out: Path) -> int:
+    # Ctrl-C says nothing; SIGTERM says its name (sbtck.cli turns it into the same interruption)
+    why = str(exc) or "interrupted"
+    output.fail(why)
+    print(f"sbtck workload: the job did not finish ({why}); {out}/INCOMPLETE says so", file=sys.stderr)
+    return 2
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         import pyspark  # noqa: F401
@@ -113,9 +121,11 @@ def run(args: argparse.Namespace) -> int:
     classes = sparkling.class_archive()
     try:
         spark = sparkling.session(plan.master, classes=classes)
-    except Exception as exc:
+    except BaseException as exc:
         if classes is not None:
             classes.release()
+        if isinstance(exc, KeyboardInterrupt):
+            return _interrupted(exc, output, plan.out)
         output.fail(f"Spark did not start on {plan.master}: {exc}")
         print(f"sbtck workload: Spark did not start on --master {plan.master}: {exc}", file=sys.stderr)
         return 2
@@ -124,7 +134,9 @@ def run(args: argparse.Namespace) -> int:
     except BaseException as exc:
         if classes is not None:
             classes.release()
-        why = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, KeyboardInterrupt):
+            return _interrupted(exc, output, plan.out)
+        why = f"{type(exc).__name__}: {exc}"
         output.fail(why[:4000])
         print(f"sbtck workload: the job did not finish ({why[:2000]}); {plan.out}/INCOMPLETE says so", file=sys.stderr)
         return 2

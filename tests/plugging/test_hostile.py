@@ -91,7 +91,8 @@ def test_an_endless_line_is_an_error_naming_the_limit(tmp_path: Path, monkeypatc
     assert any(s["status"] == r.PASSED for s in run.results()["scenarios"])
 
 
-def test_ctrl_c_ends_the_run_and_its_implementation_and_keeps_the_last_report(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_ends_the_run_and_its_implementation_and_keeps_the_last_report(sig: int, tmp_path: Path) -> None:
     out = tmp_path / "report"
     assert sbtck(out=out, timeout=120).code == 0
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
@@ -113,7 +114,7 @@ def test_ctrl_c_ends_the_run_and_its_implementation_and_keeps_the_last_report(tm
     while not (tmp_path / "hanging").exists() and time.monotonic() < deadline:
         time.sleep(0.2)  # into a scenario that sends: the fake hangs there, however loaded the machine
     assert _processes_with(marker)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     output, _ = proc.communicate(timeout=30)
     assert proc.returncode == 2, output[-2000:]
     assert "interrupted" in output and "left as it was" in output

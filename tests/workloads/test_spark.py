@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +22,7 @@ from sbtck.workloads.generate import generate
 from sbtck.workloads.output import INCOMPLETE, SUMMARY, Output
 from sbtck.workloads.trace import run as run_world
 from tests.fakes import faulty_workers
-from tests.helpers import kit
+from tests.helpers import ROOT, kit
 from tests.workloads.spark_cluster import standalone
 
 # one JVM for the module, on one xdist worker: a session costs seconds, two would fight over two cores
@@ -142,6 +144,29 @@ def test_a_job_that_cannot_finish_leaves_the_folder_marked_incomplete(tmp_path: 
     assert "did not finish" in (tmp_path / INCOMPLETE).read_text()
     assert "previous, finished job" in (tmp_path / INCOMPLETE).read_text()
     assert not list(tmp_path.glob(".staging-*")) and not list(tmp_path.glob(".previous-*"))
+
+
+def test_sigterm_ends_a_job_as_ctrl_c_does_and_the_folder_says_so(tmp_path: Path) -> None:
+    """What timeout and CI runners send: INCOMPLETE says the job was interrupted, and no staging is left."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sbtck.cli", "workload", "--master", "local[1]", "--worlds", "1000000",
+         "--out", str(tmp_path / "out")],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "SBTCK_SPARK_CLASSES": "off"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not list((tmp_path / "out").glob(".staging-*")) and time.monotonic() < deadline:
+        time.sleep(0.5)  # until the job has begun writing
+    time.sleep(5)
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2, output[-2000:]
+    assert "did not finish (signal SIGTERM)" in output
+    assert "the workload job did not finish: signal SIGTERM" in (tmp_path / "out" / INCOMPLETE).read_text()
+    assert not list((tmp_path / "out").glob(".staging-*"))
 
 
 @pytest.mark.parametrize(
