@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,11 +39,17 @@ def publish(
     target = out
     if run.get("interrupted"):
         target = interrupted(out)
+        if target.is_symlink():  # planted beside --out: the partial report would land wherever it points
+            say(f"sbtck: the run was interrupted; {target} is a symbolic link, so its partial report is not written")
+            return None
         say(
             f"sbtck: the run was interrupted after {len(records)} scenarios; the report in {out} is left "
             f"as it was, this run's partial report is in {target}"
         )
-    staging = target / f".staging-{os.getpid()}"
+    target.mkdir(parents=True, exist_ok=True)
+    # a new folder of its own (never one of that name planted there), and each file moved over the name in
+    # --out replaces the name, never a file a planted link points to
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target))
     try:
         build(staging, run, records, baseline)
         for made in sorted(staging.iterdir()):

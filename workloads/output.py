@@ -57,14 +57,16 @@ class Output:
             raise self._refuse("the filesystem root or the home folder; name a folder of its own for the results")
         if self.folder.exists() and not self.folder.is_dir():
             raise self._refuse("a file; name a folder")
-        ours = (self.folder / MARKER).is_file()
+        ours = (self.folder / MARKER).is_file() and not (self.folder / MARKER).is_symlink()
         if self.folder.is_dir() and any(self.folder.iterdir()) and not ours:
             raise self._refuse(
                 f"not empty, and not made by sbtck workload (it has no {MARKER}); name a new or empty folder"
             )
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            self._lock = (self.folder / MARKER).open("a+")
+            # never through a link planted under the marker's name: the manifest would be written over its target
+            fd = os.open(self.folder / MARKER, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+            self._lock = os.fdopen(fd, "a+")
         except OSError as exc:
             raise self._refuse(f"cannot write there ({exc.strerror or exc})") from None
         try:
@@ -74,15 +76,30 @@ class Output:
             self._lock = None
             raise self._refuse("another sbtck workload job is writing there; wait for it or name another") from None
         # with the lock held, hidden folders are left by jobs that were killed: theirs, so the kit's to clear
-        for stale in self.folder.glob(".staging-*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        for stale in self.folder.glob(".previous-*"):
-            self._restore(stale)
+        for stale in [*self.folder.glob(".staging-*"), *self.folder.glob(".previous-*")]:
+            if stale.is_symlink():  # not the kit's: the link goes, what it points to stays
+                stale.unlink()
+            elif stale.name.startswith(".staging-"):
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                self._restore(stale)
         self._move(self._manifest(), self.folder, self.previous)
         self.mark_incomplete("the workload job is running (or was stopped before it finished)")
         self.staging.mkdir()
 
+    @staticmethod
+    def _linked(root: Path, name: str) -> bool:
+        """Does NAME under ROOT pass through a symbolic link (its folders, or itself)?"""
+        path = root
+        for part in Path(name).parts:
+            path = path / part
+            if path.is_symlink():
+                return True
+        return False
+
     def _move(self, files: list[str], source: Path, target: Path) -> None:
+        # what passes through a link is not the kit's to move: a planted `docs` link would take a user's file
+        files = [name for name in files if not self._linked(source, name) and not self._linked(target, name)]
         for name in files:
             old = source / name
             if old.is_file():
@@ -90,7 +107,7 @@ class Output:
                 os.replace(old, target / name)
         for name in sorted({str(Path(f).parent) for f in files if Path(f).parent != Path(".")}, reverse=True):
             folder = source / name
-            if folder.is_dir() and not any(folder.iterdir()):
+            if folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
                 folder.rmdir()
 
     def _restore(self, previous: Path) -> None:
@@ -99,7 +116,12 @@ class Output:
         shutil.rmtree(previous, ignore_errors=True)
 
     def mark_incomplete(self, why: str) -> None:
-        (self.folder / INCOMPLETE).write_text(why.rstrip() + "\n")
+        path = self.folder / INCOMPLETE
+        if path.is_symlink():  # a planted link goes; what it points to is never written
+            path.unlink()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w") as file:
+            file.write(why.rstrip() + "\n")
 
     def part(self, name: str) -> Path:
         return self.staging / name

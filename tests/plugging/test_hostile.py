@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -554,6 +555,69 @@ def test_workload_out_refuses_what_it_did_not_make(tmp_path: Path) -> None:
         with pytest.raises(OutputError, match=said):
             Output(folder).prepare()
     assert (theirs / "notes.txt").read_text() == "mine"
+
+
+def _decoys(root: Path) -> dict[str, bytes]:
+    """A user's folder beside --out, read whole: no case may change a byte of it."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("planted", ["marker", "incomplete", "manifest folder", "stale previous", "stale staging"])
+def test_workload_out_follows_no_link_planted_in_it(planted: str, tmp_path: Path) -> None:
+    from sbtck.workloads.output import INCOMPLETE, MARKER, Output
+
+    user = tmp_path / "user"
+    (user / "docs").mkdir(parents=True)
+    (user / "thesis.tex").write_text("years of work")
+    (user / "docs" / "thesis.tex").write_text("the other copy")
+    before = _decoys(user)
+    out = tmp_path / "w"
+    if planted != "marker":  # a finished job's folder, then the link
+        done = Output(out)
+        done.prepare()
+        done.part("docs").mkdir()
+        (done.part("docs") / "thesis.tex").write_text("kit's")
+        done.finish({"worlds": 1})
+    else:
+        out.mkdir()
+    if planted == "marker":
+        (out / MARKER).symlink_to(user / "thesis.tex")
+    elif planted == "incomplete":
+        (out / INCOMPLETE).symlink_to(user / "thesis.tex")
+    elif planted == "manifest folder":
+        shutil.rmtree(out / "docs")
+        (out / "docs").symlink_to(user / "docs")
+    elif planted == "stale previous":
+        (out / ".previous-deadbeef").symlink_to(user)
+    else:
+        (out / ".staging-deadbeef").symlink_to(user)
+    job = Output(out)
+    try:
+        job.prepare()
+    except OutputError as refused:
+        assert planted == "marker" and "not made by sbtck workload" in str(refused)
+    else:
+        job.finish({"worlds": 2})
+        again = Output(out)
+        again.prepare()
+        again.fail("stopped")
+    assert _decoys(user) == before
+
+
+def test_an_interrupted_runs_report_is_not_written_through_a_planted_link(tmp_path: Path) -> None:
+    from sbtck.reports import publish
+    from sbtck.reports import results as results_module
+
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "results.json").write_text("a user's own file")
+    before = _decoys(user)
+    (tmp_path / "report.interrupted").symlink_to(user)
+    said: list[str] = []
+    record = results_module.ScenarioRecord("f::s", "f.feature", "F", "s", 1, [], status=r.PASSED)
+    where = publish.publish(tmp_path / "report", {"interrupted": True}, [record], None, said.append)
+    assert where is None and "is a symbolic link" in said[-1]
+    assert _decoys(user) == before
 
 
 def test_workload_out_keeps_a_users_file_and_one_job_at_a_time(tmp_path: Path) -> None:
