@@ -46,6 +46,8 @@ def _tcp(spec: str) -> Callable[[], Implementation]:
     host, _, port = spec[len("tcp:") :].rpartition(":")
     if host not in ("127.0.0.1", "localhost") or not port.isdigit():
         raise IUTSpecError(f"--iut {spec!r}: write tcp:127.0.0.1:PORT; the kit talks to 127.0.0.1 only")
+    if not 1 <= int(port) <= 65535:  # the socket layer would take 99999 modulo 65536, another port
+        raise IUTSpecError(f"--iut {spec!r}: a port is a number from 1 to 65535")
     return lambda: RemoteImplementation(lambda: SocketChannel(host, int(port), 10))
 
 

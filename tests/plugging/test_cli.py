@@ -50,6 +50,8 @@ def test_a_bad_iut_spec_or_profile_stops_before_any_scenario(tmp_path: Path) -> 
     assert "cannot import module 'no.such.module'" in run.output
     run = sbtck("--iut", "docker", out=tmp_path / "b")
     assert run.code == 2 and "unknown kind of implementation" in run.output
+    run = sbtck("--iut", "tcp:127.0.0.1:99999", out=tmp_path / "d")
+    assert run.code == 2 and "a port is a number from 1 to 65535" in run.output
     profile = tmp_path / "p.yaml"
     profile.write_text("implementation: {name: x}\nparams:\n  timer_period_s: 7\n")
     run = sbtck("--profile", str(profile), out=tmp_path / "c")
