@@ -26,6 +26,7 @@ from typing import Any, NoReturn
 from sbtck.contract import Command, Handshake, Response, Start
 from sbtck.errors import ImplementationFault, ProtocolError
 from sbtck.iut import answers, protocol
+from sbtck.visible import visible
 
 DEFAULT_TIMEOUT_S = float(os.environ.get("SBTCK_REQUEST_TIMEOUT", "10"))
 EOF_MARK = b""
@@ -186,6 +187,19 @@ class ProcessChannel(Channel):
         except (OSError, ValueError):  # a dead process: the missing answer will say so
             return True
 
+    def receive(self, timeout_s: float) -> bytes | None:
+        """As Channel.receive, but a program that exits is noticed at once, even while a process it started keeps
+        its output open (so that the pipe never ends): EOF_MARK, and ``ended`` gives its status."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            line = super().receive(max(0.0, min(POLL_S, deadline - time.monotonic())))
+            if line is not None:
+                return line
+            if self.process.poll() is not None:
+                return super().receive(POLL_S) or EOF_MARK  # a last line it wrote may still be on its way
+            if time.monotonic() >= deadline:
+                return None
+
     def ended(self) -> str:
         try:
             code = self.process.wait(timeout=2)
@@ -290,7 +304,8 @@ class RemoteImplementation:
         tail = self.channel.stderr_tail() if self.channel else ""
         self.broken = cause
         self._close_channel()
-        raise ImplementationFault(cause + (f"\nthe end of its stderr:\n{tail}" if tail else ""))
+        # shown as seen: escape sequences in a program's words would clear or retitle the user's terminal
+        raise ImplementationFault(visible(cause + (f"\nthe end of its stderr:\n{tail}" if tail else "")))
 
     def _open(self) -> Channel:
         if self.channel is None:

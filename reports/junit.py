@@ -37,13 +37,15 @@ from sbtck.reports.results import (
     UNEXPECTED_PASS,
     ScenarioRecord,
 )
+from sbtck.visible import visible
 
 # XML 1.0 cannot carry these characters at all, escaped or not
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def _text(value: object) -> str:
-    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+    # shown as the page shows them: a reader of junit.xml is not misled by a reordered or hidden line either
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", visible(str(value)))
 
 
 def _number(record: ScenarioRecord) -> str:

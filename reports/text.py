@@ -9,16 +9,15 @@ huge (results.json keeps the whole value).
 from __future__ import annotations
 
 import html
-import re
 from typing import Any
 
-# C0 and C1 controls but tab and newline, zero-width and bidi marks, embeddings, overrides and isolates, BOM
-_HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+from sbtck.visible import visible
+
 LONG = 4000
 
 
 def escape(value: object, quote: bool = True) -> str:
-    return _HIDDEN.sub(lambda m: f"[U+{ord(m.group()):04X}]", html.escape(str(value), quote))
+    return visible(html.escape(str(value), quote))
 
 
 def shorten(text: str, limit: int = LONG) -> str:

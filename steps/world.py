@@ -14,6 +14,7 @@ from sbtck.iut.implementation import Implementation
 from sbtck.iut.profile import Profile
 from sbtck.observations import TRACE
 from sbtck.steps import timeexpr
+from sbtck.visible import visible
 
 
 @dataclass
@@ -67,7 +68,8 @@ class World:
         )
         if response.error is not None:
             raise Refused(
-                f"the implementation refused {command.kind} at second {self.clock.second():g}: {response.error}"
+                f"the implementation refused {command.kind} at second {self.clock.second():g}: "
+                + visible(response.error)
             )
         return response.result
 

@@ -1,6 +1,7 @@
 """In-process implementations that misbehave towards the kit itself.
 
 ``not_an_implementation``: a factory that returns something else.
+``escapes``: refuses SEND in words holding terminal escape sequences.
 ``fails_once``: refuses every other START, so that each scenario fails on its
 first attempt and passes on its rerun (pytest-rerunfailures).
 """
@@ -28,3 +29,16 @@ class _FailsOnce(ReferenceImplementation):
 
 def fails_once() -> ReferenceImplementation:
     return _FailsOnce(name="fails once")
+
+
+class _Escapes(ReferenceImplementation):
+    """Refuses SEND with words that would clear the screen and set the terminal's title."""
+
+    def execute(self, command: c.Command) -> c.Response:
+        if isinstance(command, c.Send):
+            return c.Response(error="\x1b[2J\x1b]0;pwned\x07 no sends today \u202e")
+        return super().execute(command)
+
+
+def escapes() -> ReferenceImplementation:
+    return _Escapes(name="escapes")

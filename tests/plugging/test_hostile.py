@@ -63,8 +63,9 @@ def test_a_grandchild_holding_stdout_does_not_hold_the_run(tmp_path: Path, monke
     took = time.monotonic() - began
     errors = [s for s in run.results()["scenarios"] if s["status"] == r.ERROR]
     assert errors and run.code == 1
-    # each sending scenario waits its request time-out at most, never the grandchild's 90 s
-    assert took < 10 + 4 * len(errors), took
+    # the implementation's exit is noticed at once, not after the request's time-out, and its status said
+    assert all("exited with status 0 while answering send" in s["failure"]["message"] for s in errors)
+    assert took < 10 + 1.5 * len(errors), took
     time.sleep(0.5)
     assert _processes_with("sleep\x0090") == [], "the grandchild outlived its implementation"
 
@@ -672,6 +673,19 @@ def test_the_page_shows_hidden_characters_and_shortens_huge_values(tmp_path: Pat
     assert "[U+202E]" in page and "[U+0007]" in page
     assert len(page) < 2_000_000 and "the whole value is in results.json" in page
     assert len(json.loads((tmp_path / "results.json").read_text())["scenarios"][0]["failure"]["message"]) == len(huge)
+    from sbtck.reports import junit
+
+    junit.write(*r.read(tmp_path / "results.json"), tmp_path / "junit.xml")
+    xml = (tmp_path / "junit.xml").read_text()
+    assert "\u202e" not in xml and "[U+202E]" in xml and "[U+0007]" in xml  # as the page shows them
+
+
+def test_an_implementations_words_reach_the_terminal_without_their_control_sequences(tmp_path: Path) -> None:
+    """Escape sequences that would clear the screen or set the title, in a refusal and in stderr, are shown."""
+    proc = kit("run", "--iut", "python:tests.fakes.hostile:escapes", "--tags", "ACT-09", "--out", str(tmp_path / "o"))
+    output = proc.stdout + proc.stderr
+    assert "\x1b" not in output and "\x07" not in output
+    assert "[U+001B][2J" in output
 
 
 def test_runs_of_implementations_with_one_name_are_told_apart(tmp_path: Path) -> None:
