@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,10 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     out = Path(chosen["out"] or "out/report").resolve()
     if out.exists() and not out.is_dir():
         print(f"sbtck: --out {out} is a file; name a folder for the report", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    unwritable = _unwritable(out)
+    if unwritable:  # found now, not after the whole run
+        print(f"sbtck: --out {out}: cannot write there ({unwritable})", file=sys.stderr)
         return EXIT_BAD_INPUT
     root = kit_root()
     # a node id after -- (the report's rerun command, relative to the kit) replaces the whole suite
@@ -85,6 +90,17 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     if code in (PYTEST_USAGE, PYTEST_INTERRUPTED):
         return EXIT_BAD_INPUT
     return code
+
+
+def _unwritable(out: Path) -> str | None:
+    """Why the report could not be written to OUT, made if it is missing; None when it can."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def _unreadable_features(paths: list[Path]) -> str | None:

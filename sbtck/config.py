@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sbtck.errors import ConfigError
+from sbtck.fixtures.yamlfile import MAX_BYTES
 
 KEYS = ("iut", "profile", "expectations", "tags", "out")
 
@@ -46,7 +47,12 @@ def load(folder: Path) -> tuple[dict[str, str], Path | None]:
 
 def _read(path: Path) -> dict[str, Any]:
     try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:  # settings are a few lines; pyproject.toml a few pages
+            raise ConfigError(f"{path}: {size} bytes; a settings file is at most {MAX_BYTES} bytes")
         return tomllib.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to be a settings file") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"{path}: not UTF-8 (byte 0x{exc.object[exc.start]:02x} at {exc.start}); save it as UTF-8"

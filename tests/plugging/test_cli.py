@@ -50,6 +50,10 @@ def test_a_bad_iut_spec_or_profile_stops_before_any_scenario(tmp_path: Path) -> 
     assert "cannot import module 'no.such.module'" in run.output
     run = sbtck("--iut", "docker", out=tmp_path / "b")
     assert run.code == 2 and "unknown kind of implementation" in run.output
+    (tmp_path / "a-file").write_text("")
+    run = sbtck(out=tmp_path / "a-file" / "report")
+    assert run.code == 2 and "cannot write there (Not a directory)" in run.output
+    assert "passed" not in run.output  # refused before the run, not after it
     run = sbtck("--iut", "tcp:127.0.0.1:99999", out=tmp_path / "d")
     assert run.code == 2 and "a port is a number from 1 to 65535" in run.output
     profile = tmp_path / "p.yaml"

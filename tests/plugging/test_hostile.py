@@ -370,7 +370,10 @@ def test_a_broken_run_leaves_the_previous_report(tmp_path: Path) -> None:
         ("pyproject.toml", b'[tool.sbtck]\niut = "\xff"\n', "not UTF-8"),
         ("sbtck.toml", b'iut = "\xff"\n', "not UTF-8"),
         ("sbtck.toml", b"iut = [1\n", "not valid TOML"),
+        ("sbtck.toml", b"tags = " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "nested too deeply"),
+        ("sbtck.toml", b'tags = "' + b"x" * 2_000_000 + b'"\n', "a settings file is at most 1048576 bytes"),
     ],
+    ids=["tool-not-table", "pyproject-utf8", "utf8", "toml", "deep", "huge"],
 )
 def test_malformed_settings_are_one_line(name: str, settings: bytes, said: str, tmp_path: Path) -> None:
     (tmp_path / name).write_bytes(settings)
