@@ -36,7 +36,7 @@ class _Escapes(ReferenceImplementation):
 
     def execute(self, command: c.Command) -> c.Response:
         if isinstance(command, c.Send):
-            return c.Response(error="\x1b[2J\x1b]0;pwned\x07 no sends today \u202e")
+            return c.Response(error="\x1b[2J\x1b]0;pwned\x07 no sends today \u202e \ud800")
         return super().execute(command)
 
 

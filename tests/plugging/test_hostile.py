@@ -688,7 +688,8 @@ def test_an_implementations_words_reach_the_terminal_without_their_control_seque
     proc = kit("run", "--iut", "python:tests.fakes.hostile:escapes", "--tags", "ACT-09", "--out", str(tmp_path / "o"))
     output = proc.stdout + proc.stderr
     assert "\x1b" not in output and "\x07" not in output
-    assert "[U+001B][2J" in output
+    assert "[U+001B][2J" in output and "[U+D800]" in output  # a lone surrogate too: no UTF-8 file takes one
+    assert proc.returncode == 1 and "[U+D800]" in (tmp_path / "o" / "index.html").read_text()
 
 
 def test_runs_of_implementations_with_one_name_are_told_apart(tmp_path: Path) -> None:
