@@ -96,6 +96,12 @@ def test_an_expectations_file_marks_known_failures(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text("- not a scenario id\n")
     proc = _run(["--expectations", str(tmp_path / "bad.yaml"), "--out", str(tmp_path / "o2")], ROOT)
     assert proc.returncode == 2 and "expected a list of scenario ids" in proc.stdout + proc.stderr
+    # a scenario renamed since the list was written is named, with the nearest id, before anything runs
+    (tmp_path / "old.yaml").write_text(f'- "{known[:-3]}"\n')
+    proc = _run(["--expectations", str(tmp_path / "old.yaml"), "--out", str(tmp_path / "o3")], ROOT)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and f"no scenario {known[:-3]!r} (did you mean {known!r}?)" in said
+    assert "passed" not in said
 
 
 def test_a_project_of_its_own_keeps_its_exit_status_with_the_kit_installed(tmp_path: Path) -> None:
