@@ -11,9 +11,7 @@ import re
 
 # C0 and C1 controls but tab and newline, zero-width and bidi marks, embeddings, overrides and isolates, BOM;
 # and lone surrogates, which no UTF-8 file or terminal can take
-HIDDEN = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]"
-)
+HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
 
 
 def visible(text: str) -> str:
