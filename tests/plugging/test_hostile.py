@@ -93,28 +93,57 @@ def test_an_endless_line_is_an_error_naming_the_limit(tmp_path: Path, monkeypatc
     assert any(s["status"] == r.PASSED for s in run.results()["scenarios"])
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_ctrl_c_ends_the_run_and_its_implementation_and_keeps_the_last_report(sig: int, tmp_path: Path) -> None:
-    out = tmp_path / "report"
-    assert sbtck(out=out, timeout=120).code == 0
-    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
-    marker = f"hang-{os.getpid()}"
+def _peak_kib(run_args: list[str], **env: str) -> int:
+    """The peak memory of ``sbtck run RUN_ARGS`` (and of the implementation it starts), in KiB."""
+    measure = (
+        "import resource, subprocess, sys; subprocess.run(sys.argv[1:]); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", measure, sys.executable, "-m", "sbtck.cli", "run", *run_args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    return int(proc.stdout.strip().splitlines()[-1])
+
+
+def _run_until(mode: str, marker: str, out: Path, ready: Path, timeout_s: str) -> subprocess.Popen[str]:
+    """``sbtck run`` on the fake MODE, returned once the fake says (by making READY) that it is where the test
+    wants it, however loaded the machine; killed, and the test failed, if it never gets there."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sbtck.cli", "run", "--iut", f"{_fake('hang')} {marker}", "--out", str(out)],
+        [sys.executable, "-m", "sbtck.cli", "run", "--iut", f"{_fake(mode)} {marker}", "--out", str(out)],
         cwd=ROOT,
         env={
             **os.environ,
             "PYTHONPATH": str(ROOT),
-            "SBTCK_REQUEST_TIMEOUT": "120",
-            "SBTCK_FAKE_HANGING": str(tmp_path / "hanging"),
+            "SBTCK_REQUEST_TIMEOUT": timeout_s,
+            "SBTCK_FAKE_HANGING": str(ready),
         },
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
     deadline = time.monotonic() + 120
-    while not (tmp_path / "hanging").exists() and time.monotonic() < deadline:
-        time.sleep(0.2)  # into a scenario that sends: the fake hangs there, however loaded the machine
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if not ready.exists():
+        proc.kill()
+    assert ready.exists(), f"the fake {mode!r} never got where the test waits for it"
+    return proc
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_ends_the_run_and_its_implementation_and_keeps_the_last_report(sig: int, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    assert sbtck(out=out, timeout=120).code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    marker = f"hang-{os.getpid()}"
+    # into a scenario that sends: the fake hangs there
+    proc = _run_until("hang", marker, out, tmp_path / "hanging", "120")
     assert _processes_with(marker)
     proc.send_signal(sig)
     output, _ = proc.communicate(timeout=30)
@@ -130,34 +159,7 @@ def test_ctrl_c_ends_the_run_and_its_implementation_and_keeps_the_last_report(si
 
 def test_a_flood_on_stderr_is_kept_to_its_tail(tmp_path: Path) -> None:
     """300 MB of stderr: the kit keeps the last SBTCK_STDERR_TAIL_BYTES, in memory, and shows the last lines."""
-    measure = (
-        "import resource, subprocess, sys; subprocess.run(sys.argv[1:]); "
-        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
-    )
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            measure,
-            sys.executable,
-            "-m",
-            "sbtck.cli",
-            "run",
-            "--iut",
-            _fake("stderr_flood"),
-            "--tags",
-            "ACT-02",
-            "--out",
-            str(tmp_path / "o"),
-        ],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    peak_kib = int(proc.stdout.strip().splitlines()[-1])
+    peak_kib = _peak_kib(["--iut", _fake("stderr_flood"), "--tags", "ACT-02", "--out", str(tmp_path / "o")])
     assert peak_kib < 300 * 1024, f"the kit (or its implementation) reached {peak_kib} KiB"
     scenarios = json.loads((tmp_path / "o" / "results.json").read_text())["scenarios"]
     errors = [s["failure"]["message"] for s in scenarios if s["status"] == r.ERROR]
@@ -168,21 +170,10 @@ def test_a_flood_on_stderr_is_kept_to_its_tail(tmp_path: Path) -> None:
 def test_an_event_flood_is_bounded_per_answer_per_scenario_and_in_the_report(tmp_path: Path) -> None:
     """100,000 more events on every SEND, within the line limit: past SBTCK_MAX_EVENTS_PER_SCENARIO the scenario is
     an error, the report keeps SBTCK_REPORT_EVENTS of each, and the kit lets go of each scenario's events."""
-    measure = (
-        "import resource, subprocess, sys; subprocess.run(sys.argv[1:]); "
-        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    peak_kib = _peak_kib(
+        ["--iut", _fake("flood"), "--tags", "ACT-09", "--out", str(tmp_path / "o")],
+        SBTCK_MAX_EVENTS_PER_SCENARIO="150000",
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", measure, sys.executable, "-m", "sbtck.cli", "run", "--iut", _fake("flood"),
-         "--tags", "ACT-09", "--out", str(tmp_path / "o")],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "SBTCK_MAX_EVENTS_PER_SCENARIO": "150000"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )  # fmt: skip
-    peak_kib = int(proc.stdout.strip().splitlines()[-1])
     assert peak_kib < 600 * 1024, f"the kit reached {peak_kib} KiB"
     results = tmp_path / "o" / "results.json"
     scenarios = json.loads(results.read_text())["scenarios"]
@@ -222,25 +213,8 @@ def test_an_implementation_that_stops_reading_its_input_is_an_error_not_a_hang(t
 def test_ctrl_c_while_the_implementation_stops_reading_ends_everything(tmp_path: Path) -> None:
     """The partial report is written and the goodbye, which cannot be written either, does not hang the close."""
     marker = f"deaf-{os.getpid()}-c"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sbtck.cli", "run", "--iut", f"{_fake('deaf')} {marker}", "--out", str(tmp_path / "o")],
-        cwd=ROOT,
-        env={
-            **os.environ,
-            "PYTHONPATH": str(ROOT),
-            "SBTCK_REQUEST_TIMEOUT": "600",
-            "SBTCK_FAKE_HANGING": str(tmp_path / "full"),
-        },
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    deadline = time.monotonic() + 120
-    while not (tmp_path / "full").exists() and time.monotonic() < deadline:
-        time.sleep(0.2)  # until the kit's requests fill the pipe the fake does not read
-    if not (tmp_path / "full").exists():
-        proc.kill()
-    assert (tmp_path / "full").exists()
+    # until the kit's requests fill the pipe the fake does not read
+    proc = _run_until("deaf", marker, tmp_path / "o", tmp_path / "full", "600")
     started = time.monotonic()
     proc.send_signal(signal.SIGINT)
     output, _ = proc.communicate(timeout=30)
