@@ -17,6 +17,9 @@ from sbtck.observations import (
     ECHOES,
     FIELD_MEANINGS,
     FIELDS,
+    FIRST_REQUIRED,
+    MAY_OMIT,
+    MAY_REPORT_AT_START,
     REASONS,
     RULE_FIELDS,
     TRACE,
@@ -124,6 +127,16 @@ def render_events() -> str:
         needs = ", ".join(f"`{c}`" for c in AREA[kind]) or "every implementation"
         if kind in ECHOES:
             needs += " (optional: an echo of the kit's own fault)"
+        elif kind in MAY_OMIT:
+            needs += " (optional: the topologies name no BCN clients)"
+        elif kind in FIRST_REQUIRED:
+            needs += (
+                " (the first for each "
+                + " and ".join(f"`{f}`" for f in FIRST_REQUIRED[kind])
+                + "; later ones optional)"
+            )
+        elif kind in MAY_REPORT_AT_START:
+            needs += " (optional at `start`, for a database whose broker starts then)"
         fields = ", ".join(f"`{f}`" for f in FIELDS[kind]) or "-"
         rows.append(f"| `{kind.value}` | {needs} | {fields} |")
     meanings = "\n".join(f"- `{name}`: {text}.{_values(name)}" for name, text in FIELD_MEANINGS.items())
@@ -138,7 +151,13 @@ def render_events() -> str:
         "the rows and columns that ask for them (the report says which). Every scenario still checks what\n"
         "the broker shows: the events without that capability, RECEIVE results and views.\n\n"
         "The kinds marked *optional* echo a fault the kit itself made (handlers failing, the network cut, a\n"
-        "clean-up stopped): the kit knows when it made it, so no scenario asks for them.\n\n"
+        "clean-up stopped): the kit knows when it made it, so no scenario asks for them. Three more reports\n"
+        "are left to you where the documents ask nothing (each marked in the table). The randomized stage\n"
+        "compares neither a `reader_waiting` answered in the instant it began (a wait of no time shows in\n"
+        "no view) nor whether a transaction that received nothing is reported as committed or rolled\n"
+        "back; it compares conversation groups by the messages they hold, never by their names, addresses\n"
+        "without case, a row RECEIVE returns by its declared fields, the rows of `query_view` by their\n"
+        "declared columns, and no other command's result.\n\n"
         "| kind | reported with | fields |\n| --- | --- | --- |\n" + "\n".join(rows) + f"\n\n### Fields\n\n{meanings}\n"
     )
 

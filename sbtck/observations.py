@@ -355,6 +355,17 @@ ECHOES = frozenset(
     }
 )
 
+# Reports the documents leave to the implementation, beside the echoes: where the reference reports one, an
+# implementation may stay silent, though what it does report must still agree. PER-5D fires the Broker
+# Configuration Notification "for BCN clients", and the kit's topologies name none.
+MAY_OMIT = frozenset({Kind.BROKER_CONFIGURATION_NOTIFICATION})
+# Reported the first time, and after that as the implementation likes: PER-5C asks the broker to try again to
+# start a database, not to report each attempt that failed. The fields say what "again" is about.
+FIRST_REQUIRED: dict[Kind, tuple[str, ...]] = {Kind.DATABASE_BROKER_START_FAILED: ("instance", "database")}
+# A database whose broker starts with the instance may be reported as started then, or not: the kind exists for
+# PER-5C's retries, and saying that a broker started where it did is no difference.
+MAY_REPORT_AT_START = frozenset({Kind.DATABASE_BROKER_STARTED})
+
 
 # The rule an event speaks for when its own fields (rule, step) name none: what the workload stage blames.
 EVIDENCES: dict[Kind, str] = {

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 from typing import Any
 
@@ -62,8 +63,20 @@ from sbtck.engine.choosing import (
 )
 from sbtck.engine.model import LOCAL
 from sbtck.engine.router import CONNECTING, FAILED
+from sbtck.iut.answers import RECEIVED_ROW
 from sbtck.iut.reference import ReferenceImplementation
-from sbtck.observations import EVIDENCES, Kind, reported_by
+from sbtck.observations import (
+    DECISION_FIELDS,
+    ECHOES,
+    EVIDENCES,
+    FIRST_REQUIRED,
+    MAY_OMIT,
+    MAY_REPORT_AT_START,
+    TRACE,
+    Kind,
+    reported_by,
+)
+from sbtck.views import VIEW_COLUMNS
 from sbtck.workloads.generate import World
 from sbtck.workloads.invariants import Violation
 from sbtck.workloads.landscape import ALL
@@ -390,26 +403,43 @@ def rules_of(events: list[dict[str, Any]]) -> list[str]:
     return found
 
 
+@dataclass
+class Carried:
+    """What the comparison of one step leaves for the next: the broker instance each dialog's acknowledgement
+    named in the reference, and the databases whose broker failing to start was reported once."""
+
+    acknowledged: dict[str, object] = field(default_factory=dict)
+    start_failures: set[tuple[object, ...]] = field(default_factory=set)
+    # the sessions whose transaction holds messages it received, in the reference
+    holding: set[object] = field(default_factory=set)
+    # each side's conversation-group identifiers, by the name the comparison gives them (``_relative``)
+    groups: tuple[dict[object, str], dict[object, str]] = field(default_factory=lambda: ({}, {}))
+
+
 def differ(
     index: int,
     got: dict[str, Any],
     want: dict[str, Any],
     capabilities: frozenset[str],
-    acknowledged: dict[str, object] | None = None,
+    carried: Carried | None = None,
 ) -> list[Violation]:
     """What one step of the implementation shows that the reference's same step does not (nothing when alike).
 
     Only events of the kinds the implementation's capabilities cover are
-    compared: one that does not route is not asked how the reference routed.
-    ``acknowledged`` carries, from step to step, the broker instance each
-    dialog's acknowledgement named in the reference; with it, an
-    implementation may acknowledge a dialog again (``_repeats_left_out``).
+    compared: one that does not route is not asked how the reference routed,
+    and one without ``decision_trace`` is not asked which rule or step
+    decided. Echoes of the kit's own faults are never compared, and what
+    the contract leaves to the implementation to report (``MAY_OMIT``,
+    ``FIRST_REQUIRED``, ``MAY_REPORT_AT_START``) is not asked for. With
+    ``carried`` from step to step, an implementation may acknowledge a
+    dialog again (``_repeats_left_out``).
     """
-    if capabilities != ALL:
-        got = {**got, "events": [e for e in got["events"] if reported_by(e["kind"], capabilities)]}
-        want = {**want, "events": [e for e in want["events"] if reported_by(e["kind"], capabilities)]}
-    if acknowledged is not None:
-        got = {**got, "events": _repeats_left_out(got["events"], want["events"], acknowledged)}
+    got = {**got, "events": _shown(got["events"], capabilities)}
+    want = {**want, "events": _shown(want["events"], capabilities)}
+    if carried is not None:
+        got = {**got, "events": _relative(got["events"], carried.groups[0])}
+        want = {**want, "events": _relative(want["events"], carried.groups[1])}
+        got = {**got, "events": _repeats_left_out(got["events"], want["events"], carried.acknowledged)}
     if (got["error"] is None) != (want["error"] is None):
         said = f"refused: {got['error']}" if got["error"] else "accepted"
         refused = "refused" if want["error"] else "accepted"
@@ -418,13 +448,186 @@ def differ(
     alike = got["events"] == want["events"]
     extra = [] if alike else _unmatched(got["events"], want["events"])
     missing = [] if alike else _unmatched(want["events"], got["events"])
+    if carried is not None:
+        missing = _required(missing, carried, want["events"])
+    if extra and got["kind"] == "start":
+        extra = _started_at_start(extra, want["events"])
     if extra or missing:
         detail = f"{got['kind']}: unexpected {_brief(extra)}; missing {_brief(missing)}"
         return [Violation(rule, index, detail) for rule in rules_of(missing + extra)]
-    result, expected = got["result"] or {}, want["result"] or {}
-    if result != expected and _canonical(result) != _canonical(expected):
+    if got["kind"] != "query_view":  # the contract declares no other command's result (docs/protocol.md)
+        return []
+    rows = _declared_rows(got["result"] or {}), _declared_rows(want["result"] or {})
+    if rows[0] != rows[1]:
         return [Violation(DIFFERENCE, index, f"{got['kind']} returned {got['result']}; expected {want['result']}")]
     return []
+
+
+_ECHOES = frozenset(k.value for k in ECHOES)
+_DECISION_FIELDS = DECISION_FIELDS
+
+
+def _shown(events: list[dict[str, Any]], capabilities: frozenset[str]) -> list[dict[str, Any]]:
+    """The events an implementation with these capabilities is asked for, as it is asked for them."""
+    if capabilities == ALL:  # the kit's own brokers: every kind, every field
+        return _momentary_waits_left_out([e for e in events if e["kind"] not in _ECHOES])
+    kept = [e for e in events if e["kind"] not in _ECHOES and reported_by(e["kind"], capabilities)]
+    kept = _momentary_waits_left_out(kept)
+    if TRACE in capabilities:
+        return kept
+    return [_untraced(e) if _DECISION_FIELDS & e.keys() else e for e in kept]
+
+
+def _momentary_waits_left_out(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """EVENTS without the waits that end in the instant they began: a RECEIVE that waits no time at all shows
+    in no view (``tasks_waiting`` is read between commands), so whether a broker reports it shows nothing."""
+    if not any(e["kind"] == _WAITING for e in events):
+        return events
+    kept, answered = [], set()
+    for e in reversed(events):  # a wait is answered by its session's next result, if that comes in its instant
+        key = (e.get("session"), e["at_ms"])
+        if e["kind"] in _ANSWERED:
+            answered.add(key)
+        elif e["kind"] == _WAITING and key in answered:
+            answered.discard(key)
+            continue
+        kept.append(e)
+    kept.reverse()
+    return kept
+
+
+_WAITING = Kind.READER_WAITING.value
+_ANSWERED = frozenset({Kind.ROWS_RETURNED.value, Kind.EMPTY_RESULT.value})
+
+
+def _untraced(event: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in event.items() if k not in _DECISION_FIELDS}
+
+
+def _relative(events: list[dict[str, Any]], names: dict[object, str]) -> list[dict[str, Any]]:
+    """EVENTS as the contract lets them be compared: groups by what they hold, addresses in one case, rows by
+    their declared fields.
+
+    A broker names its conversation groups as it likes (a GUID, the
+    dialog's name): only which messages share a group is shown, so a group
+    is named after the message it first held (its instance, queue, dialog
+    and end), or, first seen with no message, by its order of appearance.
+    A RECEIVE's rows share one group, which counts as the event's own when
+    it names none. Addresses name hosts, whose case does not matter. A row
+    RECEIVE returns is compared by the fields the contract declares for it
+    (``RECEIVED_ROW``); further columns are the implementation's own.
+    """
+    out = []
+    for e in events:
+        if _GROUPED.isdisjoint(e.keys()):
+            out.append(e)
+            continue
+        e = dict(e)
+        for key in _ADDRESSES & e.keys():
+            if isinstance(e[key], str):
+                e[key] = e[key].upper()
+        where = e
+        rows = e.get("rows")
+        if isinstance(rows, list):
+            first = rows[0] if rows and isinstance(rows[0], dict) else {}
+            if e.get("conversation_group") is None and first.get("conversation_group") is not None:
+                e["conversation_group"] = first["conversation_group"]
+            where = {**first, **e}  # the message the group is first seen with, if it is new
+            e["rows"] = [_declared(row) for row in rows]
+        if "conversation_group" in e:
+            e["conversation_group"] = _group_name(e["conversation_group"], where, names)
+        out.append(e)
+    return out
+
+
+def _declared(row: object) -> object:
+    return {k: row[k] for k in RECEIVED_ROW if k in row} if isinstance(row, dict) else row
+
+
+def _group_name(group: object, where: dict[str, Any], names: dict[object, str]) -> object:
+    """A group belongs to the queue of the service it holds conversations of; the reference names the groups of
+    a dialog's two ends alike, so a name means one group only within one queue."""
+    if group is None:
+        return None
+    place = "/".join(str(where.get(k)) for k in ("instance", "database", "queue"))
+    key = (place, str(group))
+    name = names.get(key)
+    if name is None:
+        if "dialog" in where:
+            end = "initiator" if where.get("from_target") else "target"
+            name = f"group of {where['dialog']} at the {end}, {place}"
+        else:
+            name = f"group {len(names) + 1}, {place}"
+        names[key] = name
+    return name
+
+
+_ADDRESSES = frozenset({"address", "mirror_address"})
+_GROUPED = _ADDRESSES | {"conversation_group", "rows"}
+
+
+def _required(missing: list[dict[str, Any]], carried: Carried, want: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """MISSING without what an implementation may leave unreported; CARRIED learns what this step reported.
+
+    The reference's events are read in order, since what may be left out depends on what came before it: a
+    transaction that received nothing changes nothing, so whether it is reported as committed or rolled back
+    (or only ended) shows nowhere; the procedures' transactions are the kit's own model (docs/implementing.md).
+    """
+    absent = {id(e) for e in missing}
+    required = []
+    for e in want:
+        kind = e["kind"]
+        if id(e) in absent and not (
+            kind in _MAY_OMIT
+            or (kind in _FIRST_REQUIRED and _again(e, carried))
+            or (kind in _ENDED and e.get("session") not in carried.holding)
+        ):
+            required.append(e)
+        about = _FIRST_REQUIRED.get(kind)
+        if about is not None:
+            carried.start_failures.add((kind, *(e.get(f) for f in about)))
+        elif kind == _RETURNED and e.get("statement") == "RECEIVE":
+            carried.holding.add(e.get("session"))
+        elif kind in _ENDED:
+            carried.holding.discard(e.get("session"))
+    return required
+
+
+def _again(event: dict[str, Any], carried: Carried) -> bool:
+    return (event["kind"], *(event.get(f) for f in _FIRST_REQUIRED[event["kind"]])) in carried.start_failures
+
+
+_ENDED = frozenset({Kind.TRANSACTION_COMMITTED.value, Kind.TRANSACTION_ROLLED_BACK.value})
+_RETURNED = Kind.ROWS_RETURNED.value
+
+
+def _started_at_start(extra: list[dict[str, Any]], want: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """EXTRA without the databases said to start with the instance, where the reference did not see them fail."""
+    failed = {(e.get("instance"), e.get("database")) for e in want if e["kind"] == _START_FAILED}
+    return [e for e in extra if e["kind"] not in _AT_START or (e.get("instance"), e.get("database")) in failed]
+
+
+_MAY_OMIT = frozenset(k.value for k in MAY_OMIT)
+_FIRST_REQUIRED = {k.value: fields for k, fields in FIRST_REQUIRED.items()}
+_AT_START = frozenset(k.value for k in MAY_REPORT_AT_START)
+_START_FAILED = Kind.DATABASE_BROKER_START_FAILED.value
+
+
+def _declared_rows(result: dict[str, Any]) -> list[str]:
+    """A view's rows as a multiset of their declared columns: a view has no order, and further fields are the
+    implementation's own."""
+    rows = result.get("rows", [])
+    if not isinstance(rows, list):
+        return [json.dumps(rows, sort_keys=True, default=str)]
+    declared = []
+    for row in rows:
+        if isinstance(row, dict):
+            row = {k: _canonical(v) for k, v in row.items() if k in _COLUMNS}
+        declared.append(json.dumps(row, sort_keys=True, default=str))
+    return sorted(declared)
+
+
+_COLUMNS = frozenset(column for columns in VIEW_COLUMNS.values() for column in columns)
 
 
 def _repeats_left_out(
@@ -477,10 +680,10 @@ def compare(
         )
         expected = Trace(world.seed)
         found: list[Violation] = []
-        acknowledged: dict[str, object] = {}
+        carried = Carried()
         for index, (op, got) in enumerate(zip(world.script, trace.steps, strict=True)):
             expected.steps.append(execute(op, reference))
-            found = differ(index, got, expected.steps[-1], capabilities, acknowledged)
+            found = differ(index, got, expected.steps[-1], capabilities, carried)
             if found:
                 break
         if not found:

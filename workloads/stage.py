@@ -22,7 +22,7 @@ from sbtck.iut.reference import ReferenceImplementation
 
 # the suite's statuses, so that summary.json and Parquet spell them as every other output does
 from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
-from sbtck.workloads.differential import FollowingChooser, compare, differ, reference_params
+from sbtck.workloads.differential import Carried, FollowingChooser, compare, differ, reference_params
 from sbtck.workloads.generate import AREAS, GENERATOR_VERSION, World, generate, needs
 from sbtck.workloads.invariants import Invariants, Violation, check
 from sbtck.workloads.reproduce import THEN, feature, then_steps, writable
@@ -218,20 +218,21 @@ class Checker:
             # every broker of the connecting choices in step, as compare() runs them; each leaves at its first
             # difference, and the difference of the last to leave (the first of them, if several leave together)
             # is the one the whole check reports
-            references: list[tuple[ReferenceImplementation, FollowingChooser, dict[str, object]]] = []
+            references: list[tuple[ReferenceImplementation, FollowingChooser, Carried]] = []
             if self.differential:
                 params = reference_params(self.handshake.params)
                 for broker in CONNECTING_CHOICES:
                     chooser = FollowingChooser()
-                    references.append((ReferenceImplementation(broker, params=params, chooser=chooser), chooser, {}))
+                    reference = ReferenceImplementation(broker, params=params, chooser=chooser)
+                    references.append((reference, chooser, Carried()))
             shown = frozenset(self.handshake.capabilities)
             for index, op in enumerate(world.script):
                 got = execute(op, implementation)
                 found = invariants.step(index, op, got)
                 differences = []
-                for reference, chooser, acknowledged in references:
+                for reference, chooser, carried in references:
                     chooser.feed(got["events"])
-                    differences.append(differ(index, got, execute(op, reference), shown, acknowledged))
+                    differences.append(differ(index, got, execute(op, reference), shown, carried))
                 if references and all(differences):
                     found += differences[0]
                 references = [pair for pair, different in zip(references, differences, strict=True) if not different]

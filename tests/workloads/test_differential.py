@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from sbtck.observations import Kind
-from sbtck.workloads.differential import DIFFERENCE, differ
+from sbtck.workloads.differential import DIFFERENCE, Carried, differ
 from sbtck.workloads.landscape import ALL
 
 SENT = {"at_ms": 5000, "kind": Kind.MESSAGE_SENT.value, "instance": "sql1", "dialog": "D1", "from_target": False}
@@ -79,14 +79,100 @@ def test_route_candidates_compare_by_number() -> None:
     assert _differ(_step({**CHOSEN, "candidates": ["R1"]}), _step(CHOSEN))
 
 
-def test_results_compare_with_their_lists_as_sets() -> None:
-    rows = {"rows": [{"dialog": "D1"}, {"dialog": "D2"}]}
-    assert _differ(_step(result={"rows": rows["rows"][::-1]}), _step(result=rows)) == []
-    found = differ(3, _step(result={"rows": [{"dialog": "D1"}]}), _step(result=rows), ALL)
-    assert [v.rule for v in found] == [DIFFERENCE]
+def _view(*rows: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": "query_view", "error": None, "result": {"rows": list(rows)}, "events": []}
+
+
+def test_a_views_rows_compare_as_a_multiset_of_their_declared_columns() -> None:
+    d1, d2 = {"dialog": "D1", "instance": "sql1"}, {"dialog": "D2", "instance": "sql1"}
+    assert differ(3, _view(d2, d1), _view(d1, d2), ALL) == []
+    assert differ(3, _view({**d1, "my_own_column": 7}, d2), _view(d1, d2), ALL) == []
+    assert [v.rule for v in differ(3, _view(d1), _view(d1, d2), ALL)] == [DIFFERENCE]
+    assert [v.rule for v in differ(3, _view(d1, d1), _view(d1, d2), ALL)] == [DIFFERENCE]
+    assert [v.rule for v in differ(3, _view({**d1, "dialog": "D3"}, d2), _view(d1, d2), ALL)] == [DIFFERENCE]
+
+
+def test_a_result_the_contract_does_not_declare_is_not_compared() -> None:
+    # docs/protocol.md declares the rows of query_view and no other command's result
+    assert _differ(_step(SENT, result={}), _step(SENT, result={"dialog": "D1"})) == []
+    assert _differ(_step(SENT, result={"message_sequence_number": 0}), _step(SENT, result={})) == []
+
+
+def test_echoes_of_the_kits_own_faults_are_never_compared() -> None:
+    echo = {"at_ms": 5000, "kind": Kind.INSTANCE_UNREACHABLE.value, "instance": "sql2"}
+    assert _differ(_step(SENT), _step(SENT, echo)) == []
+    assert _differ(_step(SENT, echo), _step(SENT)) == []
+
+
+def test_decision_fields_are_compared_only_with_a_decision_trace() -> None:
+    delayed = {"at_ms": 5000, "kind": Kind.CONVERSATION_DELAYED.value, "instance": "sql1", "dialog": "D1"}
+    capabilities = frozenset({"routing"})
+    got, want = _step({**delayed, "step": "RTE-03"}), _step({**delayed, "step": "RTC-4"})
+    assert differ(3, got, want, capabilities) == []
+    assert differ(3, got, want, capabilities | {"decision_trace"})
+
+
+BCN = {"at_ms": 25000, "kind": Kind.BROKER_CONFIGURATION_NOTIFICATION.value, "instance": "sql1"}
+FAILED = {"at_ms": 0, "kind": Kind.DATABASE_BROKER_START_FAILED.value, "instance": "sql1", "database": "db"}
+STARTED = {"at_ms": 0, "kind": Kind.DATABASE_BROKER_STARTED.value, "instance": "sql1", "database": "db"}
+
+
+def test_a_bcn_may_go_unreported_but_one_the_reference_does_not_fire_is_a_difference() -> None:
+    assert differ(3, _step(), _step(BCN), ALL, Carried()) == []
+    assert differ(3, _step({**BCN, "at_ms": 20000}), _step(), ALL, Carried())
+
+
+def test_a_database_failing_to_start_is_reported_the_first_time_and_after_that_as_the_broker_likes() -> None:
+    carried = Carried()
+    assert differ(0, _step(), _step(FAILED), ALL, carried)  # the first failure must show
+    carried = Carried()
+    assert differ(0, _step(FAILED), _step(FAILED), ALL, carried) == []
+    again = {**FAILED, "at_ms": 25000}
+    assert differ(9, _step(), _step(again), ALL, carried) == []
+    other = {**again, "database": "db2"}
+    assert differ(9, _step(), _step(other), ALL, carried)  # another database's first failure
+
+
+def test_a_database_may_be_reported_started_at_start_unless_it_failed() -> None:
+    start: dict[str, Any] = {"kind": "start", "error": None, "result": {}}
+    assert differ(0, {**start, "events": [STARTED]}, {**start, "events": []}, ALL, Carried()) == []
+    assert differ(0, {**start, "events": [STARTED, FAILED]}, {**start, "events": [FAILED]}, ALL, Carried())
+    assert differ(4, _step(STARTED), _step(), ALL, Carried())  # later, only PER-5C's retry starts it
 
 
 def test_a_refusal_the_reference_does_not_make_is_a_difference() -> None:
     assert _differ(_step(error="no such dialog"), _step(SENT)) == [
         "send refused: no such dialog; the reference accepted it"
     ]
+
+
+def test_conversation_groups_compare_by_the_messages_they_hold_not_by_their_names() -> None:
+    arrived = {**ARRIVED, "database": "db", "conversation_group": "D1"}
+    mine = {**arrived, "conversation_group": "6F9619FF-8B86-D011-B42D-00C04FC964FF"}
+    carried = Carried()
+    assert differ(3, _step(mine), _step(arrived), ALL, carried) == []
+    second = {**arrived, "dialog": "D2", "conversation_group": "D1"}  # D2 joins D1's group in the reference
+    assert (
+        differ(4, _step({**second, "conversation_group": mine["conversation_group"]}), _step(second), ALL, carried)
+        == []
+    )
+    assert differ(5, _step({**second, "conversation_group": "another"}), _step(second), ALL, carried)
+    assert differ(3, _step(mine), _step(arrived), ALL)  # without what earlier steps showed, names are compared
+
+
+def test_addresses_compare_without_case() -> None:
+    attempt = {"at_ms": 5000, "kind": Kind.CONNECTION_ATTEMPT.value, "instance": "sql1", "result": "connected"}
+    upper, lower = {**attempt, "address": "TCP://SQL2.EXAMPLE:4022"}, {**attempt, "address": "tcp://sql2.example:4022"}
+    assert differ(3, _step(lower), _step(upper), ALL, Carried()) == []
+    assert differ(3, _step({**lower, "address": "tcp://sql3.example:4022"}), _step(upper), ALL, Carried())
+
+
+def test_a_wait_that_ends_in_the_instant_it_began_is_no_difference() -> None:
+    where = {"instance": "sql1", "database": "db", "queue": "Q1", "session": "Q1#1", "statement": "RECEIVE"}
+    waiting = {"at_ms": 14000, "kind": Kind.READER_WAITING.value, **where}
+    rows = {"at_ms": 14000, "kind": Kind.ROWS_RETURNED.value, **where, "rows": [{"dialog": "D3"}]}
+    assert differ(3, _step(waiting, rows), _step(rows), ALL, Carried()) == []
+    assert differ(3, _step(rows), _step(waiting, rows), ALL, Carried()) == []
+    # a wait that lasts past its instant shows in sys.dm_broker_queue_monitors
+    assert differ(3, _step(rows, {**waiting, "at_ms": 14000}), _step(rows), ALL, Carried())
+    assert differ(3, _step(waiting, {**rows, "at_ms": 15000}), _step({**rows, "at_ms": 15000}), ALL, Carried())
