@@ -9,7 +9,7 @@ from typing import Any
 from sbtck.workloads.draw import Draw
 from sbtck.workloads.landscape import ALL, Landscape, landscape, local_landscape, periodic_landscape, route
 
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 # where a message that has neither arrived nor been dropped must be, at the end of a world
 WAITING_VIEWS = ("sys.transmission_queue", "sbtck.forwarder", "sbtck.dispatcher_buffers")
 START_MS = 1_767_225_600_000
@@ -72,6 +72,9 @@ class _Script:
         self.dialogs: list[str] = []
         self.sent: dict[str, int] = {}
         self.in_transaction: set[str] = set()
+        # a session in RECEIVE or GET CONVERSATION GROUP with WAITFOR runs no other statement until it returns,
+        # at its time-out at the latest: before then no document says what a command from it would do
+        self.busy_until: dict[str, int] = {}
 
     def add(self, kind: str, **fields: Any) -> None:
         self.ops.append({"kind": kind, "at_ms": self.now, **fields})
@@ -102,14 +105,22 @@ class _Script:
                 self.sent[dialog] = self.sent.get(dialog, 0) + 1
             self.add("send", dialog=dialog, from_target=reply)
 
+    def free(self, session: str) -> bool:
+        return self.busy_until.get(session, self.now) <= self.now
+
     def receive(self) -> None:
         rng = self.rng
-        session = rng.choice(["S1", "S2"])
+        sessions = [s for s in ("S1", "S2") if self.free(s)]
+        if not sessions:
+            return
+        session = rng.choice(sessions)
         queue = _queue_ref(rng.choice(self.land.queues))
         if session not in self.in_transaction and rng.random() < 0.5:
             self.add("begin_transaction", session=session)
             self.in_transaction.add(session)
         waitfor = rng.choice([None, None, None, 1000, 5000])
+        if waitfor is not None:
+            self.busy_until[session] = self.now + waitfor
         if rng.random() < 0.1:
             self.add("get_conversation_group", session=session, queue=queue, waitfor_ms=waitfor)
             return
@@ -125,7 +136,10 @@ class _Script:
         )
 
     def end_transaction(self) -> None:
-        session = self.rng.choice(sorted(self.in_transaction))
+        sessions = sorted(s for s in self.in_transaction if self.free(s))
+        if not sessions:
+            return
+        session = self.rng.choice(sessions)
         self.add(self.rng.choice(["commit", "rollback"]), session=session)
         self.in_transaction.discard(session)
 
@@ -274,6 +288,10 @@ def generate(seed: int, conversations: int = 5, capabilities: Iterable[str] | No
             s.fault()
         else:
             s.advance()
+    waiting = max((s.busy_until.get(session, s.now) for session in s.in_transaction), default=s.now)
+    if waiting > s.now:  # the last commits come once their sessions' WAITFOR has returned
+        s.now = waiting
+        s.add("advance_time")
     for session in sorted(s.in_transaction):
         s.add("commit", session=session)
     s.now += 120_000

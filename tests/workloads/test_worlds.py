@@ -123,8 +123,7 @@ def test_the_differential_check_accepts_the_reference_and_its_other_allowed_choi
 NOT_FOLLOWED_YET = {"resends_after_4_seconds", "resends_after_a_second"}
 NOT_FOLLOWED_YET |= {"resends_after_a_second_connecting_when_notified", "receives_the_newest_group"}
 NOT_FOLLOWED_YET |= {"one_task_handler_per_cpu", "reclassifies_every_waiting_dialog", "exclusive_boundaries"}
-NOT_FOLLOWED_YET |= {"echoes_no_fault", "fires_no_bcn_without_clients_nor_reports_failed_restarts"}
-NOT_FOLLOWED_YET |= {"notices_an_unreachable_instance_at_next_use"}
+NOT_FOLLOWED_YET |= {"notices_an_unreachable_instance_at_next_use", "takes_its_own_address_at_once"}
 
 
 @pytest.mark.parametrize(
