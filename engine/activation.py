@@ -264,5 +264,11 @@ class QueueMonitors:
     def receive_waiting(self, queue: Queue) -> None:
         self.evaluate(queue, RECEIVE)
 
+    def group_got(self, queue: Queue, *, empty: bool) -> None:
+        """GET CONVERSATION GROUP returned, read as no RECEIVE: its empty result still counts for ACT-07."""
+        monitor = self.monitors.get(queue.key)
+        if monitor is not None and empty and self.counts_empty(False):
+            monitor.last_empty_ms = self.clock.now_ms
+
     def rolled_back(self, queue: Queue) -> None:
         self.evaluate(queue, ROLLBACK)

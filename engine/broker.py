@@ -80,7 +80,8 @@ class Broker(QueueStatements, Administration):
             name: self.dispatcher_class(ctx, inst, self.deliver, self._expected)
             for name, inst in self.instances.items()
         }
-        self.monitors.chooser = chooser = chooser or self.chooser_class()
+        self.monitors.chooser = self.receiving.chooser = chooser = chooser or self.chooser_class()
+        self.receiving.takes_the_oldest = type(chooser) is FirstChooser
         self.router = self.router_class(ctx, chooser, self.transport, self)
         self.maintenance = self.maintenance_class(ctx, self._has_dialogs)
         self.routes = RouteAdmin(ctx, self.router)

@@ -21,6 +21,25 @@ PARTNER_ALONE, LOST_PRINCIPAL_TOO = "partner alone", "partner and lost principal
 # procedure itself, RECEIVEing again at once; the reference's default sorts first
 NEXT_READER = "next_reader"
 A_WAITING_READER, THE_COMMITTER = "a waiting reader", "the committer"
+# which conversation group a RECEIVE or GET CONVERSATION GROUP takes when several are ready: the documents do not
+# say; its options come oldest first, the reference's pick
+GROUP = "conversation_group"
+# whether GET CONVERSATION GROUP is a RECEIVE for ACT-05 (a check "whenever a RECEIVE executes") and ACT-13
+# (the time-out ends "after an application calls RECEIVE"): the documents name RECEIVE only, and ACT-07 names
+# both; one reading for a whole run, the reference's first
+GCG_READING = "get_conversation_group_reading"
+A_RECEIVE, NOT_A_RECEIVE = "counts as a RECEIVE", "is not a RECEIVE"
+# whether the transmitter reclassifies the dialogs a route change touched (PER-2B): a periodic task, so a rule
+# only for an implementation declaring periodic_tasks; for one without, whether its routing ever does is its
+# own, and the stage's search asks it (one reading for a whole run, the reference's first)
+RECLASSIFYING = "reclassifying"
+RECLASSIFIES, NEVER_RECLASSIFIES = "reclassifies touched dialogs", "never reclassifies"
+# the kinds whose options are offered in the reference's order of preference, not compared by name
+OFFERED_IN_ORDER = frozenset({GROUP, GCG_READING, RECLASSIFYING})
+# the readings that are open only to an implementation without this capability (a rule of it otherwise)
+OPEN_WITHOUT = {RECLASSIFYING: "periodic_tasks"}
+# the choices asked once for a whole run, about no one message or session
+READINGS = frozenset({GCG_READING, RECLASSIFYING})
 
 
 # what each option of a choice would send the message to: a route's addresses, a broker instance's routes'
@@ -45,17 +64,19 @@ class FirstChooser:
         pass
 
     def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
-        return sorted(options)[0]
+        return options[0] if kind in OFFERED_IN_ORDER else sorted(options)[0]
 
     def order(self, kind: str, options: list[str]) -> list[str]:
-        return sorted(options)
+        return list(options) if kind in OFFERED_IN_ORDER else sorted(options)
 
 
 class LastChooser(FirstChooser):
-    """Takes the last: a second, equally allowed, set of choices."""
+    """Takes the last: a second, equally allowed, set of choices (a reading open only to some keeps the first)."""
 
     def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
-        return sorted(options)[-1]
+        if kind in OPEN_WITHOUT:
+            return options[0]
+        return options[-1] if kind in OFFERED_IN_ORDER else sorted(options)[-1]
 
     def order(self, kind: str, options: list[str]) -> list[str]:
-        return sorted(options, reverse=True)
+        return list(reversed(options)) if kind in OFFERED_IN_ORDER else sorted(options, reverse=True)

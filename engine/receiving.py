@@ -7,6 +7,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sbtck.contract import QueueRef
+from sbtck.engine.choosing import (
+    A_RECEIVE,
+    GCG_READING,
+    GROUP,
+    NOT_A_RECEIVE,
+    Chooser,
+    FirstChooser,
+)
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.events import EMPTY_RESULT, ROWS_RETURNED
@@ -86,6 +94,9 @@ class Receiving:
         self.watcher = watcher
         self.locks: dict[tuple[QueueRef, str], Session] = {}
         self.waits: dict[QueueRef, list[Wait]] = {key: [] for key in ctx.queues}
+        self.chooser: Chooser = FirstChooser()  # the broker's, once it has one
+        self.takes_the_oldest = True
+        self.group_reading: str | None = None  # GCG_READING, asked at the first GET CONVERSATION GROUP
 
     # ------------------------------------------------------------ statements
     def receive(
@@ -105,7 +116,8 @@ class Receiving:
             raise ReceivingError(f"session {session.name!r} is already waiting in {session.wait.statement}")
         queue = self.queues[key]
         wait = Wait(session, key, statement, top, where_dialog, where_group, on_result)
-        self.watcher.receive_called(queue)
+        if self._a_receive(statement):
+            self.watcher.receive_called(queue)
         if self._try_serve(wait):
             return wait
         if not waitfor_ms:
@@ -123,8 +135,17 @@ class Receiving:
             has_where=wait.has_where,
             **key.fields(),
         )
-        self.watcher.receive_waiting(queue)
+        if self._a_receive(statement):
+            self.watcher.receive_waiting(queue)
         return wait
+
+    def _a_receive(self, statement: str) -> bool:
+        """Whether the statement counts as a RECEIVE for the queue monitor (GCG_READING)."""
+        if statement == RECEIVE:
+            return True
+        if self.group_reading is None:
+            self.group_reading = self.chooser.choose(GCG_READING, [A_RECEIVE, NOT_A_RECEIVE])
+        return self.group_reading == A_RECEIVE
 
     def tasks_waiting(self, key: QueueRef) -> int:
         """Sessions waiting in GET CONVERSATION GROUP or a RECEIVE without WHERE (ACT-07)."""
@@ -197,14 +218,26 @@ class Receiving:
 
         With every message in one locked group the second reader stays in
         RECEIVE; that it keeps waiting is what stops further activation (ACT-07).
+        Which of several ready groups it takes the documents do not say: the
+        chooser picks (GROUP), offered the oldest first.
         """
+        ready: dict[str, list[str]] = {}
         for message in self.queues[wait.queue].messages:
+            if message.group in ready:
+                ready[message.group].append(message.dialog)
+                continue
             if not self._matches(wait, message):
                 continue
             owner = self.locks.get((wait.queue, message.group))
             if owner is None or owner is wait.session:
-                return message.group
-        return None
+                if self.takes_the_oldest:  # the reference's own pick: the rest of the queue need not be read
+                    return message.group
+                ready[message.group] = [message.dialog]
+        if len(ready) < 2:
+            return next(iter(ready), None)
+        groups = list(ready)
+        self.chooser.about(wait.queue.instance, {"receive": wait.session.name, "at_ms": self.clock.now_ms})
+        return self.chooser.choose(GROUP, groups, {g: tuple(dialogs) for g, dialogs in ready.items()})
 
     def _try_serve(self, wait: Wait) -> bool:
         group = self._pick_group(wait)
@@ -274,6 +307,9 @@ class Receiving:
                     "kind": kind,
                 }
             )
-        self.watcher.receive_finished(self.queues[key], empty=empty, has_where=has_where)
+        if self._a_receive(wait.statement):
+            self.watcher.receive_finished(self.queues[key], empty=empty, has_where=has_where)
+        else:
+            self.watcher.group_got(self.queues[key], empty=empty)
         wait.result = (rows, group)
         wait.on_result(rows, group)

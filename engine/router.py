@@ -16,7 +16,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sbtck.engine.choosing import LOST_PRINCIPAL_TOO, PARTNER_ALONE, PROBES, Addresses, Chooser
+from sbtck.engine.choosing import (
+    LOST_PRINCIPAL_TOO,
+    NEVER_RECLASSIFIES,
+    PARTNER_ALONE,
+    PROBES,
+    RECLASSIFIES,
+    RECLASSIFYING,
+    Addresses,
+    Chooser,
+)
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.events import ROUTE_CHOSEN, ROUTES_MATCHED, TRANSMITTER_RECLASSIFIED
@@ -150,6 +159,7 @@ class Router:
         self.metadata_changed: dict[str, int] = {}
         self._order = 0
         self.last_reclassified_ms: dict[str, int] = {}
+        self.reclassifying: str | None = None  # RECLASSIFYING, asked at the first reclassification
         # per conversation and direction, in sending order: only the head is ever routed
         self.lines: dict[tuple[str, bool], list[Waiting]] = {}
         self._retrying: Envelope | None = None
@@ -307,6 +317,8 @@ class Router:
         chosen = [h for h in heads if h.status == FAILED or h.order < changed] if heads else []
         if len(chosen) < len(heads) and self._expired_since(instance, since):
             chosen = heads
+        if chosen and not self._reclassifies():
+            chosen = []
         dialogs = [h.envelope.dialog for h in chosen]
         self.log.add(
             {"instance": instance, "dialogs": dialogs, "at_ms": self.clock.now_ms, "kind": TRANSMITTER_RECLASSIFIED}
@@ -314,6 +326,12 @@ class Router:
         for head in chosen:
             self.failed.pop(head.envelope.dialog, None)
             self._retry(head)
+
+    def _reclassifies(self) -> bool:
+        """RECLASSIFYING, asked once: PER-2B's reclassification, or none (open without periodic_tasks)."""
+        if self.reclassifying is None:
+            self.reclassifying = self.chooser.choose(RECLASSIFYING, [RECLASSIFIES, NEVER_RECLASSIFIES])
+        return self.reclassifying == RECLASSIFIES
 
     def _expired_since(self, instance: str, since: int) -> bool:
         at = self.instances[instance]

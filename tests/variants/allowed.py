@@ -16,7 +16,15 @@ from sbtck.engine import Broker, EngineParams
 from sbtck.engine import routing as r
 from sbtck.engine.activation import ActivatedTask, QueueMonitor, QueueMonitors
 from sbtck.engine.broker import ConnectsWhenNotified
-from sbtck.engine.choosing import NEXT_READER, THE_COMMITTER, Addresses, Chooser, FirstChooser
+from sbtck.engine.choosing import (
+    GCG_READING,
+    NEXT_READER,
+    NOT_A_RECEIVE,
+    THE_COMMITTER,
+    Addresses,
+    Chooser,
+    FirstChooser,
+)
 from sbtck.engine.dispatcher import Dispatcher
 from sbtck.engine.model import Database, Envelope, Instance, Route
 from sbtck.engine.receiving import Receiving, Wait
@@ -174,6 +182,18 @@ def committer_receives_first() -> ReferenceImplementation:
     return _engine("the committing reader receives first", chooser_class=_CommitterReceivesFirst)
 
 
+class _GroupIsNoReceive(FirstChooser):
+    """GET CONVERSATION GROUP is not a RECEIVE: ACT-05 checks "whenever a RECEIVE executes" and ACT-13 ends the
+    time-out "after an application calls RECEIVE", naming RECEIVE alone (ACT-07 names both, and still counts it)."""
+
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return NOT_A_RECEIVE if kind == GCG_READING else super().choose(kind, options, addresses)
+
+
+def get_conversation_group_is_no_receive() -> ReferenceImplementation:
+    return _engine("GET CONVERSATION GROUP is no RECEIVE", chooser_class=_GroupIsNoReceive)
+
+
 ALLOWED = [
     "extra_fields",
     "lower_case_addresses",
@@ -183,6 +203,7 @@ ALLOWED = [
     "asks_the_lost_principal_again",
     "names_identical_routes_by_their_last",
     "committer_receives_first",
+    "get_conversation_group_is_no_receive",
     "exit_commits_the_open_transaction",
     "connects_on_the_next_notification",
     "resends_after_4_seconds",
