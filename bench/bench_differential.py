@@ -1,13 +1,20 @@
 """What the differential check adds: a world checked against an implementation, beside the world checked alone.
 
 ``sbtck workload --iut SPEC`` checks every world differentially: the
-reference runs beside the implementation's trace, once per connecting choice
-until one explains it, and each step's events are paired up with the
-reference's. Here the implementation is the reference itself, in process, so
-both checks run the same engine and the ratio is the differential check's own
-cost: the reference's second run, the pairing and the choosers. The two kinds
-of check take turns within a round, so that a machine busier in one moment
-slows both alike, and each keeps its best round.
+reference runs beside the implementation's trace, searching the allowed
+picks (workloads/search.py) until a branch explains it, and each step's
+events are paired up with the reference's. Here the implementation is the
+reference itself, in process, so both checks run the same engine and the
+ratio is the differential check's own cost: the reference's second run, the
+pairing and the guide. The two kinds of check take turns within a round, so
+that a machine busier in one moment slows both alike, and each keeps its
+best round.
+
+Then the search's own cost, on the same worlds: the branches it runs and
+the time per world for the reference, for the reference taking the other
+option at every choice (the guide must read each pick from the trace), and
+for a wrong broker (one that never asks an address that lost the principal
+role again), whose failing worlds run the search to the end of its tree.
 
     python -m bench.bench_differential [--worlds 300] [--rounds 3]
 """
@@ -16,10 +23,17 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
+from sbtck.engine.broker import Broker
+from sbtck.engine.choosing import LastChooser
 from sbtck.engine.compiling import build
-from sbtck.iut.reference import reference
+from sbtck.engine.router import Router
+from sbtck.iut.reference import ReferenceImplementation, reference
+from sbtck.workloads.generate import generate
+from sbtck.workloads.search import search
 from sbtck.workloads.stage import Checker
+from sbtck.workloads.trace import run
 
 
 def seconds(checker: Checker, seeds: range) -> float:
@@ -51,6 +65,41 @@ def main() -> None:
     for kind, cost in best.items():
         print(f"{kind:>13}: {cost * 1000:7.3f} ms/world")
     print(f"differential / alone: {best['differential'] / best['alone']:.2f}")
+    print("the search, per world: branches run (mean, most), ms, and the worlds it failed or left undecided")
+    for name, implementation in _searched().items():
+        branches, most, spent, failed, undecided = 0, 0, 0.0, 0, 0
+        for seed in seeds:
+            world = generate(seed)
+            trace = run(world, implementation())
+            start = time.perf_counter()
+            verdict = search(world, trace, {})
+            spent += time.perf_counter() - start
+            branches, most = branches + verdict.branches, max(most, verdict.branches)
+            failed += bool(verdict.violations) and not verdict.undecided
+            undecided += verdict.undecided
+        print(
+            f"{name:>21}: {branches / args.worlds:5.2f} branches (most {most}), {spent * 1000 / args.worlds:7.3f} ms,"
+            f" {failed} failed, {undecided} undecided"
+        )
+
+
+class _NeverAsksAgain(Router):
+    """Wrong: an address that lost the principal role is never asked again, so a failback is never followed."""
+
+    def after_losing(self, pair: list[str], known: str) -> list[str]:
+        lost: set[str] = self.__dict__.setdefault("ever_lost", set())
+        lost.add(known)
+        return [a for a in pair if a not in lost]
+
+
+def _searched() -> dict[str, Callable[[], ReferenceImplementation]]:
+    last = type("LastChoices", (Broker,), {"chooser_class": LastChooser})
+    wrong = type("NeverAsksAgain", (Broker,), {"router_class": _NeverAsksAgain})
+    return {
+        "reference": reference,
+        "the other choices": lambda: ReferenceImplementation(broker_class=last, name="last choices"),
+        "a wrong broker": lambda: ReferenceImplementation(broker_class=wrong, name="never asks again"),
+    }
 
 
 if __name__ == "__main__":

@@ -1,39 +1,36 @@
-"""The differential check: the reference engine, run on the same world, must be able to produce the same trace.
+"""The differential check: one step of an implementation against the same step of the reference engine.
 
 Design note
 -----------
 The question is not "does the implementation behave like the reference?"
-but "is there an allowed behaviour that explains what it did?". What the
-check keeps true, so that a difference it reports is the implementation's:
+but "is there an allowed behaviour that explains what it did?".
+``workloads/search.py`` answers it by searching the reference's allowed
+picks; this module says when one step agrees, and guides the search. What
+it keeps true, so that a difference it reports is the implementation's:
 
-1. **Open choices follow the implementation.** Where the documents leave a
-   choice open (RTC-1..4 route, RTM-3 broker instance, RTL-3 database order,
-   RTR-4 asking the lost principal again, ACT-09 who gets a group a commit
-   releases)
-   the reference asks ``FollowingChooser``, which picks what the
-   implementation reported for the same routing attempt, if that pick is
-   among the allowed ones; otherwise the reference's own first choice, and the
-   difference shows. The reference never sees a choice it could not make.
-   The other open choices no chooser makes are followed as well: the
-   brokers of ``CONNECTING_CHOICES`` (connect at a SEND or when notified;
-   match a message again once connected, or send it where it was routed)
-   each run beside the trace, and the first that explains it wins; a
-   dialog acknowledged again with the broker instance it was acknowledged
-   with is a repeat, not a difference (``_repeats_left_out``); which member
-   names a group of identical routes is the chooser's too, so a
-   route_chosen's candidates compare by number (``BY_NUMBER``).
+1. **Open choices are searched, guided by the implementation.** Where the
+   documents leave a choice open (RTC-1..4 route, RTM-3 broker instance,
+   RTL-3 database order, RTR-4 asking the lost principal again, ACT-09 who
+   gets a group a commit releases) ``FollowingChooser`` reads the pick the
+   implementation reported for the same routing attempt, or where its
+   message went; the search tries that pick first and the others after it,
+   so a wrong guess costs time, never a verdict. A dialog acknowledged
+   again with the broker instance it was acknowledged with is a repeat, not
+   a difference (``_repeats_left_out``); which member names a group of
+   identical routes is the chooser's too, so a route_chosen's candidates
+   compare by number (``BY_NUMBER``).
 2. **Open values are the implementation's.** The reference runs with the
    parameter values the implementation declared (``reference_params``).
-3. **Compared where the documents give an order, and no further.** Events
-   are compared step by step (per command), and within a step only events
-   of the same kind and instant can pair up, one for one, regardless of
-   their order in the answer; fields one side does not report are not a
-   difference, and lists compare as sets (``_canonical``).
-4. **The first difference is the one reported.** Later steps depend on
-   earlier ones, so after the first differing step the rest says nothing new;
-   the check stops there (for the connecting choice that got furthest) and
-   names the step, both sides' events and the
-   rules those events speak for (``rules_of``), or DIFF when none does.
+3. **Only what the contract declares, as the documents leave it.** Kinds
+   and fields of the implementation's capabilities; no echo of the kit's own
+   faults; what the contract lets an implementation leave out is not asked
+   for (``observations.MAY_OMIT``, ...); conversation groups by the messages
+   they hold, addresses without case, rows by their declared fields, and no
+   command's result but a view's rows (``_relative``, ``_declared_rows``).
+4. **Compared where the documents give an order, and no further.** Within a
+   step only events of the same kind and instant can pair up, one for one,
+   regardless of their order in the answer; fields one side does not report
+   are not a difference, and lists compare as sets (``_canonical``).
 5. **Refusals count.** A command one side takes and the other refuses is a
    difference by itself, before any event is looked at.
 """
@@ -47,7 +44,6 @@ from dataclasses import fields as dataclass_fields
 from typing import Any
 
 from sbtck.engine import EngineParams
-from sbtck.engine.broker import CONNECTING_CHOICES
 from sbtck.engine.choosing import (
     A_WAITING_READER,
     BROKER_INSTANCE,
@@ -64,7 +60,6 @@ from sbtck.engine.choosing import (
 from sbtck.engine.model import LOCAL
 from sbtck.engine.router import CONNECTING, FAILED
 from sbtck.iut.answers import RECEIVED_ROW
-from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import (
     DECISION_FIELDS,
     ECHOES,
@@ -77,10 +72,8 @@ from sbtck.observations import (
     reported_by,
 )
 from sbtck.views import VIEW_COLUMNS
-from sbtck.workloads.generate import World
 from sbtck.workloads.invariants import Violation
 from sbtck.workloads.landscape import ALL
-from sbtck.workloads.trace import Trace, execute
 
 RULE_ID = re.compile(r"^(ACT|RTE|RTM|RTC|RTL|RTX|RTR|PER)-[0-9A-Z]+$")
 DIFFERENCE = "DIFF"  # one of sbtck.catalogue.KIT_RULES
@@ -145,6 +138,9 @@ class FollowingChooser:
         self.commits: dict[tuple[str, object], list[dict[str, str]]] = {}
         self.commits_asked: dict[tuple[str, object], int] = {}
         self.undecided: dict[tuple[str, str, str], tuple[object, dict[str, str]]] = {}
+        # which group each session's RECEIVEs took, by instant: the dialog of the first row of each, in turn
+        self.received: dict[tuple[str, object], list[str]] = {}
+        self.receives_asked: dict[tuple[str, object], int] = {}
         self.feed(events or [])
 
     def feed(self, events: list[dict[str, Any]]) -> None:
@@ -228,11 +224,22 @@ class FollowingChooser:
             waiting.add(session)
             return
         waiting.discard(session)
+        if kind == Kind.ROWS_RETURNED and e.get("statement") == "RECEIVE":
+            rows = e.get("rows")
+            if isinstance(rows, list) and rows and isinstance(rows[0], dict):
+                self.received.setdefault((session, at), []).append(str(rows[0].get("dialog")))
         undecided = self.undecided.pop(queue, None) if kind == Kind.ROWS_RETURNED else None
         if undecided is not None and undecided[0] == at:  # rows at a later instant answer another RECEIVE
             undecided[1][NEXT_READER] = session
 
     def about(self, instance: str, message: dict[str, object]) -> None:
+        if "receive" in message:  # which group a RECEIVE takes: the one holding the dialog the implementation got
+            receive = (str(message["receive"]), message.get("at_ms"))
+            turn = self.receives_asked.get(receive, 0)
+            self.receives_asked[receive] = turn + 1
+            got = self.received.get(receive, [])
+            self.current = {WENT_TO: got[turn]} if turn < len(got) else {}
+            return
         if "session" in message:  # a procedure's commit (ACT-09), not a routing attempt
             session = str(message["session"])
             commit = (session, message.get("at_ms"))
@@ -416,13 +423,13 @@ class Carried:
     groups: tuple[dict[object, str], dict[object, str]] = field(default_factory=lambda: ({}, {}))
 
 
-def differ(
+def difference(
     index: int,
     got: dict[str, Any],
     want: dict[str, Any],
     capabilities: frozenset[str],
     carried: Carried | None = None,
-) -> list[Violation]:
+) -> tuple[list[Violation], list[dict[str, Any]] | None]:
     """What one step of the implementation shows that the reference's same step does not (nothing when alike).
 
     Only events of the kinds the implementation's capabilities cover are
@@ -432,7 +439,10 @@ def differ(
     the contract leaves to the implementation to report (``MAY_OMIT``,
     ``FIRST_REQUIRED``, ``MAY_REPORT_AT_START``) is not asked for. With
     ``carried`` from step to step, an implementation may acknowledge a
-    dialog again (``_repeats_left_out``).
+    dialog again (``_repeats_left_out``). With the violations come the
+    events that differ (the implementation's unexpected ones and the
+    reference's missing ones), or None when the command's answer itself
+    differs (a refusal, a view's rows).
     """
     got = {**got, "events": _shown(got["events"], capabilities)}
     want = {**want, "events": _shown(want["events"], capabilities)}
@@ -443,7 +453,7 @@ def differ(
     if (got["error"] is None) != (want["error"] is None):
         said = f"refused: {got['error']}" if got["error"] else "accepted"
         refused = "refused" if want["error"] else "accepted"
-        return [Violation(DIFFERENCE, index, f"{got['kind']} {said}; the reference {refused} it")]
+        return [Violation(DIFFERENCE, index, f"{got['kind']} {said}; the reference {refused} it")], None
     # the same events in the same order pair up one for one: the matching would find nothing left over
     alike = got["events"] == want["events"]
     extra = [] if alike else _unmatched(got["events"], want["events"])
@@ -454,13 +464,26 @@ def differ(
         extra = _started_at_start(extra, want["events"])
     if extra or missing:
         detail = f"{got['kind']}: unexpected {_brief(extra)}; missing {_brief(missing)}"
-        return [Violation(rule, index, detail) for rule in rules_of(missing + extra)]
+        return [Violation(rule, index, detail) for rule in rules_of(missing + extra)], missing + extra
     if got["kind"] != "query_view":  # the contract declares no other command's result (docs/protocol.md)
-        return []
+        return [], None
     rows = _declared_rows(got["result"] or {}), _declared_rows(want["result"] or {})
     if rows[0] != rows[1]:
-        return [Violation(DIFFERENCE, index, f"{got['kind']} returned {got['result']}; expected {want['result']}")]
-    return []
+        return [
+            Violation(DIFFERENCE, index, f"{got['kind']} returned {got['result']}; expected {want['result']}")
+        ], None
+    return [], None
+
+
+def differ(
+    index: int,
+    got: dict[str, Any],
+    want: dict[str, Any],
+    capabilities: frozenset[str],
+    carried: Carried | None = None,
+) -> list[Violation]:
+    """What one step of the implementation shows that the reference's same step does not (``difference``'s)."""
+    return difference(index, got, want, capabilities, carried)[0]
 
 
 _ECHOES = frozenset(k.value for k in ECHOES)
@@ -662,38 +685,6 @@ def _repeats_left_out(
 
 
 _ACKNOWLEDGED = Kind.ACKNOWLEDGED.value
-
-
-def compare(
-    world: World, trace: Trace, params: dict[str, Any], capabilities: frozenset[str] = ALL
-) -> tuple[list[Violation], Trace]:
-    """The first step where no allowed behaviour of the reference gives the implementation's outcome.
-
-    Each of the brokers that make the connecting choices otherwise (``CONNECTING_CHOICES``) runs beside the
-    implementation's trace to its first difference; the first that goes through explains the trace. When none does,
-    the one that went furthest names the difference, and runs on to the end for the expected trace.
-    """
-    furthest: tuple[list[Violation], ReferenceImplementation, Trace] | None = None
-    for broker in CONNECTING_CHOICES:
-        reference = ReferenceImplementation(
-            broker_class=broker, params=reference_params(params), chooser=FollowingChooser(trace.events())
-        )
-        expected = Trace(world.seed)
-        found: list[Violation] = []
-        carried = Carried()
-        for index, (op, got) in enumerate(zip(world.script, trace.steps, strict=True)):
-            expected.steps.append(execute(op, reference))
-            found = differ(index, got, expected.steps[-1], capabilities, carried)
-            if found:
-                break
-        if not found:
-            return [], expected
-        if furthest is None or found[0].at_step > furthest[0][0].at_step:
-            furthest = (found, reference, expected)
-    assert furthest is not None
-    found, reference, expected = furthest
-    expected.steps += [execute(op, reference) for op in world.script[len(expected.steps) :]]
-    return found, expected
 
 
 def _brief(events: list[dict[str, Any]]) -> str:

@@ -22,12 +22,16 @@ from sbtck.iut.reference import ReferenceImplementation
 
 # the suite's statuses, so that summary.json and Parquet spell them as every other output does
 from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
-from sbtck.workloads.differential import Carried, FollowingChooser, compare, differ, reference_params
+from sbtck.workloads.differential import Carried, FollowingChooser, differ, reference_params
 from sbtck.workloads.generate import AREAS, GENERATOR_VERSION, World, generate, needs
 from sbtck.workloads.invariants import Invariants, Violation, check
 from sbtck.workloads.reproduce import THEN, feature, then_steps, writable
+from sbtck.workloads.search import search
 from sbtck.workloads.shrink import Shrunk, shrink
 from sbtck.workloads.trace import Trace, execute, run
+
+# a world no branch of the search explained, with branches left untried when its budget ran out (search.py)
+UNDECIDED = "undecided"
 
 warn_if_stale("sbtck.workloads")  # generate, invariants and trace are among the compiled modules
 
@@ -61,13 +65,33 @@ class Outcome:
 _OUTCOME_FIELDS = tuple(f.name for f in fields(Outcome))
 
 
-def violations(world: World, trace: Trace, handshake: Handshake | None) -> tuple[list[Violation], Trace | None]:
-    """The invariants always; the differential check when the implementation is not the reference itself."""
+@dataclass
+class Checked:
+    """A world's violations of the invariants and its differences from every branch the search tried, the expected
+    trace, and whether the search ran out of branches before it could say: then the differences are no failure."""
+
+    invariants: list[Violation]
+    differences: list[Violation]
+    expected: Trace | None
+    undecided: bool = False
+
+    @property
+    def found(self) -> list[Violation]:
+        return self.invariants + self.differences
+
+    @property
+    def broken(self) -> list[Violation]:
+        """What fails the world."""
+        return self.invariants if self.undecided else self.found
+
+
+def violations(world: World, trace: Trace, handshake: Handshake | None) -> Checked:
+    """The invariants always; the search of allowed histories when the implementation is not the reference itself."""
     found = check(world, trace)
     if handshake is None:
-        return found, None
-    different, expected = compare(world, trace, handshake.params, frozenset(handshake.capabilities))
-    return found + different, expected
+        return Checked(found, [], None)
+    verdict = search(world, trace, handshake.params, frozenset(handshake.capabilities))
+    return Checked(found, verdict.violations, verdict.expected, verdict.undecided)
 
 
 def _json(value: Any) -> str:
@@ -165,9 +189,11 @@ class Checker:
             return base
         base.events = sum(len(s["events"]) for s in trace.steps)
         base.trace_hash = trace.digest()
-        found, expected = violations(world, trace, self.handshake if self.differential else None)
+        checked = violations(world, trace, self.handshake if self.differential else None)
+        found, expected = checked.found, checked.expected
         if found:
-            base.outcome = FAILED
+            # differences alone, with branches left untried, may still be allowed: undecided, never failed
+            base.outcome = FAILED if checked.broken else UNDECIDED
             base.rules = list(dict.fromkeys(v.rule for v in found))  # invariants first: the most precise
             base.detail = "; ".join(f"{v.rule} at step {v.at_step}: {v.detail}" for v in found[:5])[:4000]
             base.script = _json(world.script)
@@ -182,10 +208,10 @@ class Checker:
         except Exception:
             self.close()
             return set(), []
-        found, expected = violations(world, trace, self.handshake if self.differential else None)
-        theirs = expected.steps if expected is not None else trace.steps
+        checked = violations(world, trace, self.handshake if self.differential else None)
+        theirs = checked.expected.steps if checked.expected is not None else trace.steps
         refused = [i for i, (a, b) in enumerate(zip(trace.steps, theirs, strict=True)) if a["error"] and b["error"]]
-        return {v.rule for v in found}, refused
+        return {v.rule for v in checked.broken}, refused
 
     def breaks(self, world: World, rule: str, tidy: bool = False) -> bool:
         """Does this world still break RULE (and, when TIDY, with no command that both sides refuse)?
@@ -206,18 +232,19 @@ class Checker:
     def _breaks_early(self, world: World, rule: str) -> bool:
         """RULE broken, found running the implementation and the reference in step, stopping where it shows.
 
-        The same verdict as the whole check (invariants over the trace, the
-        reference to the first step that differs), at the cost of the
-        world's prefix up to the break: a shrinker's failing candidates cost
-        little however long the world.
+        The same verdict as the whole check, at the cost of the world's prefix
+        up to the break: a shrinker's failing candidates cost little however
+        long the world. The first branch of each connecting choice runs in
+        step with the implementation; where all of them differ, the search
+        (search.py) settles the prefix: every branch that could explain the
+        whole trace must explain its prefix, so a prefix no branch explains
+        fails the world with the same difference. A prefix some branch does
+        explain goes on as the whole check.
         """
         try:
             implementation = self._open()
             assert self.handshake is not None
             invariants = Invariants(world)
-            # every broker of the connecting choices in step, as compare() runs them; each leaves at its first
-            # difference, and the difference of the last to leave (the first of them, if several leave together)
-            # is the one the whole check reports
             references: list[tuple[ReferenceImplementation, FollowingChooser, Carried]] = []
             if self.differential:
                 params = reference_params(self.handshake.params)
@@ -226,22 +253,36 @@ class Checker:
                     reference = ReferenceImplementation(broker, params=params, chooser=chooser)
                     references.append((reference, chooser, Carried()))
             shown = frozenset(self.handshake.capabilities)
+            trace = Trace(world.seed)
             for index, op in enumerate(world.script):
                 got = execute(op, implementation)
-                found = invariants.step(index, op, got)
+                trace.steps.append(got)
+                if any(v.rule == rule for v in invariants.step(index, op, got)):
+                    return True
                 differences = []
                 for reference, chooser, carried in references:
                     chooser.feed(got["events"])
                     differences.append(differ(index, got, execute(op, reference), shown, carried))
                 if references and all(differences):
-                    found += differences[0]
+                    prefix = World(world.seed, world.version, world.topology, world.script[: index + 1])
+                    verdict = search(prefix, trace, self.handshake.params, shown)
+                    if not verdict.violations:
+                        return self._finishes_broken(world, trace, rule)
+                    if not verdict.undecided and any(v.rule == rule for v in verdict.violations):
+                        return True
+                    references = []  # the differences are settled; the invariants still run to the end
+                    continue
                 references = [pair for pair, different in zip(references, differences, strict=True) if not different]
-                if any(v.rule == rule for v in found):
-                    return True
             return any(v.rule == rule for v in invariants.end(len(world.script)))
         except Exception:
             self.close()
             return False
+
+    def _finishes_broken(self, world: World, trace: Trace, rule: str) -> bool:
+        """The whole check of WORLD, whose TRACE so far the search explained."""
+        assert self.implementation is not None
+        trace.steps += [execute(op, self.implementation) for op in world.script[len(trace.steps) :]]
+        return any(v.rule == rule for v in violations(world, trace, self.handshake).broken)
 
     def reproduce(self, outcome: Outcome, max_tests: int = 3000) -> tuple[str, Shrunk]:
         """The failing world shrunk for its first broken rule, as a feature."""
@@ -259,8 +300,9 @@ class Checker:
             tidy=lambda w: self.breaks(w, rule, tidy=True),
         )
         trace = run(shrunk.world, self._open())
-        found, expected = violations(shrunk.world, trace, self.handshake if self.differential else None)
-        rules = sorted({v.rule for v in found} | {rule})
+        checked = violations(shrunk.world, trace, self.handshake if self.differential else None)
+        expected = checked.expected
+        rules = sorted({v.rule for v in checked.found} | {rule})
         assert self.handshake is not None
         then = THEN
         if expected is not None:

@@ -1,0 +1,88 @@
+"""The search of allowed histories (workloads/search.py): what its design note promises, one promise per test."""
+
+from __future__ import annotations
+
+from sbtck.engine.broker import Broker
+from sbtck.engine.choosing import GROUP, NEVER_RECLASSIFIES, RECLASSIFYING, Addresses, FirstChooser
+from sbtck.iut.reference import ReferenceImplementation, reference
+from sbtck.workloads.differential import FollowingChooser
+from sbtck.workloads.generate import World, generate
+from sbtck.workloads.search import BUDGET, Branch, search
+from sbtck.workloads.trace import Trace, run
+from tests.fakes import partial
+from tests.variants import routing
+
+ROUTING_AREA = ("routing", "mirroring", "dynamic_routing", "forwarding")
+
+
+def test_a_branch_replays_its_picks_then_takes_the_guides_and_records_every_point() -> None:
+    branch = Branch([1], FollowingChooser())
+    assert branch.choose("route", ["R1", "R2", "R3"]) == "R2"  # replayed: the second of the ranked options
+    assert branch.choose("route", ["R1", "R2"]) == "R1"  # new: the guide's pick, the reference's first here
+    assert branch.choose("route", ["R1"]) == "R1"  # one option is no point of the tree
+    assert (branch.taken, branch.widths) == ([1, 0], [3, 2])
+
+
+def test_options_offered_in_order_keep_it() -> None:
+    # a group is offered oldest first, the reference's pick: not re-sorted by name
+    assert FirstChooser().choose(GROUP, ["D9", "D1"]) == "D9"
+    assert Branch([1], FollowingChooser()).choose(GROUP, ["D9", "D1"]) == "D1"
+
+
+def test_the_reference_is_explained_by_its_first_branch() -> None:
+    for seed in range(20):
+        world = generate(seed)
+        verdict = search(world, run(world, reference()), {})
+        assert verdict.violations == [] and verdict.branches == 1, seed
+
+
+def test_a_pick_the_guide_misreads_is_found_by_searching() -> None:
+    # the reference taking the last option everywhere: in world 64 the guide reads one pick wrongly, and the search
+    # finds the other option at the second branch (the old check, following the guide only, failed it)
+    implementation = routing.last_choices()
+    world = generate(64)
+    verdict = search(world, run(world, implementation), implementation.handshake().params)
+    assert verdict.violations == [] and verdict.branches > 1 and not verdict.undecided
+
+
+def _never_asks_again_in_world_298() -> tuple[World, Trace]:
+    wrong = routing.never_asks_a_lost_principal_again()
+    implementation = partial.Partial(ROUTING_AREA, "never asks again", wrong.broker_class)
+    world = generate(298, capabilities=ROUTING_AREA)
+    return world, run(world, implementation)
+
+
+def test_a_wrong_broker_is_failed_only_once_every_branch_differed() -> None:
+    world, trace = _never_asks_again_in_world_298()
+    verdict = search(world, trace, {}, frozenset(ROUTING_AREA))
+    assert not verdict.undecided and [v.rule for v in verdict.violations][:1] == ["RTR-3"]
+    # thirteen probing picks precede the difference: pruned at the instant that differs, a few branches decide it
+    assert 1 < verdict.branches <= 16
+
+
+def test_a_search_that_runs_out_of_budget_is_undecided_never_failed() -> None:
+    world, trace = _never_asks_again_in_world_298()
+    verdict = search(world, trace, {}, frozenset(ROUTING_AREA), budget=1)
+    assert verdict.undecided and verdict.violations  # the closest branch's difference, for the report
+    assert BUDGET >= 16
+
+
+class _NeverReclassifies(FirstChooser):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return NEVER_RECLASSIFIES if kind == RECLASSIFYING else super().choose(kind, options, addresses)
+
+
+def test_reclassifying_is_a_pick_only_for_an_implementation_without_the_periodic_tasks() -> None:
+    # PER-2B is a periodic task: a broker of routing alone may never reclassify, one with periodic_tasks must
+    broker = type("NeverReclassifies", (Broker,), {"chooser_class": _NeverReclassifies})
+    implementation = ReferenceImplementation(broker_class=broker, name="never reclassifies")
+    for seed in range(100):
+        world = generate(seed, capabilities=ROUTING_AREA)
+        trace = run(world, implementation)
+        if trace.digest() != run(world, reference()).digest():
+            break
+    else:
+        raise AssertionError("no routing world in 100 where reclassifying shows")
+    assert search(world, trace, {}, frozenset(ROUTING_AREA)).violations == []
+    found = search(world, trace, {}, frozenset({*ROUTING_AREA, "periodic_tasks"})).violations
+    assert found and {v.rule for v in found} & {"PER-2B", "RTM-8"}, found

@@ -1,0 +1,219 @@
+"""The allowed histories searched: is there a way the reference may go that shows what the implementation showed?
+
+Design note
+-----------
+Where the documents leave a choice open (which route, which broker
+instance, which database first, whom to ask after a lost principal, who
+gets a released conversation group, when the transport connects), the
+reference engine asks its chooser. An implementation may take any allowed
+option at each, so one run of the reference proves nothing when it differs;
+the check must find *some* sequence of allowed picks that gives the
+implementation's trace, as Knossos searches the histories a register allows.
+
+What the search keeps true:
+
+1. **Every pick is allowed.** A branch is a sequence of picks, each an index
+   into the options the engine offered at that point (``Branch``); the engine
+   never sees an option it could not take, so an agreeing branch is a
+   behaviour the rules allow.
+2. **Pruned at the first disagreement.** A branch runs step by step beside
+   the implementation's trace and stops at the first step that differs, at
+   the earliest instant an event differs (``difference``). Everything before
+   that instant agreed, and the engine runs in time order, so a pick made
+   after it cannot change what differs: the search backtracks to the latest
+   pick made at or before that instant with an option not yet tried (depth
+   first), and later picks are never enumerated. At that very instant, a
+   pick about one message or session (the routing of D2, the group a
+   session's RECEIVE takes) is tried again only if an event that differs
+   is about it too, or about no message or session at all (a connection,
+   a timer): a pick shows in the events of what it was about, so one about
+   something that agrees there left no trace on what differs. A command
+   whose answer itself differs (a refusal, a view's rows) counts every pick
+   of its step.
+3. **Guided, not guessed.** The options at each point are ranked with the
+   implementation's own pick first, as ``FollowingChooser`` reads it from the
+   trace (its decision trace, or where its messages went), then in the
+   reference's order. A correct implementation is usually explained by the
+   first branch, so the search costs one run where the old check cost one;
+   the guide orders the search and never decides it.
+4. **Connecting choices are picks too.** Which broker runs (``CONNECTING_CHOICES``:
+   connect at a SEND or when notified, match again once connected or not) is
+   the first pick of every branch.
+5. **Bounded.** The branches together may run at most ``budget`` times the
+   world's length in steps: a branch that differs soon after its own new
+   pick costs little, so the many alternatives that show at once (another
+   route, another probe) are all tried. A world whose tree is not exhausted
+   within it is *undecided*: no branch agreed, but an untried one might
+   have, so it is never called failed. A world is *failed* only when every
+   branch was tried and each differed.
+6. **The difference shown is the furthest.** When no branch agrees, the one
+   that agreed longest names the step and the rules, and runs on to the end
+   for the expected trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sbtck.engine.broker import CONNECTING_CHOICES
+from sbtck.engine.choosing import OPEN_WITHOUT, READINGS, Addresses, FirstChooser
+from sbtck.iut.reference import ReferenceImplementation
+from sbtck.workloads.differential import Carried, FollowingChooser, difference, reference_params
+from sbtck.workloads.generate import World
+from sbtck.workloads.invariants import Violation
+from sbtck.workloads.landscape import ALL
+from sbtck.workloads.trace import Trace, execute
+
+# how many whole runs of the world the branches may cost together before it is undecided: a correct
+# implementation takes one, a wrong one the whole tree, most of whose branches differ at their own new pick
+BUDGET = 64
+
+
+class Branch:
+    """A chooser that replays PICKS, then takes the guide's pick at every new point and records the points."""
+
+    def __init__(self, picks: list[int], guide: FollowingChooser, capabilities: frozenset[str] = frozenset()) -> None:
+        self.picks = picks
+        self.guide = guide
+        self.capabilities = capabilities
+        self.taken: list[int] = []
+        self.widths: list[int] = []
+        # when each pick was made, in the reference's time (the connecting choice before any), and what it was
+        # about (a dialog or a session; None for a reading of the whole run)
+        self.times: list[int] = []
+        self.subjects: list[str | None] = []
+        self.subject: str | None = None
+        self.now: Callable[[], int] = lambda: -1
+        self.reference_order = FirstChooser()
+
+    def take(self, width: int) -> int:
+        """The index of the next pick among WIDTH options: replayed, or the first (the guide's) when new."""
+        n = len(self.taken)
+        index = self.picks[n] if n < len(self.picks) else 0
+        self.taken.append(index)
+        self.widths.append(width)
+        self.times.append(self.now())
+        self.subjects.append(self.subject)
+        self.subject = None
+        return index
+
+    def ranked(self, kind: str, options: list[str], addresses: Addresses | None) -> list[str]:
+        first = self.guide.choose(kind, options, addresses)
+        return [first, *(o for o in self.reference_order.order(kind, options) if o != first)]
+
+    def about(self, instance: str, message: dict[str, object]) -> None:
+        subject = message.get("dialog") or message.get("session") or message.get("receive")
+        self.subject = None if subject is None else str(subject)
+        self.guide.about(instance, message)
+
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        if len(options) < 2 or OPEN_WITHOUT.get(kind) in self.capabilities:  # no choice: not a point of the tree
+            return self.reference_order.choose(kind, options, addresses)
+        if kind in READINGS:
+            self.subject = None
+        ranked = self.ranked(kind, options, addresses)
+        return ranked[self.take(len(ranked))]
+
+    def order(self, kind: str, options: list[str]) -> list[str]:
+        """An order is picked by its first option; the rest follow in the reference's order."""
+        if len(options) < 2:
+            return list(options)
+        ranked = self.ranked(kind, options, None)
+        first = ranked[self.take(len(ranked))]
+        return [first, *(o for o in self.reference_order.order(kind, options) if o != first)]
+
+
+@dataclass
+class Verdict:
+    """What the search found: no violations when a branch agreed; else the furthest branch's difference."""
+
+    violations: list[Violation]
+    expected: Trace
+    branches: int
+    undecided: bool = False
+    picks: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Ran:
+    """One branch run: its first difference and the last instant a pick could have changed it."""
+
+    found: list[Violation]
+    reference: ReferenceImplementation
+    expected: Trace
+    branch: Branch
+    latest: int | None = None
+    # what the events that differ at that instant are about; None when one is about no message or session
+    subjects: frozenset[str] | None = None
+
+
+def _run(world: World, trace: Trace, params: dict[str, Any], capabilities: frozenset[str], picks: list[int]) -> _Ran:
+    """One branch beside the trace, to its first difference (its picks replayed, then the guide's)."""
+    branch = Branch(picks, FollowingChooser(trace.events()), capabilities)
+    broker = CONNECTING_CHOICES[branch.take(len(CONNECTING_CHOICES))]
+    reference = ReferenceImplementation(broker_class=broker, params=reference_params(params), chooser=branch)
+    branch.now = lambda: reference.broker.clock.now_ms if reference.broker is not None else -1
+    expected = Trace(world.seed)
+    carried = Carried()
+    for index, (op, got) in enumerate(zip(world.script, trace.steps, strict=True)):
+        expected.steps.append(execute(op, reference))
+        found, differing = difference(index, got, expected.steps[-1], capabilities, carried)
+        if found:
+            if not differing:
+                return _Ran(found, reference, expected, branch, int(op["at_ms"]))
+            instant = min(int(e["at_ms"]) for e in differing)
+            subjects = {_subject(e) for e in differing if int(e["at_ms"]) == instant}
+            relevant = None if None in subjects else frozenset(str(s) for s in subjects)
+            return _Ran(found, reference, expected, branch, instant, relevant)
+    return _Ran([], reference, expected, branch)
+
+
+def search(
+    world: World,
+    trace: Trace,
+    params: dict[str, Any],
+    capabilities: frozenset[str] = ALL,
+    budget: int = BUDGET,
+) -> Verdict:
+    """The first branch of allowed picks that agrees with TRACE, depth first, or the furthest difference."""
+    stack: list[list[int]] = [[]]
+    furthest: _Ran | None = None
+    branches = 0
+    steps_left = budget * max(1, len(world.script))
+    while stack and steps_left > 0:
+        picks = stack.pop()
+        branches += 1
+        ran = _run(world, trace, params, capabilities, picks)
+        steps_left -= len(ran.expected.steps)
+        branch = ran.branch
+        if not ran.found:
+            return Verdict([], ran.expected, branches, picks=branch.taken)
+        if furthest is None or _further(ran, furthest):
+            furthest = ran
+        # the picks this branch made beyond those it replayed, up to the instant that differs, each with its untried
+        # options; the latest on top
+        latest = ran.latest if ran.latest is not None else -1
+        for point in range(len(picks), len(branch.taken)):
+            if branch.times[point] > latest:
+                break
+            about = branch.subjects[point]
+            at_the_instant = branch.times[point] == latest and ran.subjects is not None
+            if at_the_instant and about is not None and about not in (ran.subjects or ()):
+                continue
+            for other in range(branch.widths[point] - 1, branch.taken[point], -1):
+                stack.append([*branch.taken[:point], other])
+    assert furthest is not None
+    expected = furthest.expected
+    expected.steps += [execute(op, furthest.reference) for op in world.script[len(expected.steps) :]]
+    return Verdict(furthest.found, expected, branches, undecided=bool(stack), picks=furthest.branch.taken)
+
+
+def _subject(event: dict[str, Any]) -> object:
+    return event.get("dialog") or event.get("session")
+
+
+def _further(ran: _Ran, than: _Ran) -> bool:
+    """Did RAN agree longer: to a later step, or in the same step to a later instant?"""
+    return (ran.found[0].at_step, ran.latest or 0) > (than.found[0].at_step, than.latest or 0)
