@@ -1,0 +1,207 @@
+"""A JSON Schema of the protocol, generated from the contract, for an implementer to validate lines against.
+
+    python -m sbtck.iut.schema > docs/protocol.schema.json
+
+It says what docs/protocol.md says, from the same declarations: the requests
+the kit sends (``contract.COMMANDS``, each command's fields and JSON types),
+the answers an implementation gives, every event kind with the fields it
+carries (``observations.FIELDS``; a field named like a view's column has that
+column's type, ``views.COLUMN_TYPES``, and a field with a value set has its
+values, ``observations.VALUES``), and the rows of every view. An event may
+carry fields beyond its kind's (a minor version may add some), so events
+allow further properties; a view's row must carry every declared column.
+tests/contract/test_schema.py fails when the file and the contract differ,
+and validates the kit's own requests and the reference's answers against it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from typing import Any
+
+from sbtck import contract as c
+from sbtck.observations import FIELDS, VALUES, Kind
+from sbtck.views import COLUMN_TYPES, VIEW_COLUMN_TYPES, VIEW_COLUMNS
+
+SCHEMA_ID = "https://sbtck.invalid/protocol.schema.json"
+_JSON = {"string": {"type": "string"}, "integer": {"type": "integer"}, "boolean": {"type": "boolean"}}
+
+
+def _column(text: str) -> dict[str, Any]:
+    """A declared column type (``string or null``) as a schema."""
+    names = [part.strip() for part in text.split(" or ")]
+    return {"type": names[0]} if len(names) == 1 else {"type": names}
+
+
+def _python(annotation: Any) -> dict[str, Any]:
+    """A command field's annotation as a schema."""
+    if annotation is c.QueueRef:
+        return {"$ref": "#/$defs/queue"}
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = [_python(a) for a in typing.get_args(annotation)]
+        return {"anyOf": options}
+    if annotation is type(None):
+        return {"type": "null"}
+    if annotation is bool:
+        return {"type": "boolean"}
+    if annotation is int:
+        return {"type": "integer"}
+    if annotation is float:
+        return {"type": "number"}
+    if annotation is str:
+        return {"type": "string"}
+    if origin is list:
+        (item,) = typing.get_args(annotation)
+        return {"type": "array", "items": _python(item)}
+    if origin is dict or annotation is dict:
+        return {"type": "object"}
+    return {}
+
+
+def _command(cls: type[c.Command]) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    fields = dataclasses.fields(cls)
+    properties: dict[str, Any] = {"kind": {"const": cls.kind}}
+    properties.update({f.name: _python(hints[f.name]) for f in fields})
+    required = ["kind", *(f.name for f in fields if f.default is dataclasses.MISSING)]
+    doc = " ".join((cls.__doc__ or "").split())
+    described = {"description": doc} if doc and not doc.startswith(cls.__name__ + "(") else {}
+    return {"type": "object", **described, "properties": properties, "required": required}
+
+
+def _field(name: str) -> dict[str, Any]:
+    if name in VALUES:
+        return {"enum": list(VALUES[name])}
+    if name in COLUMN_TYPES:
+        return _column(COLUMN_TYPES[name])
+    if name == "rows":
+        return {"type": "array", "items": {"$ref": "#/$defs/received_row"}}
+    return {}
+
+
+def _event(kind: Kind) -> dict[str, Any]:
+    properties: dict[str, Any] = {"kind": {"const": kind.value}}
+    properties.update({name: _field(name) for name in FIELDS[kind]})
+    return {"type": "object", "properties": properties}
+
+
+def _view(view: str) -> dict[str, Any]:
+    columns = VIEW_COLUMNS[view]
+    own = VIEW_COLUMN_TYPES.get(view, {})
+    return {
+        "type": "object",
+        "properties": {col: _column(own.get(col) or COLUMN_TYPES[col]) for col in columns},
+        "required": list(columns),
+    }
+
+
+def render() -> dict[str, Any]:
+    commands = {kind: _command(cls) for kind, cls in sorted(c.COMMANDS.items())}
+    events = {kind.value: _event(kind) for kind in Kind}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": f"The sbtck protocol, version {c.PROTOCOL_VERSION}",
+        "description": "One JSON object per line: a request of the kit (request) or an implementation's answer "
+        "(answer). Generated from the contract by sbtck.iut.schema; docs/protocol.md says the same in prose.",
+        "oneOf": [{"$ref": "#/$defs/request"}, {"$ref": "#/$defs/answer"}],
+        "$defs": {
+            "request": {
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "properties": {"id": {"type": "integer"}, "op": {"const": "hello"}, "protocol": {}},
+                        "required": ["id", "op", "protocol"],
+                    },
+                    {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "integer"},
+                            "op": {"const": "execute"},
+                            "command": {"$ref": "#/$defs/command"},
+                        },
+                        "required": ["id", "op", "command"],
+                    },
+                    {
+                        "type": "object",
+                        "properties": {"id": {"type": "integer"}, "op": {"const": "bye"}},
+                        "required": ["id", "op"],
+                    },
+                ]
+            },
+            "command": {
+                "type": "object",
+                "properties": {"kind": {"enum": sorted(commands)}, "at_ms": {"type": "integer"}},
+                "required": ["kind", "at_ms"],
+                "allOf": [
+                    {"if": {"properties": {"kind": {"const": kind}}}, "then": {"$ref": f"#/$defs/command_{kind}"}}
+                    for kind in commands
+                ],
+            },
+            **{f"command_{kind}": schema for kind, schema in commands.items()},
+            "queue": {
+                "type": "object",
+                "properties": {name: {"type": "string"} for name in ("instance", "database", "queue")},
+                "required": ["instance", "database", "queue"],
+            },
+            "answer": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": ["integer", "string", "null"]},
+                    "ok": {"type": "boolean"},
+                    "result": {"type": "object"},
+                    "error": {"type": "string"},
+                    "fault": {"type": "boolean"},
+                    "events": {"type": "array", "items": {"$ref": "#/$defs/event"}},
+                },
+                "required": ["id", "ok"],
+            },
+            "hello_result": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "protocol": {"type": "string"},
+                    "version": {"type": "string"},
+                    "capabilities": {"type": "array", "items": {"enum": list(c.CAPABILITIES)}},
+                    "params": {
+                        "type": "object",
+                        "additionalProperties": {"type": ["number", "string", "boolean", "null"]},
+                    },
+                },
+                "required": ["name", "protocol"],
+            },
+            "query_view_result": {
+                "type": "object",
+                "properties": {"rows": {"type": "array", "items": {"type": "object"}}},
+                "required": ["rows"],
+            },
+            "event": {
+                "type": "object",
+                "properties": {"at_ms": {"type": "integer"}, "kind": {"enum": sorted(events)}},
+                "required": ["at_ms", "kind"],
+                "allOf": [
+                    {"if": {"properties": {"kind": {"const": kind}}}, "then": {"$ref": f"#/$defs/event_{kind}"}}
+                    for kind in events
+                ],
+            },
+            **{f"event_{kind}": schema for kind, schema in events.items()},
+            "received_row": {
+                "type": "object",
+                "properties": {"dialog": {"type": "string"}, "message_sequence_number": {"type": "integer"}},
+                "required": ["dialog", "message_sequence_number"],
+            },
+            **{f"row_{view}": _view(view) for view in c.VIEWS},
+        },
+    }
+
+
+def text() -> str:
+    return json.dumps(render(), indent=2) + "\n"
+
+
+if __name__ == "__main__":
+    print(text(), end="")
