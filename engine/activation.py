@@ -11,7 +11,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sbtck.contract import QueueRef
-from sbtck.engine.choosing import A_WAITING_READER, NEXT_READER, THE_COMMITTER, Chooser, FirstChooser
+from sbtck.engine.choosing import (
+    A_WAITING_READER,
+    AT_ONCE,
+    CHECK_MOMENT,
+    NEXT_READER,
+    ONCE_SETTLED,
+    THE_COMMITTER,
+    Chooser,
+    FirstChooser,
+)
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.model import Message, Queue, ReaderBehaviour
@@ -64,6 +73,7 @@ class QueueMonitors:
         self.new_session = new_session
         self.receiving: Receiving  # set by the broker; the two refer to each other
         self.chooser: Chooser = FirstChooser()  # the broker's, once it has one
+        self.at_once: bool | None = None  # CHECK_MOMENT, asked at the first look
         self.monitors: dict[QueueRef, QueueMonitor] = {}
         self.tasks: dict[QueueRef, list[ActivatedTask]] = {key: [] for key in ctx.queues}
         self._ordinals: dict[QueueRef, int] = {key: 0 for key in ctx.queues}
@@ -130,8 +140,18 @@ class QueueMonitors:
         A queue with no monitor has nothing to look (``_evaluate``): only a command adds or removes a monitor, and
         nothing is left to settle when one starts, so the queue still has none once this instant settles.
         """
-        if queue.key in self.monitors:
+        if queue.key not in self.monitors:
+            return
+        if self.at_once or (self.at_once is None and self.looks_at_once()):
+            self._evaluate(queue, trigger, arrived_on_empty)
+        else:
             self.clock.settle(lambda: self._evaluate(queue, trigger, arrived_on_empty))
+
+    def looks_at_once(self) -> bool:
+        """CHECK_MOMENT, asked at the first look: the reference looks once the instant has settled."""
+        if self.at_once is None:
+            self.at_once = self.chooser.choose(CHECK_MOMENT, [ONCE_SETTLED, AT_ONCE]) == AT_ONCE
+        return self.at_once
 
     def _evaluate(self, queue: Queue, trigger: str, arrived_on_empty: bool) -> None:
         """ACT-01: two decisions in order - is activation necessary, then does it occur (internal and external)."""

@@ -283,8 +283,12 @@ class Broker(QueueStatements, Administration):
         )
         if not env.from_target and not conv.acknowledged:
             self.acknowledge(conv, db)
-        self.receiving.serve(queue.key)
-        self.monitors.evaluate(queue, ARRIVAL, arrived_on_empty)
+        if self.monitors.looks_at_once():  # the arrival is the trigger, before a waiting reader takes the message
+            self.monitors.evaluate(queue, ARRIVAL, arrived_on_empty)
+            self.receiving.serve(queue.key)
+        else:
+            self.receiving.serve(queue.key)
+            self.monitors.evaluate(queue, ARRIVAL, arrived_on_empty)
 
     def acknowledge(self, conv: Conversation, db: Database) -> None:
         """RTE-04: the acknowledgement names the target's broker instance; later messages carry it."""

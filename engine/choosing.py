@@ -34,12 +34,18 @@ A_RECEIVE, NOT_A_RECEIVE = "counts as a RECEIVE", "is not a RECEIVE"
 # own, and the stage's search asks it (one reading for a whole run, the reference's first)
 RECLASSIFYING = "reclassifying"
 RECLASSIFIES, NEVER_RECLASSIFIES = "reclassifies touched dialogs", "never reclassifies"
+# when the queue monitor looks after a trigger (ACT-05: "whenever a new message arrives ..., a RECEIVE executes"):
+# once the trigger's instant has settled (a new message served to the readers waiting for it, a procedure's
+# commit and next RECEIVE done), or at once, at the trigger itself; the documents say neither (one reading for a
+# whole run, the reference's first)
+CHECK_MOMENT = "check_moment"
+ONCE_SETTLED, AT_ONCE = "once the instant has settled", "at the trigger"
 # the kinds whose options are offered in the reference's order of preference, not compared by name
-OFFERED_IN_ORDER = frozenset({GROUP, GCG_READING, RECLASSIFYING})
+OFFERED_IN_ORDER = frozenset({GROUP, GCG_READING, RECLASSIFYING, CHECK_MOMENT})
 # the readings that are open only to an implementation without this capability (a rule of it otherwise)
 OPEN_WITHOUT = {RECLASSIFYING: "periodic_tasks"}
 # the choices asked once for a whole run, about no one message or session
-READINGS = frozenset({GCG_READING, RECLASSIFYING})
+READINGS = frozenset({GCG_READING, RECLASSIFYING, CHECK_MOMENT})
 
 
 # what each option of a choice would send the message to: a route's addresses, a broker instance's routes'
