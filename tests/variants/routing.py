@@ -11,7 +11,7 @@ from sbtck.engine import routing as r
 from sbtck.engine.choosing import Chooser, LastChooser
 from sbtck.engine.context import command
 from sbtck.engine.model import LOCAL, Conversation, Database, Envelope, Instance, Route
-from sbtck.engine.router import DELAYED, Router, Waiting
+from sbtck.engine.router import BEHIND, DELAYED, Router, Waiting
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import Kind
 
@@ -220,6 +220,32 @@ def behind_a_delayed_message_forgotten() -> ReferenceImplementation:
     return _router("behind_a_delayed_message_forgotten", _retry=retry)
 
 
+def later_messages_pass_a_delayed_one() -> ReferenceImplementation:
+    """A message SENT while an earlier one of its conversation is delayed is routed at once, not queued behind it,
+    so it can arrive first (the stage found an outside broker delivering a delayed conversation as [1, 2, 3, 0])."""
+
+    def submit(self: Router, env: Envelope, origin: Instance, home: str) -> None:
+        line = self.lines.get((env.dialog, env.from_target))
+        if line and line[0].status != DELAYED:
+            self._wait(env, origin, True, home, BEHIND)
+            return
+        self.route(env, origin, inside=True, home=home)
+
+    return _router("later_messages_pass_a_delayed_one", submit=submit)
+
+
+def forwarder_fails_on_a_held_message() -> ReferenceImplementation:
+    """Fails when it tries again to send a message it holds for another instance: the crash the stage found in an
+    outside forwarder. No scenario can fail it, since it answers nothing wrong: it stops answering (CRASHES)."""
+
+    def retry(self: Router, waiting: Waiting) -> None:
+        if not waiting.inside:
+            raise RuntimeError(f"the forwarder failed on {waiting.envelope.dialog}, a message it holds")
+        Router._retry(self, waiting)
+
+    return _router("forwarder_fails_on_a_held_message", _retry=retry)
+
+
 def transmission_queue_always_empty() -> ReferenceImplementation:
     """sys.transmission_queue never lists the messages that wait in it (the forwarder's memory is shown right)."""
 
@@ -401,4 +427,7 @@ VARIANTS = [
     "behind_a_delayed_message_forgotten",
     "transmission_queue_always_empty",
     "every_reply_numbered_0",
+    "later_messages_pass_a_delayed_one",
 ]
+# wrong brokers that fail by crashing, not by a wrong answer: the suite reports an error, the stage an error world
+CRASHES = ["forwarder_fails_on_a_held_message"]

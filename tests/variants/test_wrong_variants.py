@@ -68,3 +68,13 @@ def test_no_scenario_depends_on_which_allowed_choice_is_made(tmp_path: Path) -> 
     run = sbtck("--iut", "python:tests.variants.routing:last_choices", out=tmp_path)
     assert run.code == 0, run.output[-3000:]
     assert set(run.statuses().values()) == {"passed"}
+
+
+@pytest.mark.parametrize("variant", routing.CRASHES)
+def test_a_broker_that_crashes_is_an_error_of_the_implementation(variant: str, tmp_path: Path) -> None:
+    """No scenario can call a crash a wrong answer: the scenarios it meets are errors, and the run does not conform."""
+    run = sbtck("--iut", f"python:tests.variants.routing:{variant}", out=tmp_path)
+    errors = [sid for sid, status in run.statuses().items() if status == "error"]
+    assert run.code == 1, run.output[-3000:]
+    assert errors, f"{variant} crashed in no scenario"
+    assert "a message it holds" in run.output or "a message it holds" in str(run.results())

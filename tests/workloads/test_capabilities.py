@@ -16,7 +16,7 @@ import pytest
 
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.loader import factory_for
-from sbtck.reports.results import FAILED, NOT_APPLICABLE, PASSED
+from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
 from sbtck.workloads.generate import generate, needs
 from sbtck.workloads.stage import Checker
 from tests.fakes import partial
@@ -176,3 +176,15 @@ def test_the_reference_reporting_less_passes_the_worlds_it_was_once_failed_in(
     finally:
         checker.close()
     assert {seed: (o.outcome, o.detail) for seed, o in outcomes.items() if o.outcome != PASSED} == {}
+
+
+@pytest.mark.parametrize("name", routing.CRASHES)
+def test_the_stage_reports_a_broker_that_crashes_as_an_error_world(name: str) -> None:
+    wrong = getattr(routing, name)()
+    checker = Checker(lambda: partial.Partial(partial.ROUTING, name, wrong.broker_class), True)
+    try:
+        outcome = next((o for o in map(checker.check, range(400)) if o.outcome == ERROR), None)
+    finally:
+        checker.close()
+    assert outcome is not None, f"{name}: no error world among 400"
+    assert "a message it holds" in outcome.detail and outcome.script is not None
