@@ -31,6 +31,9 @@ def load(path: Path) -> dict[str, Any]:
     for key in ("worlds", "conversations", "failed_worlds", "duration_s"):
         if not isinstance(data.get(key), (int, float)) or data[key] < 0:
             raise WorkloadSummaryError(f"workload summary {path}: {key} must be a number of 0 or more")
+    undecided = data.get("undecided_worlds", 0)  # written since the search of allowed histories
+    if not isinstance(undecided, int) or isinstance(undecided, bool) or undecided < 0:
+        raise WorkloadSummaryError(f"workload summary {path}: undecided_worlds must be a whole number of 0 or more")
     return data
 
 
@@ -70,7 +73,7 @@ def section(data: dict[str, Any]) -> str:
     return (
         '<h2 id="workload">Randomized workload</h2>'
         f"<p>{int(data['worlds'])} worlds, {int(data['conversations'])} conversations, "
-        f"{int(data['failed_worlds'])} failing worlds, in {float(data['duration_s']):.1f} s: "
+        f"{int(data['failed_worlds'])} failing worlds{_undecided(data)}, in {float(data['duration_s']):.1f} s: "
         f"{int(data['worlds']) / duration:.1f} worlds/s, "
         f"{int(data['conversations']) / duration:.0f} conversations/s.</p>"
         '<table><tr><th scope="col">capabilities the worlds asked for</th><th scope="col">worlds</th></tr>'
@@ -78,3 +81,9 @@ def section(data: dict[str, Any]) -> str:
         f'<table><tr><th scope="col">rule violated</th><th scope="col">worlds</th></tr>{rows}</table>'
         f"<p>Reproducers, shrunk to the smallest failing script:</p><ul>{links}</ul>"
     )
+
+
+def _undecided(data: dict[str, Any]) -> str:
+    """The worlds the search of allowed histories could not settle within its budget (no failure)."""
+    count = int(data.get("undecided_worlds") or 0)
+    return f" and {count} undecided (the search's budget ran out)" if count else ""

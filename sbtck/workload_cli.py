@@ -173,6 +173,11 @@ def _print(summary: dict[str, Any], out: Path) -> None:
         f"sbtck workload: {summary['worlds']} worlds, {summary['conversations']} conversations, "
         f"{summary['failed_worlds']} failed, in {summary['duration_s']} s"
     )
+    if summary.get("undecided_worlds"):
+        print(
+            f"  undecided      {summary['undecided_worlds']} worlds: no allowed branch explained them before the"
+            " search's budget ran out (kept in failures/, not counted as failed)"
+        )
     for rule, count in summary["violations"].items():
         print(f"  {rule:<14} {count} worlds")
     for error in summary["errors"]:

@@ -58,7 +58,7 @@ from sbtck.engine.choosing import (
     FirstChooser,
 )
 from sbtck.engine.model import LOCAL
-from sbtck.engine.router import CONNECTING, FAILED
+from sbtck.engine.router import BEHIND, CONNECTING, DELAYED, FAILED, NO_PRINCIPAL
 from sbtck.iut.answers import RECEIVED_ROW
 from sbtck.observations import (
     DECISION_FIELDS,
@@ -399,11 +399,24 @@ def _evidence(kind: str) -> str:
         return DIFFERENCE
 
 
+# why a message waits, as a transmission_pending's status says it, and the rule that makes it wait there
+_WAITS_BY = ((DELAYED, "RTM-7"), (BEHIND, "RTM-7"), (NO_PRINCIPAL, "RTR-4"), (CONNECTING, "PER-2A"), (FAILED, "PER-2B"))
+
+
+def _why_pending(event: dict[str, Any]) -> str | None:
+    """The rule a transmission_pending speaks for, by its status: a conversation delayed is RTM-7's, not PER-2B's."""
+    status = str(event.get("status", ""))
+    return next((rule for start, rule in _WAITS_BY if status.startswith(start)), None)
+
+
 def rules_of(events: list[dict[str, Any]]) -> list[str]:
-    """The rule ids that speak for these events: named in their fields, else by their kind."""
+    """The rule ids that speak for these events: named in their fields, else by their kind (and a waiting
+    message's status)."""
     found: list[str] = []
     for event in events:
         named = [str(v) for k, v in event.items() if k in ("rule", "step") and RULE_ID.match(str(v))]
+        if not named and event["kind"] == _PENDING:
+            named = [rule for rule in [_why_pending(event)] if rule]
         for rule in named or [_evidence(event["kind"])]:
             if rule not in found:
                 found.append(rule)

@@ -20,7 +20,7 @@ from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE
 from sbtck.workloads.generate import GENERATOR_VERSION
 from sbtck.workloads.output import Output
 from sbtck.workloads.progress import Progress
-from sbtck.workloads.stage import Checker, Outcome
+from sbtck.workloads.stage import UNDECIDED, Checker, Outcome
 
 SUMMARY_COLUMNS = (
     "seed",
@@ -156,7 +156,8 @@ def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
             .agg(f.count(f.lit(1)).alias("worlds"), f.sum("conversations").alias("conversations"))
             .collect()
         )
-        cached.where(f.col("outcome").isin(FAILED, ERROR)).select(*FAILURE_COLUMNS).write.parquet(
+        # undecided worlds too: what the search could not settle is kept to be looked at, never shrunk as a failure
+        cached.where(f.col("outcome").isin(FAILED, ERROR, UNDECIDED)).select(*FAILURE_COLUMNS).write.parquet(
             str(output.part("failures"))
         )
         failing = [
@@ -179,6 +180,7 @@ def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
         "worlds": sum(tally.outcomes.values()),
         "conversations": tally.conversations,
         "failed_worlds": tally.outcomes.get(FAILED, 0) + tally.outcomes.get(ERROR, 0),
+        "undecided_worlds": tally.outcomes.get(UNDECIDED, 0),
         "outcomes": dict(sorted(tally.outcomes.items())),
         # worlds by the capabilities they asked for (not-applicable ones left out)
         "capabilities": dict(sorted(tally.mix.items(), key=lambda item: (-item[1], item[0]))),

@@ -16,13 +16,20 @@ What the search keeps true:
    into the options the engine offered at that point (``Branch``); the engine
    never sees an option it could not take, so an agreeing branch is a
    behaviour the rules allow.
-2. **Pruned at the first disagreement.** A branch runs step by step beside
+2. **Fewest departures first.** Among the branches still to try, those
+   that depart from the guide at the fewest picks about one message or
+   session run first (limited discrepancy search); a reading of the whole
+   run (how the transport connects, whether GET CONVERSATION GROUP is a
+   RECEIVE, when a queue monitor looks) costs nothing to depart from, since
+   there are a few and the guide cannot read them from the trace. The order
+   changes how soon an agreeing branch is found, never whether.
+3. **Pruned at the first disagreement.** A branch runs step by step beside
    the implementation's trace and stops at the first step that differs, at
    the earliest instant an event differs (``difference``). Everything before
    that instant agreed, and the engine runs in time order, so a pick made
-   after it cannot change what differs: the search backtracks to the latest
-   pick made at or before that instant with an option not yet tried (depth
-   first), and later picks are never enumerated. At that very instant, a
+   after it cannot change what differs: only the picks made at or before
+   that instant get their other options tried, and later picks are never
+   enumerated. At that very instant, a
    pick about one message or session (the routing of D2, the group a
    session's RECEIVE takes) is tried again only if an event that differs
    is about it too, or about no message or session at all (a connection,
@@ -30,29 +37,30 @@ What the search keeps true:
    something that agrees there left no trace on what differs. A command
    whose answer itself differs (a refusal, a view's rows) counts every pick
    of its step.
-3. **Guided, not guessed.** The options at each point are ranked with the
+4. **Guided, not guessed.** The options at each point are ranked with the
    implementation's own pick first, as ``FollowingChooser`` reads it from the
    trace (its decision trace, or where its messages went), then in the
    reference's order. A correct implementation is usually explained by the
    first branch, so the search costs one run where the old check cost one;
    the guide orders the search and never decides it.
-4. **Connecting choices are picks too.** Which broker runs (``CONNECTING_CHOICES``:
+5. **Connecting choices are picks too.** Which broker runs (``CONNECTING_CHOICES``:
    connect at a SEND or when notified, match again once connected or not) is
    the first pick of every branch.
-5. **Bounded.** The branches together may run at most ``budget`` times the
+6. **Bounded.** The branches together may run at most ``budget`` times the
    world's length in steps: a branch that differs soon after its own new
    pick costs little, so the many alternatives that show at once (another
    route, another probe) are all tried. A world whose tree is not exhausted
    within it is *undecided*: no branch agreed, but an untried one might
    have, so it is never called failed. A world is *failed* only when every
    branch was tried and each differed.
-6. **The difference shown is the furthest.** When no branch agrees, the one
+7. **The difference shown is the furthest.** When no branch agrees, the one
    that agreed longest names the step and the rules, and runs on to the end
    for the expected trace.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,17 +93,19 @@ class Branch:
         self.times: list[int] = []
         self.subjects: list[str | None] = []
         self.subject: str | None = None
+        self.readings: list[bool] = []  # whether each pick is a reading of the whole run (READINGS)
         self.now: Callable[[], int] = lambda: -1
         self.reference_order = FirstChooser()
 
-    def take(self, width: int) -> int:
+    def take(self, width: int, reading: bool = False) -> int:
         """The index of the next pick among WIDTH options: replayed, or the first (the guide's) when new."""
         n = len(self.taken)
         index = self.picks[n] if n < len(self.picks) else 0
         self.taken.append(index)
         self.widths.append(width)
         self.times.append(self.now())
-        self.subjects.append(self.subject)
+        self.subjects.append(None if reading else self.subject)
+        self.readings.append(reading)
         self.subject = None
         return index
 
@@ -111,10 +121,8 @@ class Branch:
     def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
         if len(options) < 2 or OPEN_WITHOUT.get(kind) in self.capabilities:  # no choice: not a point of the tree
             return self.reference_order.choose(kind, options, addresses)
-        if kind in READINGS:
-            self.subject = None
         ranked = self.ranked(kind, options, addresses)
-        return ranked[self.take(len(ranked))]
+        return ranked[self.take(len(ranked), reading=kind in READINGS)]
 
     def order(self, kind: str, options: list[str]) -> list[str]:
         """An order is picked by its first option; the rest follow in the reference's order."""
@@ -152,7 +160,7 @@ class _Ran:
 def _run(world: World, trace: Trace, params: dict[str, Any], capabilities: frozenset[str], picks: list[int]) -> _Ran:
     """One branch beside the trace, to its first difference (its picks replayed, then the guide's)."""
     branch = Branch(picks, FollowingChooser(trace.events()), capabilities)
-    broker = CONNECTING_CHOICES[branch.take(len(CONNECTING_CHOICES))]
+    broker = CONNECTING_CHOICES[branch.take(len(CONNECTING_CHOICES), reading=True)]
     reference = ReferenceImplementation(broker_class=broker, params=reference_params(params), chooser=branch)
     branch.now = lambda: reference.broker.clock.now_ms if reference.broker is not None else -1
     expected = Trace(world.seed)
@@ -175,15 +183,18 @@ def search(
     trace: Trace,
     params: dict[str, Any],
     capabilities: frozenset[str] = ALL,
-    budget: int = BUDGET,
+    budget: int | None = None,
 ) -> Verdict:
-    """The first branch of allowed picks that agrees with TRACE, depth first, or the furthest difference."""
-    stack: list[list[int]] = [[]]
+    """The first branch of allowed picks that agrees with TRACE, fewest departures first, or the furthest difference."""
+    budget = BUDGET if budget is None else budget
+    # best first: the branches with the fewest picks against the guide at one message or session, the readings of
+    # the whole run free (a few, and each changes much); among equals the latest pushed, as depth first would
+    frontier: list[tuple[int, int, list[int]]] = [(0, 0, [])]
     furthest: _Ran | None = None
-    branches = 0
+    branches = pushed = 0
     steps_left = budget * max(1, len(world.script))
-    while stack and steps_left > 0:
-        picks = stack.pop()
+    while frontier and steps_left > 0:
+        cost, _, picks = heapq.heappop(frontier)
         branches += 1
         ran = _run(world, trace, params, capabilities, picks)
         steps_left -= len(ran.expected.steps)
@@ -202,12 +213,14 @@ def search(
             at_the_instant = branch.times[point] == latest and ran.subjects is not None
             if at_the_instant and about is not None and about not in (ran.subjects or ()):
                 continue
+            against = cost + (0 if branch.readings[point] else 1)
             for other in range(branch.widths[point] - 1, branch.taken[point], -1):
-                stack.append([*branch.taken[:point], other])
+                pushed += 1
+                heapq.heappush(frontier, (against, -pushed, [*branch.taken[:point], other]))
     assert furthest is not None
     expected = furthest.expected
     expected.steps += [execute(op, furthest.reference) for op in world.script[len(expected.steps) :]]
-    return Verdict(furthest.found, expected, branches, undecided=bool(stack), picks=furthest.branch.taken)
+    return Verdict(furthest.found, expected, branches, undecided=bool(frontier), picks=furthest.branch.taken)
 
 
 def _subject(event: dict[str, Any]) -> object:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from sbtck import catalogue
 from sbtck.reports import html
 from sbtck.reports import results as r
@@ -93,6 +95,24 @@ def test_sbtck_report_refuses_missing_or_wrong_files(tmp_path: Path) -> None:
     r.write(good, {"implementation": {"name": "alpha"}}, [_record("passed")])
     (tmp_path / "w.json").write_text('{"kind": "something else"}')
     assert main(["report", str(good), "--workload", str(tmp_path / "w.json"), "--out", str(tmp_path / "o")]) == 2
+
+
+def test_a_workload_with_undecided_worlds_says_how_many_and_a_wrong_count_is_refused(tmp_path: Path) -> None:
+    import json
+
+    from sbtck.errors import WorkloadSummaryError
+    from sbtck.reports import workload
+
+    summary = {"kind": workload.KIND, "worlds": 10, "conversations": 50, "failed_worlds": 0, "duration_s": 1}
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps({**summary, "undecided_worlds": 2}))
+    assert "0 failing worlds and 2 undecided (the search's budget ran out)" in workload.section(workload.load(path))
+    path.write_text(json.dumps(summary))  # a summary written before the search: none
+    assert "0 failing worlds, in" in workload.section(workload.load(path))
+    for wrong in ("2", -1, 1.5, True):
+        path.write_text(json.dumps({**summary, "undecided_worlds": wrong}))
+        with pytest.raises(WorkloadSummaryError, match="undecided_worlds"):
+            workload.load(path)
 
 
 def test_cucumber_json_is_right_under_xdist_too(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from sbtck.observations import Kind
-from sbtck.workloads.differential import DIFFERENCE, Carried, differ
+from sbtck.workloads.differential import DIFFERENCE, Carried, differ, rules_of
 from sbtck.workloads.landscape import ALL
 
 SENT = {"at_ms": 5000, "kind": Kind.MESSAGE_SENT.value, "instance": "sql1", "dialog": "D1", "from_target": False}
@@ -176,3 +176,17 @@ def test_a_wait_that_ends_in_the_instant_it_began_is_no_difference() -> None:
     # a wait that lasts past its instant shows in sys.dm_broker_queue_monitors
     assert differ(3, _step(rows, {**waiting, "at_ms": 14000}), _step(rows), ALL, Carried())
     assert differ(3, _step(waiting, {**rows, "at_ms": 15000}), _step({**rows, "at_ms": 15000}), ALL, Carried())
+
+
+def test_a_waiting_message_speaks_for_the_rule_its_status_names() -> None:
+    pending = {"at_ms": 0, "kind": Kind.TRANSMISSION_PENDING.value, "instance": "sql1", "dialog": "D1"}
+    statuses = {
+        "behind an earlier message of the conversation": "RTM-7",
+        "delayed": "RTM-7",
+        "waiting for a connection to TCP://SQL2:4022": "PER-2A",
+        "no partner claims to be principal": "RTR-4",
+        "failed": "PER-2B",
+        "something of its own": "PER-2B",  # the kind's own evidence when the status names no rule
+    }
+    for status, rule in statuses.items():
+        assert rules_of([{**pending, "status": status}]) == [rule], status

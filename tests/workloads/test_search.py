@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sbtck.engine.broker import Broker
 from sbtck.engine.choosing import GROUP, NEVER_RECLASSIFIES, RECLASSIFYING, Addresses, FirstChooser
 from sbtck.iut.reference import ReferenceImplementation, reference
+from sbtck.reports.results import FAILED
 from sbtck.workloads.differential import FollowingChooser
 from sbtck.workloads.generate import World, generate
 from sbtck.workloads.search import BUDGET, Branch, search
+from sbtck.workloads.stage import UNDECIDED, Checker
 from sbtck.workloads.trace import Trace, run
 from tests.fakes import partial
 from tests.variants import routing
@@ -86,3 +90,18 @@ def test_reclassifying_is_a_pick_only_for_an_implementation_without_the_periodic
     assert search(world, trace, {}, frozenset(ROUTING_AREA)).violations == []
     found = search(world, trace, {}, frozenset({*ROUTING_AREA, "periodic_tasks"})).violations
     assert found and {v.rule for v in found} & {"PER-2B", "RTM-8"}, found
+
+
+def test_the_stage_calls_a_world_the_search_could_not_settle_undecided_not_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    wrong = routing.never_asks_a_lost_principal_again()
+    checker = Checker(lambda: partial.Partial(ROUTING_AREA, "never asks again", wrong.broker_class), True)
+    try:
+        assert checker.check(298).outcome == FAILED
+        monkeypatch.setattr("sbtck.workloads.search.BUDGET", 1)
+        undecided = checker.check(298)
+    finally:
+        checker.close()
+    assert undecided.outcome == UNDECIDED and undecided.rules == ["RTR-3"]
+    assert undecided.script is not None and undecided.iut_trace is not None  # kept to be looked at
