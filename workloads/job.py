@@ -9,14 +9,18 @@ from the written rows at the end, which is what summary.json holds.
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE
+from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
 from sbtck.workloads.generate import GENERATOR_VERSION
 from sbtck.workloads.output import Output
 from sbtck.workloads.progress import Progress
@@ -37,6 +41,8 @@ SUMMARY_COLUMNS = (
 )
 FAILURE_COLUMNS = ("seed", "outcome", "rules", "detail", "script", "iut_trace", "reference_trace")
 WORLDS_PER_PARTITION = 2500
+# how long the reproducers may take to run on the reference engine before they are published unchecked
+REPRODUCERS_CHECK_S = 600
 
 
 @dataclass(frozen=True)
@@ -257,4 +263,61 @@ def _reproduce(sc: Any, plan: Plan, failing: list[Outcome], folder: Path) -> lis
                 "shrink_s": round(seconds, 2),
             }
         )
-    return out
+    return _passing_on_the_reference(folder, out)
+
+
+def _passing_on_the_reference(folder: Path, written: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The reproducers that pass on the reference engine; the others are deleted, each with a line saying why.
+
+    A reproducer states what the reference gives for its world: one that fails there would blame the
+    implementation for the kit's own mistake (the shrinker's, or a step that cannot say the world), so it is
+    never published.
+    """
+    statuses = on_the_reference(folder)
+    if statuses is None:
+        print(
+            f"sbtck workload: the reproducers could not be run on the reference engine within {REPRODUCERS_CHECK_S} s;"
+            " they are written unchecked",
+            flush=True,
+        )
+        return written
+    kept = []
+    for entry in written:
+        path = folder / Path(entry["path"]).name
+        status = statuses.get(path.name, "not run")
+        if status == PASSED:
+            kept.append(entry)
+            continue
+        path.unlink(missing_ok=True)
+        print(
+            f"sbtck workload: dropped the reproducer of seed {entry['seed']} ({entry['rule']}): its scenario is"
+            f" {status} on the reference engine, so it would not show the implementation's fault",
+            flush=True,
+        )
+    return kept
+
+
+def on_the_reference(folder: Path) -> dict[str, str] | None:
+    """Each feature file of FOLDER run on the reference engine by `sbtck run`: its scenario's status, by file name
+    (None when the run could not say)."""
+    with tempfile.TemporaryDirectory(prefix="sbtck-reproducers-") as scratch:
+        try:
+            subprocess.run(
+                [sys.executable, "-m", "sbtck", "run", "--features", str(folder), "--out", scratch],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                check=False,
+                timeout=REPRODUCERS_CHECK_S,
+            )
+        except subprocess.TimeoutExpired:
+            return None
+        results = Path(scratch) / "results.json"
+        if not results.is_file():
+            return None
+        scenarios = json.loads(results.read_text()).get("scenarios", [])
+    statuses: dict[str, str] = {}
+    for scenario in scenarios:
+        name = Path(str(scenario.get("feature_path", ""))).name
+        status = str(scenario.get("status"))
+        statuses[name] = status if statuses.get(name, PASSED) == PASSED else statuses[name]
+    return statuses

@@ -155,3 +155,27 @@ def test_a_long_world_that_breaks_early_shrinks_from_its_prefix() -> None:
     assert [op["kind"] for op in shrunk.world.script].count("send") == 1
     # halving the prefix first: the long candidates are few, whatever the world's length
     assert sum(1 for n in tried if n > len(world.script) // 4) <= 4, sorted(tried, reverse=True)[:10]
+
+
+def test_a_reproducer_that_fails_on_the_reference_is_not_published(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reproducer states what the reference gives: one the reference fails would blame the implementation for the
+    kit's own mistake, so the stage deletes it and says so."""
+    from sbtck.workloads.job import _passing_on_the_reference
+
+    topology = '    Given the topology "activation"\n'
+    (tmp_path / "world-1.feature").write_text(
+        f'Feature: kept\n  Scenario: kept\n{topology}    Then the log has 1 "broker started" event\n'
+    )
+    (tmp_path / "world-2.feature").write_text(
+        f'Feature: dropped\n  Scenario: dropped\n{topology}    Then the log has 2 "broker started" events\n'
+    )
+    written = [{"rule": "ACT-10", "seed": seed, "path": f"reproducers/world-{seed}.feature"} for seed in (1, 2)]
+    kept = _passing_on_the_reference(tmp_path, written)
+    assert [entry["seed"] for entry in kept] == [1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["world-1.feature"]
+    assert (
+        "dropped the reproducer of seed 2 (ACT-10): its scenario is failed on the reference engine"
+        in capsys.readouterr().out
+    )
