@@ -359,6 +359,8 @@ def needs(world: World) -> set[str]:
             found.update(["activation"] * any(q["activation"]["status"] == "ON" for q in db["queues"]))
             found.update(["periodic_tasks"] * (not db["master_key"]))
             found.update(["routing"] * any(r["name"] != "AutoCreatedLocal" for r in db["routes"]))
+            # without AutoCreatedLocal even a message to the same database is a question of routes (RTE-01)
+            found.update(["routing"] * (sends and all(r["name"] != "AutoCreatedLocal" for r in db["routes"])))
         found.update(["routing"] * any(r["name"] != "AutoCreatedLocal" for r in instance["msdb_routes"]))
     if any(op["kind"] == "query_view" and op["view"] == PERIODIC_VIEW for op in world.script):
         found.add("periodic_tasks")

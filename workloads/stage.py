@@ -221,6 +221,10 @@ class Checker:
         """
         if not writable(world.topology):
             return False
+        # a smaller world must stay within what the implementation declares: dropping AutoCreatedLocal from an
+        # activation world would make it a routing question
+        if self.handshake is not None and not needs(world) <= set(self.handshake.capabilities):
+            return False
         if tidy:
             rules, refused = self._verdict(world)
             return rule in rules and not refused

@@ -7,6 +7,7 @@ their area.
 
 from __future__ import annotations
 
+import copy
 import shutil
 import sys
 from collections import Counter
@@ -188,3 +189,25 @@ def test_the_stage_reports_a_broker_that_crashes_as_an_error_world(name: str) ->
         checker.close()
     assert outcome is not None, f"{name}: no error world among 400"
     assert "a message it holds" in outcome.detail and outcome.script is not None
+
+
+def test_the_shrinker_keeps_a_world_within_the_capabilities_declared(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dropping AutoCreatedLocal would turn an activation world into a routing question: such a candidate never counts
+    as still breaking the rule, whatever the implementation does with it."""
+    world = generate(0, 5, partial.ACTIVATION)
+    assert any(op["kind"] == "send" for op in world.script)
+    without = copy.deepcopy(world)
+    for instance in without.topology["instances"]:
+        for database in instance["databases"]:
+            database["routes"] = [r for r in database["routes"] if r["name"] != "AutoCreatedLocal"]
+    without.script[0]["topology"] = without.topology
+    assert "routing" in needs(without) and "routing" not in needs(world)
+    checker = Checker(lambda: partial.Partial(partial.ACTIVATION, "activation only"), True)
+    # an implementation that breaks the rule in every world it is given
+    monkeypatch.setattr(checker, "_breaks_early", lambda candidate, rule: True)
+    try:
+        checker.check(0)  # its handshake says what it declares
+        assert checker.breaks(world, "ACT-05")
+        assert not checker.breaks(without, "ACT-05")
+    finally:
+        checker.close()
