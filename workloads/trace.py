@@ -43,7 +43,8 @@ class Trace:
 
 def execute(op: dict[str, Any], implementation: Implementation) -> dict[str, Any]:
     """One command of a world on the implementation: the step of its trace."""
-    if isinstance(implementation, ReferenceImplementation):
+    # the reference's own JSON path, unless a subclass answers otherwise (the kit's tests' brokers rewrite answers)
+    if isinstance(implementation, ReferenceImplementation) and type(implementation).execute is _REFERENCE_EXECUTE:
         error, result, events = implementation.execute_json(op)
     else:
         response = implementation.execute(command_from_json(op))
@@ -60,6 +61,9 @@ def execute(op: dict[str, Any], implementation: Implementation) -> dict[str, Any
 # a tuple built once: ``str | int | ...`` written in the call built a union of types each time, in the compiled build
 # too, and most of what a result holds is these
 _SCALARS = (str, int, float, bool, type(None))
+
+
+_REFERENCE_EXECUTE = ReferenceImplementation.execute
 
 
 def _snapshot(value: Any) -> Any:
