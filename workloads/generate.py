@@ -9,10 +9,13 @@ from typing import Any
 from sbtck.workloads.draw import Draw
 from sbtck.workloads.landscape import ALL, Landscape, landscape, local_landscape, periodic_landscape, route
 
-GENERATOR_VERSION = 3
+GENERATOR_VERSION = 4
 # where a message that has neither arrived nor been dropped must be, at the end of a world
 WAITING_VIEWS = ("sys.transmission_queue", "sbtck.forwarder", "sbtck.dispatcher_buffers")
 START_MS = 1_767_225_600_000
+# how far past START_MS a world may start: off the 5-second grid of the epoch, a timer counted from the clock's zero
+# shows against one counted from the broker's start (PER-0)
+START_SPREAD_MS = 4_999
 # what the end of a world of the periodic tasks alone asks
 PERIODIC_VIEW = "sbtck.periodic_state"
 # the areas a world is drawn in, the first the implementation declares: routing worlds, then activation, then periodic
@@ -68,7 +71,7 @@ class _Script:
         self.capabilities = land.capabilities
         self.routing = "routing" in land.capabilities
         self.ops: list[dict[str, Any]] = []
-        self.now = START_MS
+        self.now = START_MS + (rng.randint(1, START_SPREAD_MS) if rng.random() < 0.5 else 0)
         self.dialogs: list[str] = []
         self.sent: dict[str, int] = {}
         self.in_transaction: set[str] = set()

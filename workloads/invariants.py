@@ -48,6 +48,11 @@ def _msg(fields: dict[str, Any]) -> Msg:
     return (str(fields.get("dialog")), bool(fields.get("from_target")), int(fields.get("message_sequence_number", -1)))
 
 
+def _both(fields: dict[str, Any]) -> tuple[Msg, Msg]:
+    dialog, sequence = str(fields.get("dialog")), int(fields.get("message_sequence_number", -1))
+    return (dialog, False, sequence), (dialog, True, sequence)
+
+
 def _max_readers(world: World) -> dict[tuple[str, str, str], int]:
     return {
         (i["name"], d["name"], q["name"]): int(q["activation"]["max_queue_readers"])
@@ -82,6 +87,9 @@ class Invariants:
         # the messages the kit itself made the network lose: whether the loss is reported is the
         # implementation's choice (an echo of the kit's own fault), so each may be missing
         self.may_be_lost: set[Msg] = set()
+        self.initiators: dict[str, str] = {}  # each dialog's initiating service
+        # events about a message of a number both ends sent, that say neither which end nor where it arrived
+        self.either: list[tuple[Msg, Msg]] = []
 
     def step(self, index: int, op: dict[str, Any], step: dict[str, Any]) -> list[Violation]:
         found: list[Violation] = []
@@ -89,6 +97,8 @@ class Invariants:
         if op["kind"] == "alter_queue" and not step["error"] and op.get("max_queue_readers") is not None:
             q = op["queue"]
             limit[(q["instance"], q["database"], q["queue"])] = int(op["max_queue_readers"])
+        if op["kind"] == "begin_dialog" and not step["error"]:
+            self.initiators[str(op["dialog"])] = str(op["from_service"])
         if op["kind"] == "lose_in_transit" and not step["error"]:
             self.may_be_lost.add((str(op["dialog"]), bool(op.get("from_target")), int(op["sequence"])))
         if op["kind"] == "begin_transaction" and not step["error"]:
@@ -130,11 +140,21 @@ class Invariants:
             elif kind == EXITED:
                 running[key] -= 1
             elif kind == SENT:
-                self.sent[_msg(e)] += 1
+                # an implementation need not say which end sent: the SEND command does
+                sent = e if "from_target" in e or op["kind"] != "send" else {**e, "from_target": op.get("from_target")}
+                self.sent[_msg(sent)] += 1
             elif kind == ARRIVED:
-                self.arrived.append(_msg(e))
+                which = self._which(e)
+                if which is None:
+                    self.either.append(_both(e))
+                else:
+                    self.arrived.append(which)
             elif kind in GONE:
-                self.gone[_msg(e)] += 1
+                which = self._which(e)
+                if which is None:
+                    self.either.append(_both(e))
+                else:
+                    self.gone[which] += 1
             elif kind == RETURNED and e.get("statement") == "RECEIVE":
                 for row in e.get("rows", []):
                     msg = (str(row["dialog"]), False, int(row["message_sequence_number"]))
@@ -156,6 +176,21 @@ class Invariants:
                 self.in_transaction.discard(session)
         return found
 
+    def _which(self, e: dict[str, Any]) -> Msg | None:
+        """The message an event names; without from_target (an unreported field is unknown, never false), the one of
+        the two ends' messages of that number that was sent, when only one was, or the end whose service it
+        arrived at; None when nothing tells (``either``)."""
+        if "from_target" in e:
+            return _msg(e)
+        dialog, sequence = str(e.get("dialog")), int(e.get("message_sequence_number", -1))
+        sent = [(dialog, end, sequence) for end in (False, True) if (dialog, end, sequence) in self.sent]
+        if len(sent) == 1:
+            return sent[0]
+        service, initiator = e.get("service"), self.initiators.get(dialog)
+        if service is not None and initiator is not None:
+            return (dialog, service == initiator, sequence)  # at the initiator's service: the target's reply
+        return None
+
     def end(self, steps: int) -> list[Violation]:
         found: list[Violation] = []
         arrived = self.arrived
@@ -168,7 +203,10 @@ class Invariants:
         # A drop, a deletion or a loss ends one copy, not the message: a broker sends again what has not arrived
         # (docs/steps.md), so a message dropped and then delivered is accounted for, as is one still waiting.
         accounted = set(arrived) | self.gone.keys() | self.waiting.keys()
-        missing = sorted(self.sent.keys() - accounted - self.may_be_lost)[:5]
+        absent = self.sent.keys() - accounted - self.may_be_lost
+        for pair in self.either:  # an event that did not say which end's message it was accounts for either
+            absent -= set(pair[: 1 if pair[0] in absent else 2])
+        missing = sorted(absent)[:5]
         extra = sorted(accounted - self.sent.keys())[:5]
         if missing or extra:
             found.append(Violation("INV-messages", steps, f"lost {missing}, unexplained {extra}"))

@@ -150,6 +150,11 @@ def landscape(rng: Draw, capabilities: frozenset[str] = ALL) -> Landscape:
             service = f"{inst['address']}/T{n}{k}" if rng.random() < 0.2 else f"T{n}{k}"
             _queue(land, inst["name"], db, f"Q{n}{k}", service, rng)
             targets.append((service, inst["name"], db["broker_instance"]))
+            if rng.random() < 0.15:
+                # the same name in another case is another service: names compare exactly (RTM-1)
+                twin = service.lower()
+                _queue(land, inst["name"], db, f"Q{n}{k}c", twin, rng)
+                targets.append((twin, inst["name"], db["broker_instance"]))
         if rng.random() < 0.25:
             # a second database with the same service: RTL-2 / RTL-3 and RTM-3 have something to pick from
             other = _database(land, inst, "db2", GUID.format(n * 10 + 1), rng)
@@ -257,6 +262,10 @@ def local_landscape(rng: Draw, capabilities: frozenset[str]) -> Landscape:
     for k in range(1, rng.randint(1, 3) + 1):
         _queue(land, "sql1", shop, f"Q{k}", f"Local{k}", rng)
         land.services.append(f"Local{k}")
+    if rng.random() < 0.15:
+        # a service whose name differs only in case is another service, with a queue of its own
+        _queue(land, "sql1", shop, "Q1c", "local1", rng)
+        land.services.append("local1")
     return land
 
 

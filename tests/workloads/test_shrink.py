@@ -28,9 +28,8 @@ VARIANTS = (
     ]
 )
 # every variant shows in the first worlds; the stage is not asked to be lucky. The rarest is a dispatcher counting
-# its 10 seconds from the SEND (3 worlds in the first 1,000 of generator 3): it needs a message delayed on its way
-# and then held by a stopped dispatcher, and the first of them (seed 471) is undecided: the search of the allowed
-# route picks of that instant runs out of its budget, so the first failed world is seed 622
+# its 10 seconds from the SEND (3 worlds in the first 1,000 of generator 4, the first at seed 63): it needs a message
+# delayed on its way and then held by a stopped dispatcher
 SEARCH = 1000
 MOST_STEPS = 12
 
