@@ -82,10 +82,17 @@ BUDGET = 64
 class Branch:
     """A chooser that replays PICKS, then takes the guide's pick at every new point and records the points."""
 
-    def __init__(self, picks: list[int], guide: FollowingChooser, capabilities: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        picks: list[int],
+        guide: FollowingChooser,
+        capabilities: frozenset[str] = frozenset(),
+        readings: bool = True,
+    ) -> None:
         self.picks = picks
         self.guide = guide
         self.capabilities = capabilities
+        self.open_readings = readings  # False: the reference's own reading of each, as the suite runs it
         self.taken: list[int] = []
         self.widths: list[int] = []
         # when each pick was made, in the reference's time (the connecting choice before any), and what it was
@@ -119,7 +126,8 @@ class Branch:
         self.guide.about(instance, message)
 
     def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
-        if len(options) < 2 or OPEN_WITHOUT.get(kind) in self.capabilities:  # no choice: not a point of the tree
+        fixed = kind in READINGS and not self.open_readings
+        if len(options) < 2 or OPEN_WITHOUT.get(kind) in self.capabilities or fixed:  # not a point of the tree
             return self.reference_order.choose(kind, options, addresses)
         ranked = self.ranked(kind, options, addresses)
         return ranked[self.take(len(ranked), reading=kind in READINGS)]
@@ -157,9 +165,16 @@ class _Ran:
     subjects: frozenset[str] | None = None
 
 
-def _run(world: World, trace: Trace, params: dict[str, Any], capabilities: frozenset[str], picks: list[int]) -> _Ran:
+def _run(
+    world: World,
+    trace: Trace,
+    params: dict[str, Any],
+    capabilities: frozenset[str],
+    picks: list[int],
+    readings: bool = True,
+) -> _Ran:
     """One branch beside the trace, to its first difference (its picks replayed, then the guide's)."""
-    branch = Branch(picks, FollowingChooser(trace.events()), capabilities)
+    branch = Branch(picks, FollowingChooser(trace.events()), capabilities, readings)
     broker = CONNECTING_CHOICES[branch.take(len(CONNECTING_CHOICES), reading=True)]
     reference = ReferenceImplementation(broker_class=broker, params=reference_params(params), chooser=branch)
     branch.now = lambda: reference.broker.clock.now_ms if reference.broker is not None else -1
@@ -184,6 +199,7 @@ def search(
     params: dict[str, Any],
     capabilities: frozenset[str] = ALL,
     budget: int | None = None,
+    readings: bool = True,
 ) -> Verdict:
     """The first branch of allowed picks that agrees with TRACE, fewest departures first, or the furthest difference."""
     budget = BUDGET if budget is None else budget
@@ -196,7 +212,7 @@ def search(
     while frontier and steps_left > 0:
         cost, _, picks = heapq.heappop(frontier)
         branches += 1
-        ran = _run(world, trace, params, capabilities, picks)
+        ran = _run(world, trace, params, capabilities, picks, readings)
         steps_left -= len(ran.expected.steps)
         branch = ran.branch
         if not ran.found:

@@ -306,6 +306,11 @@ class Checker:
         trace = run(shrunk.world, self._open())
         checked = violations(shrunk.world, trace, self.handshake if self.differential else None)
         expected = checked.expected
+        if expected is not None and self.handshake is not None:
+            # the Then steps state what the reference engine of the suite gives: its own reading of whatever the
+            # documents leave open for a whole run, so that the reproducer passes there
+            shown = frozenset(self.handshake.capabilities)
+            expected = search(shrunk.world, trace, self.handshake.params, shown, readings=False).expected
         rules = sorted({v.rule for v in checked.found} | {rule})
         assert self.handshake is not None
         then = THEN

@@ -117,14 +117,26 @@ def test_the_differential_check_accepts_the_reference_and_its_other_allowed_choi
             assert verdict.violations == [] and not verdict.undecided, (seed, implementation.name, verdict)
 
 
-# allowed behaviours the stage does not follow yet: it still fails some worlds of each (about 40 in 100: it takes
-# the copies a resending broker sends for differences; and the readings the suite accepts since stop 37, which
-# the differential check still compares with the reference's literally, issue 32); strict, so that following one
-# turns it into a pass that must be moved out of here
+# allowed behaviours the stage does not follow yet: it still fails some worlds of each (resending, the readings no
+# chooser makes yet: how many task handlers, which dialogs a reclassification takes, whether a boundary's last
+# instant counts, when a lost connection is noticed, a route to the instance's own address; issue 32); strict, so
+# that following one turns it into a pass that must be moved out of here
 NOT_FOLLOWED_YET = {"resends_after_4_seconds", "resends_after_a_second"}
 NOT_FOLLOWED_YET |= {"resends_after_a_second_connecting_when_notified"}
 NOT_FOLLOWED_YET |= {"one_task_handler_per_cpu", "reclassifies_every_waiting_dialog", "exclusive_boundaries"}
 NOT_FOLLOWED_YET |= {"notices_an_unreachable_instance_at_next_use", "takes_its_own_address_at_once"}
+# the worlds each broker is checked in: the first 60, or where its choice shows (reclassifying every waiting dialog
+# shows in 12 of the first 1,000 worlds of generator 4, the first at seed 287; asking the lost principal again in
+# 17, the first at 154)
+ALLOWED_WORLDS = {
+    "reclassifies_every_waiting_dialog": range(280, 340),
+    "asks_the_lost_principal_again": range(150, 210),
+}
+# choices no world of the generator shows yet (a blind spot of generator 4): nothing to check the stage on
+NOT_IN_WORLDS = {
+    "exit_commits_the_open_transaction": "no activated procedure exits inside a transaction",
+    "lower_case_addresses": "no world queries a view with an address column",
+}
 
 
 @pytest.mark.parametrize(
@@ -134,16 +146,32 @@ NOT_FOLLOWED_YET |= {"notices_an_unreachable_instance_at_next_use", "takes_its_o
         if name in NOT_FOLLOWED_YET
         else name
         for name in allowed.ALLOWED
+        if name not in NOT_IN_WORLDS
     ],
 )
 def test_the_stage_accepts_every_world_of_a_broker_taking_allowed_choices(name: str) -> None:
     """The suite passes on each (test_allowed_behaviours.py); the differential check must not fail them either."""
-    checker = Checker(getattr(allowed, name), differential=True)
+    seeds = ALLOWED_WORLDS.get(name, range(60))
+    implementation = getattr(allowed, name)
+    checker = Checker(implementation, differential=True)
     try:
-        outcomes = Counter(checker.check(seed).outcome for seed in range(60))
+        outcomes = Counter(checker.check(seed).outcome for seed in seeds)
     finally:
         checker.close()
-    assert outcomes == Counter({PASSED: 60}), outcomes
+    assert outcomes == Counter({PASSED: len(seeds)}), outcomes
+    # the check could have failed: the broker's choice shows in some world (else pick worlds where it does)
+    shows = any(run(generate(s), implementation()).digest() != run(generate(s), reference()).digest() for s in seeds)
+    assert shows, f"{name} behaves as the reference in every world checked: ALLOWED_WORLDS must name others"
+
+
+@pytest.mark.parametrize("name", NOT_IN_WORLDS)
+def test_the_choices_no_world_shows_are_still_not_shown(name: str) -> None:
+    """Once the generator draws a world where one of them shows, it moves to the test above."""
+    implementation = getattr(allowed, name)
+    shown = [
+        s for s in range(200) if run(generate(s), implementation()).digest() != run(generate(s), reference()).digest()
+    ]
+    assert shown == [], f"{name} shows in worlds {shown[:5]}: check the stage on it ({NOT_IN_WORLDS[name]} no more)"
 
 
 BROKERS_TAKING_ALLOWED_CHOICES = [
@@ -459,3 +487,24 @@ def test_the_summary_counts_worlds_by_outcome_rule_and_capabilities_from_grouped
     assert tally.conversations == 65
     # not-applicable worlds asked for nothing the implementation has: they are left out of the mix
     assert tally.mix == {"activation, routing": 9, "activation": 3, "routing": 1, "(none)": 1}
+
+
+def test_an_unreported_from_target_is_unknown_not_false() -> None:
+    """An implementation may leave out a field: the invariants tell the ends apart by the SEND that sent the
+    message and the service it arrived at, never by reading the missing field as false."""
+    checked = 0
+    for seed in range(40):
+        world = generate(seed)
+        trace = run(world, reference())
+        if not any(op["kind"] == "send" and op.get("from_target") for op in world.script):
+            continue
+        for answer in trace.steps:
+            answer["events"] = [
+                {k: v for k, v in e.items() if k != "from_target"}
+                if e["kind"] in ("message_sent", "message_arrived", "message_dropped")
+                else e
+                for e in answer["events"]
+            ]
+        assert check(world, trace) == [], seed
+        checked += 1
+    assert checked >= 5
