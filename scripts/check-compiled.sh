@@ -33,7 +33,8 @@ say "the tests on the compiled build"
 # the outside brokers run no engine, and the sweep of open values runs the same engine code some 300 times:
 # two of its values (a half second each) prove the compiled engine takes them
 .venv/bin/python -m pytest -p no:cacheprovider -q -n 2 --dist loadgroup tests/engine tests/variants tests/workloads steps \
-  --ignore=tests/variants/test_independent.py --deselect=tests/variants/test_open_values.py \
+  --ignore=tests/variants/test_independent.py --ignore=tests/variants/test_independent_stage.py \
+  --deselect=tests/variants/test_open_values.py \
   || fail "a test on the compiled build"
 sweep=tests/variants/test_open_values.py::test_the_suite_passes_on_the_reference_with_the_value
 .venv/bin/python -m pytest -p no:cacheprovider -q "$sweep[activation_empty_window_s=4.5-tuned]" \
