@@ -28,12 +28,12 @@ from collections.abc import Callable
 from sbtck.engine.broker import Broker
 from sbtck.engine.choosing import LastChooser
 from sbtck.engine.compiling import build
-from sbtck.engine.router import Router
 from sbtck.iut.reference import ReferenceImplementation, reference
 from sbtck.workloads.generate import generate
 from sbtck.workloads.search import search
 from sbtck.workloads.stage import Checker
 from sbtck.workloads.trace import run
+from tests.variants import routing  # the kit's own wrong brokers
 
 
 def seconds(checker: Checker, seeds: range) -> float:
@@ -83,22 +83,12 @@ def main() -> None:
         )
 
 
-class _NeverAsksAgain(Router):
-    """Wrong: an address that lost the principal role is never asked again, so a failback is never followed."""
-
-    def after_losing(self, pair: list[str], known: str) -> list[str]:
-        lost: set[str] = self.__dict__.setdefault("ever_lost", set())
-        lost.add(known)
-        return [a for a in pair if a not in lost]
-
-
 def _searched() -> dict[str, Callable[[], ReferenceImplementation]]:
     last = type("LastChoices", (Broker,), {"chooser_class": LastChooser})
-    wrong = type("NeverAsksAgain", (Broker,), {"router_class": _NeverAsksAgain})
     return {
         "reference": reference,
         "the other choices": lambda: ReferenceImplementation(broker_class=last, name="last choices"),
-        "a wrong broker": lambda: ReferenceImplementation(broker_class=wrong, name="never asks again"),
+        "a wrong broker": routing.never_asks_a_lost_principal_again,
     }
 
 

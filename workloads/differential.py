@@ -500,7 +500,6 @@ def differ(
 
 
 _ECHOES = frozenset(k.value for k in ECHOES)
-_DECISION_FIELDS = DECISION_FIELDS
 
 
 def _shown(events: list[dict[str, Any]], capabilities: frozenset[str]) -> list[dict[str, Any]]:
@@ -511,7 +510,7 @@ def _shown(events: list[dict[str, Any]], capabilities: frozenset[str]) -> list[d
     kept = _momentary_waits_left_out(kept)
     if TRACE in capabilities:
         return kept
-    return [_untraced(e) if _DECISION_FIELDS & e.keys() else e for e in kept]
+    return [_untraced(e) if DECISION_FIELDS & e.keys() else e for e in kept]
 
 
 def _momentary_waits_left_out(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -537,7 +536,7 @@ _ANSWERED = frozenset({Kind.ROWS_RETURNED.value, Kind.EMPTY_RESULT.value})
 
 
 def _untraced(event: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in event.items() if k not in _DECISION_FIELDS}
+    return {k: v for k, v in event.items() if k not in DECISION_FIELDS}
 
 
 def _relative(events: list[dict[str, Any]], names: dict[object, str]) -> list[dict[str, Any]]:
