@@ -83,7 +83,7 @@ class Broker(QueueStatements, Administration):
         self.monitors.chooser = self.receiving.chooser = chooser = chooser or self.chooser_class()
         self.receiving.takes_the_oldest = type(chooser) is FirstChooser
         self.router = self.router_class(ctx, chooser, self.transport, self)
-        self.maintenance = self.maintenance_class(ctx, self._has_dialogs)
+        self.maintenance = self.maintenance_class(ctx, self._has_dialogs, chooser)
         self.routes = RouteAdmin(ctx, self.router)
         for queue in self.queues.values():
             self.monitors.sync(queue)
@@ -294,6 +294,7 @@ class Broker(QueueStatements, Administration):
         """RTE-04: the acknowledgement names the target's broker instance; later messages carry it."""
         conv.acknowledged = True
         conv.target_broker_instance = db.broker_instance
+        self.router.acknowledged(conv.dialog, db.broker_instance)
         self.log.emit(
             self.clock.now_ms,
             Kind.ACKNOWLEDGED,

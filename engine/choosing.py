@@ -34,6 +34,37 @@ A_RECEIVE, NOT_A_RECEIVE = "counts as a RECEIVE", "is not a RECEIVE"
 # own, and the stage's search asks it (one reading for a whole run, the reference's first)
 RECLASSIFYING = "reclassifying"
 RECLASSIFIES, NEVER_RECLASSIFIES = "reclassifies touched dialogs", "never reclassifies"
+# which waiting dialogs a metadata change has the transmitter reclassify (PER-2B: it "reclassifies all or selected
+# dialogs as a side-effect of any metadata changes"): one the changed route could match is always among them, so
+# the change is taken up; any other dialog waiting at that instance may be or not. Its options come with the
+# reference's pick first: reclassified if it waited since before the change, else left as it is
+RECLASSIFIED = "reclassified"
+REGISTERS_AGAIN, STAYS_REGISTERED = "registers again", "stays registered"
+# in which order the dialogs a reclassification takes register again: the documents give none, and it shows
+# where one dialog's routing changes another's (the first asks the dynamic routing service, RTM-4). Asked for each
+# next dialog, among those left; the options name dialogs (a reply's with REPLY), the reference's order first
+RECLASSIFIED_NEXT = "reclassified_next"
+REPLY = " (reply)"
+# which later messages RTE-04's acknowledgement carries the target's broker instance for ("o iniciador usa o
+# identificador ... para rotear as mensagens subsequentes"): those sent after it, or also those sent before it and
+# routed after it, still waiting at the initiator (one reading for a whole run, the reference's first)
+ACKNOWLEDGEMENT_READING = "acknowledgement_reading"
+SENT_AFTER, ROUTED_AFTER = "messages sent after it", "messages routed after it"
+# how a route whose address resolves to the instance itself is taken (RTX-2: the conversation "is treated as
+# arriving from outside"): out over the network to itself and back, or at once, without the transport and its
+# dispatcher (one reading for a whole run, the reference's first)
+OWN_ADDRESS = "own_address"
+OVER_THE_NETWORK, AT_ONCE_FROM_OUTSIDE = "over the network", "at once, as from outside"
+# which databases PER-5E resumes the clean-up of acknowledged messages in: the document names "the databases that
+# have any dialogs", in the sentence about those whose broker failed to start; whether a database whose broker has
+# not started runs a background task of it is not said (one reading for a whole run, the reference's first)
+CLEANUP_READING = "cleanup_reading"
+STARTED_BROKERS, ANY_WITH_DIALOGS = "databases whose broker started", "any database with dialogs"
+# when a forwarder reports message_forwarded for a message that must wait for its connection: when it sends the
+# message on, or already when it decides to; the documents have no such report, and the contract said neither (one
+# reading for a whole run, the reference's first)
+FORWARD_REPORTED = "forward_reported"
+WHEN_SENT_ON, WHEN_DECIDED = "when sent on", "when decided"
 # when the queue monitor looks after a trigger (ACT-05: "whenever a new message arrives ..., a RECEIVE executes"):
 # once the trigger's instant has settled (a new message served to the readers waiting for it, a procedure's
 # commit and next RECEIVE done), or at once, at the trigger itself; the documents say neither (one reading for a
@@ -41,11 +72,24 @@ RECLASSIFIES, NEVER_RECLASSIFIES = "reclassifies touched dialogs", "never reclas
 CHECK_MOMENT = "check_moment"
 ONCE_SETTLED, AT_ONCE = "once the instant has settled", "at the trigger"
 # the kinds whose options are offered in the reference's order of preference, not compared by name
-OFFERED_IN_ORDER = frozenset({GROUP, GCG_READING, RECLASSIFYING, CHECK_MOMENT})
+OFFERED_IN_ORDER = frozenset(
+    {
+        GROUP,
+        GCG_READING,
+        RECLASSIFYING,
+        RECLASSIFIED,
+        RECLASSIFIED_NEXT,
+        CHECK_MOMENT,
+        FORWARD_REPORTED,
+        ACKNOWLEDGEMENT_READING,
+        OWN_ADDRESS,
+        CLEANUP_READING,
+    }
+)
 # the readings that are open only to an implementation without this capability (a rule of it otherwise)
 OPEN_WITHOUT = {RECLASSIFYING: "periodic_tasks"}
 # the choices asked once for a whole run, about no one message or session
-READINGS = frozenset({GCG_READING, RECLASSIFYING, CHECK_MOMENT})
+READINGS = frozenset({GCG_READING, RECLASSIFYING, CHECK_MOMENT, FORWARD_REPORTED, ACKNOWLEDGEMENT_READING, OWN_ADDRESS})
 
 
 # what each option of a choice would send the message to: a route's addresses, a broker instance's routes'

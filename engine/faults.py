@@ -103,10 +103,11 @@ class Administration:
 
     @command
     def fail_transmission(self: _Broker, dialog: str, reason: str) -> None:
-        self.conversation(dialog)
+        conv = self.conversation(dialog)
         if reason not in ("resource", "security"):
             raise FaultError(f"a transmission fails for a 'resource' or a 'security' reason, not {reason!r}")
-        self.router.fail_dialog(dialog, reason)
+        ends = [conv.initiator.instance] + ([conv.target.instance] if conv.target else [])
+        self.router.fail_dialog(dialog, reason, ends)
 
     @command
     def create_master_key(self: _Broker, instance: str, database: str) -> None:

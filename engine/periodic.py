@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from sbtck.engine.activation import QueueMonitors
+from sbtck.engine.choosing import ANY_WITH_DIALOGS, CLEANUP_READING, STARTED_BROKERS, Chooser, FirstChooser
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.dispatcher import Dispatcher
@@ -47,8 +48,10 @@ class Maintenance:
     the database itself, where delivery reads it; this part only changes it.
     """
 
-    def __init__(self, ctx: Context, has_dialogs: Callable[[str, str], bool]) -> None:
+    def __init__(self, ctx: Context, has_dialogs: Callable[[str, str], bool], chooser: Chooser | None = None) -> None:
         self.instances = ctx.instances
+        self.chooser: Chooser = chooser or FirstChooser()
+        self.cleanup_reading: str | None = None  # CLEANUP_READING, asked when it first matters
         self.clock = ctx.clock
         self.log = ctx.log
         self.has_dialogs = has_dialogs
@@ -114,7 +117,11 @@ class Maintenance:
     def resume_ack_cleanup(self, instance: str) -> None:
         """PER-5E: for databases with dialogs, the clean-up of acknowledged messages runs again."""
         for db in self.instances[instance].databases.values():
-            if db.broker_started and not db.ack_cleanup_running and self.has_dialogs(instance, db.name):
+            if db.ack_cleanup_running or not self.has_dialogs(instance, db.name):
+                continue
+            if not db.broker_started and self.cleanup_reading is None:
+                self.cleanup_reading = self.chooser.choose(CLEANUP_READING, [STARTED_BROKERS, ANY_WITH_DIALOGS])
+            if db.broker_started or self.cleanup_reading == ANY_WITH_DIALOGS:
                 db.ack_cleanup_running = True
                 self.log.emit(self.clock.now_ms, Kind.ACK_CLEANUP_RESUMED, instance=instance, database=db.name)
 

@@ -47,7 +47,7 @@ class RouteAdmin:
             raise RouteAdminError(f"route {route.name!r} already exists in {database or 'msdb'} of {instance}")
         self._check_addresses(route)
         table[route.name] = route
-        self.router.route_changed(instance)
+        self.router.route_changed(instance, route.service_name)
         self.log.emit(
             self.clock.now_ms, Kind.ROUTE_CREATED, instance=instance, database=database or "msdb", route=route.name
         )
@@ -70,8 +70,9 @@ class RouteAdmin:
         if spec.get("lifetime_s") is None:
             route.expires_ms = table[spec["name"]].expires_ms
         self._check_addresses(route)
+        before = table[route.name].service_name
         table[route.name] = route
-        self.router.route_changed(instance)
+        self.router.route_changed(instance, before, route.service_name)
         self.log.emit(
             self.clock.now_ms, Kind.ROUTE_ALTERED, instance=instance, database=database or "msdb", route=route.name
         )
@@ -80,8 +81,8 @@ class RouteAdmin:
         table = self.table(instance, database)
         if name not in table:
             raise RouteAdminError(f"no route {name!r} in {database or 'msdb'} of {instance}")
-        del table[name]
-        self.router.route_changed(instance)
+        dropped = table.pop(name)
+        self.router.route_changed(instance, dropped.service_name)
         self.log.emit(self.clock.now_ms, Kind.ROUTE_DROPPED, instance=instance, database=database or "msdb", route=name)
 
     def answer_routing_request(self, instance: str, database: str | None, spec: dict[str, Any]) -> None:

@@ -17,12 +17,26 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sbtck.engine.choosing import (
+    ACKNOWLEDGEMENT_READING,
+    AT_ONCE_FROM_OUTSIDE,
+    FORWARD_REPORTED,
     LOST_PRINCIPAL_TOO,
     NEVER_RECLASSIFIES,
+    OVER_THE_NETWORK,
+    OWN_ADDRESS,
     PARTNER_ALONE,
     PROBES,
+    RECLASSIFIED,
+    RECLASSIFIED_NEXT,
     RECLASSIFIES,
     RECLASSIFYING,
+    REGISTERS_AGAIN,
+    REPLY,
+    ROUTED_AFTER,
+    SENT_AFTER,
+    STAYS_REGISTERED,
+    WHEN_DECIDED,
+    WHEN_SENT_ON,
     Addresses,
     Chooser,
 )
@@ -116,6 +130,8 @@ class Waiting:
     received_ms: int
     address: str | None = None
     order: int = 0
+    since_ms: int = 0  # when it began this wait (received_ms may be earlier: PER-5B counts from the receipt)
+    episode: int = 0  # the order of its first wait where it waits now: a retry that waits again keeps it
 
     # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
     def __init__(
@@ -128,9 +144,12 @@ class Waiting:
         received_ms: int,
         address: str | None = None,
         order: int = 0,
+        since_ms: int = 0,
+        episode: int = 0,
     ) -> None:
         self.envelope, self.instance, self.inside, self.home = envelope, instance, inside, home
         self.status, self.received_ms, self.address, self.order = status, received_ms, address, order
+        self.since_ms, self.episode = since_ms, episode or order
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -155,11 +174,20 @@ class Router:
         # the messages the network loses: True for every transmission, False for the next one only
         self.lost: dict[tuple[str, bool, int], bool] = {}
         self.failed: dict[str, str] = {}
+        self.failed_at: dict[str, set[str]] = {}
         # instance -> the order number of its last route change; a dialog waiting since before it is touched
         self.metadata_changed: dict[str, int] = {}
+        # per instance, since its last reclassification: when each route changed, and the service it names before
+        # and after the change (None: any service)
+        self.changed_services: dict[str, list[tuple[int, str | None]]] = {}
         self._order = 0
         self.last_reclassified_ms: dict[str, int] = {}
         self.reclassifying: str | None = None  # RECLASSIFYING, asked at the first reclassification
+        self.acknowledgement_reading: str | None = None  # ACKNOWLEDGEMENT_READING, asked when it first matters
+        self.own_address: str | None = None  # OWN_ADDRESS, asked at the first route to this very instance
+        self.forward_reported: str | None = None  # FORWARD_REPORTED, asked at the first forward that must wait
+        # the messages, by place, whose forward was reported when decided and is not done yet
+        self.reported_forwards: set[tuple[str, bool, int, str]] = set()
         # per conversation and direction, in sending order: only the head is ever routed
         self.lines: dict[tuple[str, bool], list[Waiting]] = {}
         self._retrying: Envelope | None = None
@@ -248,7 +276,7 @@ class Router:
         self, env: Envelope, at: Instance, inside: bool, home: str | None, status: str, address: str | None = None
     ) -> Waiting:
         self._order += 1
-        received = self.clock.now_ms
+        received, episode = self.clock.now_ms, self._order
         again = self._retried
         if again is not None and (again[0].envelope, again[0].instance, again[0].inside, again[1]) == (
             env,
@@ -257,8 +285,10 @@ class Router:
             env.hops,
         ):
             # still where it was received (not sent on and back): it has waited since then (PER-5B's 60 seconds)
-            received = again[0].received_ms
-        waiting = Waiting(env, at.name, inside, home, status, received, address, self._order)
+            received, episode = again[0].received_ms, again[0].episode
+        waiting = Waiting(
+            env, at.name, inside, home, status, received, address, self._order, self.clock.now_ms, episode
+        )
         line = self.lines.setdefault((env.dialog, env.from_target), [])
         if self._retrying is env:
             line.insert(0, waiting)
@@ -312,14 +342,25 @@ class Router:
         since = self.last_reclassified_ms.get(instance, -1)
         self.last_reclassified_ms[instance] = self.clock.now_ms
         changed = self.metadata_changed.pop(instance, 0)
+        changes = self.changed_services.pop(instance, [])
         heads = self.heads(DELAYED, CONNECTING, NO_PRINCIPAL, FAILED, instance=instance)
         # the expiries are looked at only when a dialog waits here: this runs twice a notification per instance
-        chosen = [h for h in heads if h.status == FAILED or h.order < changed] if heads else []
-        if len(chosen) < len(heads) and self._expired_since(instance, since):
-            chosen = heads
+        touched = [h for h in heads if h.status == FAILED or h.order < changed] if heads else []
+        expired = self._expired_since(instance, since) if heads and (len(touched) < len(heads) or changed) else []
+        default = heads if expired else touched
+        if heads and (changed or expired) and self._reclassifies():
+            chosen = [
+                h for h in heads if h.status == FAILED or self._selects(h, h in default, changed, changes, expired)
+            ]
+        else:
+            chosen = default
         if chosen and not self._reclassifies():
             chosen = []
+        if len(chosen) > 1:
+            chosen = self._in_order(instance, chosen)
         dialogs = [h.envelope.dialog for h in chosen]
+        if self.failed and self._reclassifies():
+            dialogs += self._idle_failures(instance, {h.envelope.dialog for h in heads})
         self.log.add(
             {"instance": instance, "dialogs": dialogs, "at_ms": self.clock.now_ms, "kind": TRANSMITTER_RECLASSIFIED}
         )
@@ -327,25 +368,101 @@ class Router:
             self.failed.pop(head.envelope.dialog, None)
             self._retry(head)
 
+    def _idle_failures(self, instance: str, waiting: set[str]) -> list[str]:
+        """RECLASSIFIED for a failed dialog with nothing waiting here: "all or selected dialogs", so it may register
+        again, and so resume, or stay failed until a message of it waits (the reference's pick)."""
+        resumed = []
+        for dialog in [d for d in self.failed if instance in self.failed_at.get(d, ()) and d not in waiting]:
+            about: dict[str, object] = {"dialog": dialog, "message_sequence_number": -1, "from_target": False}
+            about["at_ms"], about[RECLASSIFIED] = self.clock.now_ms, True
+            self.chooser.about(instance, about)
+            if self.chooser.choose(RECLASSIFIED, [STAYS_REGISTERED, REGISTERS_AGAIN]) == REGISTERS_AGAIN:
+                del self.failed[dialog]
+                resumed.append(dialog)
+        return resumed
+
+    def _in_order(self, instance: str, heads: list[Waiting]) -> list[Waiting]:
+        """RECLASSIFIED_NEXT: the order the documents do not give, one dialog at a time."""
+        left = {h.envelope.dialog + (REPLY if h.envelope.from_target else ""): h for h in heads}
+        ordered = []
+        while len(left) > 1:
+            self.chooser.about(instance, {RECLASSIFIED_NEXT: True, "at_ms": self.clock.now_ms})
+            ordered.append(left.pop(self.chooser.choose(RECLASSIFIED_NEXT, list(left))))
+        return ordered + list(left.values())
+
+    def _selects(
+        self,
+        head: Waiting,
+        by_default: bool,
+        changed: int,
+        changes: list[tuple[int, str | None]],
+        expired: list[Route],
+    ) -> bool:
+        """RECLASSIFIED: "all or selected dialogs" - always one that a route changed or expired since it began to
+        wait could match, so the change is taken up; the chooser's, one that has waited here since before the
+        change, or is held for its connection or principal (BY_DEFAULT: the reference's pick); else none."""
+        service = head.envelope.to_service
+        if any(order > head.order and named in (None, service) for order, named in changes) or any(
+            int(r.expires_ms or 0) > head.since_ms and r.service_name in (None, service) for r in expired
+        ):
+            return True
+        if (
+            not by_default
+            and head.episode > changed
+            and not (head.inside and head.status in (CONNECTING, NO_PRINCIPAL))
+        ):
+            return False  # it began to wait after the change: a delayed one is matched again by its own retries
+        options = [REGISTERS_AGAIN, STAYS_REGISTERED] if by_default else [STAYS_REGISTERED, REGISTERS_AGAIN]
+        about = head.envelope.fields()
+        about["at_ms"], about[RECLASSIFIED] = self.clock.now_ms, True
+        self.chooser.about(head.instance, about)
+        return self.chooser.choose(RECLASSIFIED, options) == REGISTERS_AGAIN
+
+    def acknowledged(self, dialog: str, broker_instance: str) -> None:
+        """RTE-04: the initiator's messages still waiting to be routed carry the target's broker instance, or not."""
+        waiting = [w for w in self.lines.get((dialog, False), ()) if w.inside]
+        if not waiting:
+            return
+        if self.acknowledgement_reading is None:
+            self.acknowledgement_reading = self.chooser.choose(ACKNOWLEDGEMENT_READING, [SENT_AFTER, ROUTED_AFTER])
+        if self.acknowledgement_reading == ROUTED_AFTER:
+            for w in waiting:
+                w.envelope.to_broker_instance = broker_instance
+
+    def _own_address_at_once(self) -> bool:
+        if self.own_address is None:
+            self.own_address = self.chooser.choose(OWN_ADDRESS, [OVER_THE_NETWORK, AT_ONCE_FROM_OUTSIDE])
+        return self.own_address == AT_ONCE_FROM_OUTSIDE
+
+    def _reports_when_decided(self) -> bool:
+        """FORWARD_REPORTED, asked once: a forward that must wait for its connection is reported then, or once sent."""
+        if self.forward_reported is None:
+            self.forward_reported = self.chooser.choose(FORWARD_REPORTED, [WHEN_SENT_ON, WHEN_DECIDED])
+        return self.forward_reported == WHEN_DECIDED
+
     def _reclassifies(self) -> bool:
         """RECLASSIFYING, asked once: PER-2B's reclassification, or none (open without periodic_tasks)."""
         if self.reclassifying is None:
             self.reclassifying = self.chooser.choose(RECLASSIFYING, [RECLASSIFIES, NEVER_RECLASSIFIES])
         return self.reclassifying == RECLASSIFIES
 
-    def _expired_since(self, instance: str, since: int) -> bool:
+    def _expired_since(self, instance: str, since: int) -> list[Route]:
         at = self.instances[instance]
         tables = [at.msdb_routes, *(d.routes for d in at.databases.values())]
-        return any(since < (r.expires_ms or -2) <= self.clock.now_ms for t in tables for r in t.values())
+        return [r for t in tables for r in t.values() if since < (r.expires_ms or -2) <= self.clock.now_ms]
 
-    def route_changed(self, instance: str) -> None:
+    def route_changed(self, instance: str, *services: str | None) -> None:
+        """A route of INSTANCE was created, altered or dropped; SERVICES: the service it named before and after."""
         self._order += 1
         self._routes_version += 1
         self.metadata_changed[instance] = self._order
+        self.changed_services.setdefault(instance, []).extend((self._order, named) for named in services)
 
-    def fail_dialog(self, dialog: str, reason: str) -> None:
-        """A fault: the transmitter cannot send the dialog's messages (memory, security) until reclassified."""
+    def fail_dialog(self, dialog: str, reason: str, ends: Iterable[str] = ()) -> None:
+        """A fault: the transmitter cannot send the dialog's messages (memory, security) until reclassified; ENDS:
+        the instances of its endpoints, whose transmitters hold it."""
         self.failed[dialog] = reason
+        self.failed_at[dialog] = set(ends)
 
     def forget_stale_forwarded(self) -> None:
         """PER-5B: a message not forwarded within 60 seconds of receipt is deleted."""
@@ -353,6 +470,8 @@ class Router:
         for key, line in list(self.lines.items()):
             for waiting in [w for w in line if not w.inside and self.clock.now_ms - w.received_ms >= limit]:
                 line.remove(waiting)
+                env = waiting.envelope
+                self.reported_forwards.discard((env.dialog, env.from_target, env.sequence, waiting.instance))
                 self._emit(Kind.FORWARDED_MESSAGE_DELETED, self.instances[waiting.instance], waiting.envelope)
             if not line:
                 del self.lines[key]
@@ -491,13 +610,25 @@ class Router:
             self._wait(env, at, inside, home, FAILED, address)
             return
         target = self.by_address(address) if address else None
+        if target is at and self._own_address_at_once():
+            self.route(env, at, inside=False, home=None)  # RTX-2, without going out over the network and back
+            return
         if target is None or address is None or not self.transport.ready(at.name, address):
+            if not inside and target is not None and self._reports_when_decided():
+                place = (env.dialog, env.from_target, env.sequence, at.name)
+                if place not in self.reported_forwards:
+                    self.reported_forwards.add(place)
+                    self._emit(Kind.MESSAGE_FORWARDED, at, env, address=target.address, hops=env.hops + 1)
             self._wait(env, at, inside, home, CONNECTING, address)
             return
         self.transport.used(at.name, address)
         if not inside:
             env.hops += 1
-            self._emit(Kind.MESSAGE_FORWARDED, at, env, address=target.address, hops=env.hops)
+            place = (env.dialog, env.from_target, env.sequence, at.name)
+            if place in self.reported_forwards:
+                self.reported_forwards.discard(place)
+            else:
+                self._emit(Kind.MESSAGE_FORWARDED, at, env, address=target.address, hops=env.hops)
         self._emit(Kind.MESSAGE_TRANSMITTED, at, env, address=target.address, to_instance=target.name)
         lost = (env.dialog, env.from_target, env.sequence)
         if lost in self.lost:

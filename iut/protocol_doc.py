@@ -15,6 +15,7 @@ from sbtck.observations import (
     AREA,
     DECISION_FIELDS,
     ECHOES,
+    EITHER_MOMENT,
     FIELD_MEANINGS,
     FIELDS,
     FIRST_REQUIRED,
@@ -137,6 +138,8 @@ def render_events() -> str:
             )
         elif kind in MAY_REPORT_AT_START:
             needs += " (optional at `start`, for a database whose broker starts then)"
+        elif kind in EITHER_MOMENT:
+            needs += f" (reported {EITHER_MOMENT[kind]})"
         fields = ", ".join(f"`{f}`" for f in FIELDS[kind]) or "-"
         rows.append(f"| `{kind.value}` | {needs} | {fields} |")
     meanings = "\n".join(f"- `{name}`: {text}.{_values(name)}" for name, text in FIELD_MEANINGS.items())

@@ -365,6 +365,11 @@ FIRST_REQUIRED: dict[Kind, tuple[str, ...]] = {Kind.DATABASE_BROKER_START_FAILED
 # A database whose broker starts with the instance may be reported as started then, or not: the kind exists for
 # PER-5C's retries, and saying that a broker started where it did is no difference.
 MAY_REPORT_AT_START = frozenset({Kind.DATABASE_BROKER_STARTED})
+# Reported at either of two moments, neither of which the documents name: a forward that must wait for its
+# connection may be reported when the forwarder decides on it, or once it sends the message on (never both).
+EITHER_MOMENT: dict[Kind, str] = {
+    Kind.MESSAGE_FORWARDED: "when sent on, or already when decided for a message that waits for its connection"
+}
 
 
 # The rule an event speaks for when its own fields (rule, step) name none: what the workload stage blames.

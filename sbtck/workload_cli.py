@@ -37,6 +37,18 @@ def _whole(bounds: tuple[int, int], what: str) -> Any:
     return parse
 
 
+def _areas(text: str) -> tuple[str, ...]:
+    from sbtck.workloads.generate import AREAS
+
+    asked = tuple(dict.fromkeys(a.strip() for a in text.split(",") if a.strip()))
+    unknown = [a for a in asked if a not in AREAS]
+    if unknown or not asked:
+        raise argparse.ArgumentTypeError(
+            f"expected areas among {', '.join(AREAS)}, separated by commas; got {text[:60]!r}"
+        )
+    return asked
+
+
 def add_parser(commands: Any, **how: Any) -> None:
     p = commands.add_parser(
         "workload",
@@ -66,6 +78,12 @@ def add_parser(commands: Any, **how: Any) -> None:
     )
     p.add_argument(
         "--partitions", type=_whole(PARTITIONS, "--partitions"), help="Spark partitions (default: a few large ones)"
+    )
+    p.add_argument(
+        "--areas",
+        type=_areas,
+        help="the areas to draw worlds in, by turns: routing, activation, periodic_tasks, separated by commas; each "
+        "must be among the capabilities the implementation declares (default: the first it declares, in that order)",
     )
     p.add_argument(
         "--shrink-limit",
@@ -108,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         args.conversations,
         args.partitions,
         args.shrink_limit,
+        args.areas,
     )
     output = Output(plan.out)
     try:
@@ -117,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
     except (IUTSpecError, MasterError, OutputError) as exc:
         print(f"sbtck workload: {exc}", file=sys.stderr)
         return 2
-    print(f"sbtck workload: {plan.worlds} worlds from seed {plan.seed} on {plan.master}, against {plan.iut}")
+    areas = f" in the areas {', '.join(plan.areas)}" if plan.areas else ""
+    print(f"sbtck workload: {plan.worlds} worlds{areas} from seed {plan.seed} on {plan.master}, against {plan.iut}")
     classes = sparkling.class_archive()
     try:
         spark = sparkling.session(plan.master, classes=classes)

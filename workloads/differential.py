@@ -52,7 +52,12 @@ from sbtck.engine.choosing import (
     NEXT_READER,
     PARTNER_ALONE,
     PROBES,
+    RECLASSIFIED,
+    RECLASSIFIED_NEXT,
+    REGISTERS_AGAIN,
+    REPLY,
     ROUTE,
+    STAYS_REGISTERED,
     THE_COMMITTER,
     Addresses,
     FirstChooser,
@@ -127,6 +132,14 @@ class FollowingChooser:
         self.tries: dict[Instant, list[dict[str, str]]] = {}
         self.latest: dict[tuple[str, str, int, bool], dict[str, str]] = {}
         self.asked: dict[Instant, int] = {}
+        # PER-2B's pick: a waiting message registers again when the implementation began more routing attempts of
+        # it at that instant than the reference has so far
+        self.begun: dict[Instant, int] = {}
+        # and the order it took them in, by instance and instant: the dialogs routed again then, in turn
+        self.retried: dict[tuple[str, object], list[str]] = {}
+        self.reclassifying: tuple[str, object] = ("", None)
+        # the dialogs each transmitter said it reclassified, by instance and instant (with the periodic tasks)
+        self.listed: dict[tuple[str, object], set[str]] = {}
         self.seen: dict[tuple[str, str, int, bool], int] = {}
         self.current: dict[str, str] = {}
         self.fallback = FirstChooser()
@@ -153,6 +166,9 @@ class FollowingChooser:
                 if e.get("session") or kind == _EXITED:
                     self._reader(e)
                 continue
+            if kind == _RECLASSIFIED:
+                self.listed[(str(e.get("instance")), e.get("at_ms"))] = {str(d) for d in e.get("dialogs") or ()}
+                continue
             if "dialog" not in e or "instance" not in e:
                 continue
             key = _key(e["instance"], e)
@@ -170,6 +186,9 @@ class FollowingChooser:
                 if address is not None:
                     self._went_then(instant, address)
             elif kind in _BEGUN:
+                if kind == _RETRIED:
+                    label = str(e["dialog"]) + (REPLY if e.get("from_target") else "")
+                    self.retried.setdefault((str(e["instance"]), e.get("at_ms")), []).append(label)
                 begun: dict[str, str] = {}
                 self.latest[key] = begun
                 self.tries.setdefault(instant, []).append(begun)
@@ -233,6 +252,19 @@ class FollowingChooser:
             undecided[1][NEXT_READER] = session
 
     def about(self, instance: str, message: dict[str, object]) -> None:
+        if message.get(RECLASSIFIED_NEXT):  # the order of a reclassification: read in choose, from the options
+            self.reclassifying = (instance, message.get("at_ms"))
+            self.current = {}
+            return
+        if message.get(RECLASSIFIED):  # whether a waiting message registers again: no routing attempt of its own
+            instant = (_key(instance, message), message.get("at_ms"))
+            listed = self.listed.get((instance, message.get("at_ms")))
+            if listed is not None:
+                again = str(message.get("dialog")) in listed
+            else:
+                again = len(self.tries.get(instant, ())) > self.begun.get(instant, 0)
+            self.current = {RECLASSIFIED: REGISTERS_AGAIN if again else STAYS_REGISTERED}
+            return
         if "receive" in message:  # which group a RECEIVE takes: the one holding the dialog the implementation got
             receive = (str(message["receive"]), message.get("at_ms"))
             turn = self.receives_asked.get(receive, 0)
@@ -252,6 +284,8 @@ class FollowingChooser:
         key = _key(instance, message)
         n = self.seen.get(key, 0)
         self.seen[key] = n + 1
+        begun = (key, message.get("at_ms"))
+        self.begun[begun] = self.begun.get(begun, 0) + 1
         attempts = self.attempts.get(key, [])
         if attempts:
             self.current = attempts[n] if n < len(attempts) else {}
@@ -281,6 +315,9 @@ class FollowingChooser:
         return named
 
     def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        if kind == RECLASSIFIED_NEXT:
+            shown = self.retried.get(self.reclassifying, [])
+            return min(options, key=lambda o: shown.index(o) if o in shown else len(shown) + options.index(o))
         return self._pick(kind, options, addresses) or self.fallback.choose(kind, options)
 
     def order(self, kind: str, options: list[str]) -> list[str]:
@@ -318,10 +355,12 @@ _EXITED = Kind.PROCEDURE_EXITED.value
 # and the routing picks from where each message went and what its routing attempts showed
 _TRANSMITTED, _PENDING = Kind.MESSAGE_TRANSMITTED.value, Kind.TRANSMISSION_PENDING.value
 _HERE = frozenset({Kind.DISPATCHER_BUFFERED.value, Kind.MESSAGE_ARRIVED.value})
-_BEGUN = frozenset({Kind.MESSAGE_SENT.value, Kind.ROUTING_RETRIED.value})
+_RETRIED = Kind.ROUTING_RETRIED.value
+_BEGUN = frozenset({Kind.MESSAGE_SENT.value, _RETRIED})
 _PROBED_KINDS = frozenset({Kind.PRINCIPAL_LOST.value, Kind.PRINCIPAL_PROBE.value})
 _MATCHED, _CHOSEN = Kind.ROUTES_MATCHED.value, Kind.ROUTE_CHOSEN.value
-_FOLLOWED = _READING | {_TRANSMITTED, _PENDING, _MATCHED, _CHOSEN} | _HERE | _BEGUN | _PROBED_KINDS
+_RECLASSIFIED = Kind.TRANSMITTER_RECLASSIFIED.value
+_FOLLOWED = _READING | {_TRANSMITTED, _PENDING, _MATCHED, _CHOSEN, _RECLASSIFIED} | _HERE | _BEGUN | _PROBED_KINDS
 
 
 def _pending_address(status: object) -> str | None:

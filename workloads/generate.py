@@ -9,13 +9,16 @@ from typing import Any
 from sbtck.workloads.draw import Draw
 from sbtck.workloads.landscape import ALL, Landscape, landscape, local_landscape, periodic_landscape, route
 
-GENERATOR_VERSION = 4
+GENERATOR_VERSION = 5
+# the random stream a seed draws from, kept since generator 4: a world a later version leaves alone stays the same
+STREAM = "sbtck-world:4"
 # where a message that has neither arrived nor been dropped must be, at the end of a world
 WAITING_VIEWS = ("sys.transmission_queue", "sbtck.forwarder", "sbtck.dispatcher_buffers")
 START_MS = 1_767_225_600_000
 # how far past START_MS a world may start: off the 5-second grid of the epoch, a timer counted from the clock's zero
 # shows against one counted from the broker's start (PER-0)
 START_SPREAD_MS = 4_999
+TIMER_MS = 5_000  # the broker's timer notifies every 5 seconds from its start (PER-0)
 # what the end of a world of the periodic tasks alone asks
 PERIODIC_VIEW = "sbtck.periodic_state"
 # the areas a world is drawn in, the first the implementation declares: routing worlds, then activation, then periodic
@@ -78,6 +81,9 @@ class _Script:
         # a session in RECEIVE or GET CONVERSATION GROUP with WAITFOR runs no other statement until it returns,
         # at its time-out at the latest: before then no document says what a command from it would do
         self.busy_until: dict[str, int] = {}
+        # per instance, how many task handlers failed since which notification (PER-1B restarts them at each)
+        self.start_ms = self.now
+        self.failed_handlers: dict[str, tuple[int, int]] = {}
 
     def add(self, kind: str, **fields: Any) -> None:
         self.ops.append({"kind": kind, "at_ms": self.now, **fields})
@@ -195,7 +201,7 @@ class _Script:
                 "fail_transmission", dialog=rng.choice(sorted(self.sent)), reason=rng.choice(["resource", "security"])
             )
         elif kind == "handlers":
-            self.add("fail_task_handlers", instance=rng.choice(names), count=rng.randint(1, 2))
+            self.fail_handlers(rng.choice(names), rng.randint(1, 2))
         elif kind == "dispatcher":
             mode = rng.choice(["stopped", "running", "running"])
             delay = 0 if mode == "stopped" else rng.choice([0, 0, 5, 20])
@@ -230,6 +236,19 @@ class _Script:
         self.now += self.rng.choice([0, 1000, 3000, 5000, 12000, 30000])
         self.add("advance_time")
 
+    def fail_handlers(self, instance: str, count: int) -> None:
+        """At most as many as surely run: PER-1B starts "up to 2 x CPUs", so one per CPU (tests/variants/allowed.py
+        starts no more), less those failed since the last notification; failing more is defined nowhere."""
+        notification = (self.now - self.start_ms) // TIMER_MS
+        failed, since = self.failed_handlers.get(instance, (0, notification))
+        if since != notification:
+            failed = 0
+        cpus = next(int(i.get("cpus", 1)) for i in self.land.plain["instances"] if i["name"] == instance)
+        count = min(count, cpus - failed)
+        if count > 0:
+            self.failed_handlers[instance] = (failed + count, notification)
+            self.add("fail_task_handlers", instance=instance, count=count)
+
 
 # what each kind of fault asks of an implementation besides routing
 FAULT_NEEDS = {
@@ -251,21 +270,21 @@ def _allowed(fault: str, capabilities: frozenset[str]) -> bool:
     return FAULT_NEEDS[fault] <= capabilities
 
 
-def generate(seed: int, conversations: int = 5, capabilities: Iterable[str] | None = None) -> World:
+def generate(
+    seed: int, conversations: int = 5, capabilities: Iterable[str] | None = None, areas: Iterable[str] | None = None
+) -> World:
     """The world of this seed, drawn within the capabilities given (all of them by default).
 
-    An implementation that routes gets worlds of several instances; one that
-    activates but does not route, worlds of one instance and its queues; one
-    with the periodic tasks alone, worlds of instances, master keys and time.
-    Within each, what a missing capability would be needed for is left out.
+    A world belongs to one area (``AREAS``): routing worlds have several
+    instances; activation worlds, one instance and its queues; periodic
+    worlds, instances, master keys and time. It is drawn in the first area
+    the capabilities declare, or, given AREAS, in one of them by turns
+    (seed modulo their count). Within each, what a missing capability would
+    be needed for is left out.
     """
     caps = ALL if capabilities is None else frozenset(capabilities)
-    rng = Draw(f"sbtck-world:{GENERATOR_VERSION}:{seed}")
-    area = next((a for a in AREAS if a in caps), None)
-    if area is None:
-        raise ValueError(
-            f"no world needs only {', '.join(sorted(caps)) or 'nothing'}: declare one of {', '.join(AREAS)}"
-        )
+    rng = Draw(f"{STREAM}:{seed}")
+    area = area_of(seed, caps, areas)
     if area == "periodic_tasks":
         return _periodic_world(seed, rng, periodic_landscape(rng, caps), conversations)
     land = landscape(rng, caps) if area == "routing" else local_landscape(rng, caps)
@@ -299,11 +318,34 @@ def generate(seed: int, conversations: int = 5, capabilities: Iterable[str] | No
         s.add("commit", session=session)
     s.now += 120_000
     s.add("advance_time")
-    # where a message may wait is the routing implementation's to show; in one instance every message arrives
-    for view in WAITING_VIEWS if area == "routing" else ():
+    # where a message may wait is the routing implementation's to show (in any area, its routes may change); in one
+    # instance without routing every message arrives
+    for view in WAITING_VIEWS if "routing" in caps else ():
         s.add("query_view", view=view, instance=None, database=None)
     world.script = s.ops
     return world
+
+
+def area_of(seed: int, capabilities: frozenset[str], areas: Iterable[str] | None = None) -> str:
+    """The area world SEED is drawn in (see generate); a ValueError says what to declare or ask for instead."""
+    if areas is None:
+        area = next((a for a in AREAS if a in capabilities), None)
+        if area is None:
+            raise ValueError(
+                f"declares none of {', '.join(AREAS)}: no world can be drawn for it"
+                f" (declared: {', '.join(sorted(capabilities)) or 'nothing'})"
+            )
+        return area
+    asked = list(dict.fromkeys(areas))
+    unknown = [a for a in asked if a not in AREAS]
+    if unknown or not asked:
+        raise ValueError(f"no area {', '.join(unknown) or '(none given)'}: the areas are {', '.join(AREAS)}")
+    undeclared = [a for a in asked if a not in capabilities]
+    if undeclared:
+        raise ValueError(
+            f"area {', '.join(undeclared)} is not among the capabilities declared ({', '.join(sorted(capabilities))})"
+        )
+    return asked[seed % len(asked)]
 
 
 def _periodic_world(seed: int, rng: Draw, land: Landscape, conversations: int) -> World:
@@ -327,7 +369,7 @@ def _periodic_world(seed: int, rng: Draw, land: Landscape, conversations: int) -
             )
         elif roll < 0.35:
             instance = rng.choice(land.plain["instances"])["name"]
-            s.add("fail_task_handlers", instance=instance, count=rng.randint(1, 2))
+            s.fail_handlers(instance, rng.randint(1, 2))
         elif roll < 0.45 and land.keyless:
             instance, database = rng.choice(land.keyless)
             s.add("create_master_key", instance=instance, database=database)

@@ -55,6 +55,7 @@ class Plan:
     conversations: int = 5
     partitions: int | None = None
     shrink_limit: int = 10
+    areas: tuple[str, ...] | None = None  # the areas worlds are drawn in by turns; None: the first declared
 
     @property
     def differential(self) -> bool:
@@ -104,7 +105,7 @@ def _partition(plan: Plan, slices: list[tuple[int, int]], counters: Any) -> Any:
 
         first, count = slices[index]
         done, rules, conversations = counters
-        checker = Checker(factory_for(plan.iut), plan.differential, plan.conversations)
+        checker = Checker(factory_for(plan.iut), plan.differential, plan.conversations, plan.areas)
         try:
             for seed in range(first, first + count):
                 row = checker.check(seed).row()
@@ -183,6 +184,7 @@ def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
         "implementation": plan.iut,
         "master": plan.master,
         "first_seed": plan.seed,
+        "areas": list(plan.areas) if plan.areas else None,
         "worlds": sum(tally.outcomes.values()),
         "conversations": tally.conversations,
         "failed_worlds": tally.outcomes.get(FAILED, 0) + tally.outcomes.get(ERROR, 0),
@@ -241,7 +243,7 @@ def _reproduce(sc: Any, plan: Plan, failing: list[Outcome], folder: Path) -> lis
     def shrink_one(outcome: Outcome) -> tuple[int, str, str, int, float]:
         from sbtck.iut.loader import factory_for
 
-        checker = Checker(factory_for(plan.iut), plan.differential, plan.conversations)
+        checker = Checker(factory_for(plan.iut), plan.differential, plan.conversations, plan.areas)
         try:
             text, shrunk = checker.reproduce(outcome)
         finally:

@@ -18,7 +18,7 @@ import pytest
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.loader import factory_for
 from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
-from sbtck.workloads.generate import generate, needs
+from sbtck.workloads.generate import PERIODIC_VIEW, TIMER_MS, area_of, generate, needs
 from sbtck.workloads.stage import Checker
 from tests.fakes import partial
 from tests.helpers import ROOT
@@ -68,6 +68,49 @@ def test_declaring_no_area_is_not_applicable_with_the_reason() -> None:
     assert (
         outcome.outcome == NOT_APPLICABLE and "declares none of routing, activation, periodic_tasks" in outcome.detail
     )
+
+
+def test_areas_asked_for_are_drawn_by_turns_within_what_was_declared() -> None:
+    both = partial.ROUTING + partial.PERIODIC
+    # the first area declared, unless asked: a broker of routing and the periodic tasks gets routing worlds
+    assert {area_of(s, frozenset(both)) for s in range(10)} == {"routing"}
+    asked = ("periodic_tasks", "routing")
+    assert [area_of(s, frozenset(both), asked) for s in range(4)] == ["periodic_tasks", "routing"] * 2
+    periodic_world, routing_world = generate(0, 5, both, asked), generate(1, 5, both, asked)
+    assert periodic_world.script[-1].get("view") == PERIODIC_VIEW and "routing" in needs(routing_world)
+    # a routing world of a seed is the same whether asked for or the default
+    assert routing_world == generate(1, 5, both)
+    with pytest.raises(ValueError, match="area activation is not among the capabilities declared"):
+        area_of(0, frozenset(both), ("activation",))
+    with pytest.raises(ValueError, match="no area scheduling: the areas are routing, activation, periodic_tasks"):
+        area_of(0, frozenset(both), ("scheduling",))
+
+
+def test_a_checker_asked_for_an_area_not_declared_finds_no_world_applies() -> None:
+    checker = Checker(lambda: partial.Partial(partial.ROUTING, "routing alone"), True, areas=("periodic_tasks",))
+    try:
+        outcome = checker.check(0)
+    finally:
+        checker.close()
+    assert outcome.outcome == NOT_APPLICABLE and "periodic_tasks is not among the capabilities" in outcome.detail
+
+
+def test_no_world_fails_more_task_handlers_than_surely_run() -> None:
+    """PER-1B starts "up to 2 x CPUs": one per CPU surely runs, and all again from each notification on."""
+    fails = 0
+    for caps, seeds in ((None, range(200)), (partial.PERIODIC, range(200))):
+        for seed in seeds:
+            world = generate(seed, 5, caps)
+            cpus = {i["name"]: i["cpus"] for i in world.topology["instances"]}
+            failed: dict[tuple[str, int], int] = {}
+            for op in world.script:
+                if op["kind"] != "fail_task_handlers":
+                    continue
+                fails += 1
+                since = (op["instance"], (op["at_ms"] - world.start_ms) // TIMER_MS)
+                failed[since] = failed.get(since, 0) + op["count"]
+                assert op["count"] > 0 and failed[since] <= cpus[op["instance"]], (seed, op)
+    assert fails > 100  # the fault is still drawn
 
 
 def _outcomes(factory: Callable[[], Implementation], worlds: int) -> Counter[str]:

@@ -18,7 +18,7 @@ import pytest
 from sbtck.reports import workload as workload_report
 from sbtck.reports.results import ERROR, FAILED, PASSED
 from sbtck.workloads import job, sparkling
-from sbtck.workloads.generate import generate
+from sbtck.workloads.generate import PERIODIC_VIEW, generate
 from sbtck.workloads.output import INCOMPLETE, SUMMARY, Output
 from sbtck.workloads.trace import run as run_world
 from tests.fakes import faulty_workers
@@ -91,6 +91,19 @@ def test_the_same_seeds_give_the_same_rows_and_the_hashes_of_an_in_process_run(s
         run_world(generate(seed), reference()).digest() for seed in range(7, 17)
     ]
     assert {r["outcome"] for r in first} == {PASSED}
+
+
+def test_the_areas_asked_for_are_drawn_by_turns_and_named_in_the_summary(spark: Any, tmp_path: Path) -> None:
+    asked = ("periodic_tasks", "activation")
+    summary = _run(spark, tmp_path, worlds=6, areas=asked, partitions=1)
+    rows = _rows(spark, tmp_path / "worlds")
+    assert summary["areas"] == list(asked) and {r["outcome"] for r in rows} == {PASSED}
+    from sbtck.iut.reference import reference
+
+    worlds = [generate(seed, areas=asked) for seed in range(6)]
+    assert [r["trace_hash"] for r in rows] == [run_world(w, reference()).digest() for w in worlds]
+    # every other world is one of the periodic tasks, which ends by asking for their state
+    assert [w.script[-1].get("view") == PERIODIC_VIEW for w in worlds] == [True, False] * 3
 
 
 def test_a_worker_that_dies_is_retried_and_no_world_is_counted_twice_or_lost(spark: Any, tmp_path: Path) -> None:
@@ -191,6 +204,7 @@ def test_sigterm_ends_a_job_as_ctrl_c_does_and_the_folder_says_so(tmp_path: Path
         (["--master", "sparkle://x"], "is not a Spark master URL"),
         (["--master", "spark://127.0.0.1:1"], "nothing answers at 127.0.0.1:1"),
         (["--iut", "nonsense"], "unknown kind of implementation"),
+        (["--areas", "routing,scheduling"], "expected areas among routing, activation, periodic_tasks"),
     ],
 )
 def test_bad_input_is_refused_before_spark_starts(args: list[str], message: str, tmp_path: Path) -> None:
