@@ -15,8 +15,11 @@ from sbtck.engine.choosing import (
     A_WAITING_READER,
     AT_ONCE,
     CHECK_MOMENT,
+    DROPPED_TIME_OUT,
+    ENDS_WITH_IT,
     NEXT_READER,
     ONCE_SETTLED,
+    RUNS_OUT,
     THE_COMMITTER,
     Chooser,
     FirstChooser,
@@ -74,6 +77,7 @@ class QueueMonitors:
         self.receiving: Receiving  # set by the broker; the two refer to each other
         self.chooser: Chooser = FirstChooser()  # the broker's, once it has one
         self.at_once: bool | None = None  # CHECK_MOMENT, asked at the first look
+        self.dropped_time_out: str | None = None  # DROPPED_TIME_OUT, asked at the first drop while one runs
         self.monitors: dict[QueueRef, QueueMonitor] = {}
         self.tasks: dict[QueueRef, list[ActivatedTask]] = {key: [] for key in ctx.queues}
         self._ordinals: dict[QueueRef, int] = {key: 0 for key in ctx.queues}
@@ -92,6 +96,18 @@ class QueueMonitors:
         elif present and not wanted:
             self.monitors.pop(queue.key).cancel_time_out()
             self.log.emit(self.clock.now_ms, Kind.MONITOR_REMOVED, **queue.key.fields())
+
+    def notifications_dropped(self, queue: Queue) -> None:
+        """The queue's last event notification is gone: a QUEUE_ACTIVATION time-out still running runs out, or
+        ends with it (DROPPED_TIME_OUT)."""
+        monitor = self.monitors.get(queue.key)
+        if monitor is None or monitor.notified_until_ms is None:
+            return
+        if self.dropped_time_out is None:
+            self.dropped_time_out = self.chooser.choose(DROPPED_TIME_OUT, [RUNS_OUT, ENDS_WITH_IT])
+        if self.dropped_time_out == ENDS_WITH_IT:
+            monitor.cancel_time_out()
+            monitor.notified_until_ms = None
 
     # ------------------------------------------------------------ decisions
     def necessary(self, queue: Queue, monitor: QueueMonitor, trigger: str, arrived_on_empty: bool) -> str | None:

@@ -55,6 +55,11 @@ SENT_AFTER, ROUTED_AFTER = "messages sent after it", "messages routed after it"
 # dispatcher (one reading for a whole run, the reference's first)
 OWN_ADDRESS = "own_address"
 OVER_THE_NETWORK, AT_ONCE_FROM_OUTSIDE = "over the network", "at once, as from outside"
+# what becomes of a QUEUE_ACTIVATION time-out running when the queue's last event notification is dropped: it
+# runs out, and the queue monitor looks again then (ACT-13: "when the time-out expires"), or it ends with the
+# notification it was the time-out of (one reading for a whole run, the reference's first)
+DROPPED_TIME_OUT = "dropped_time_out"
+RUNS_OUT, ENDS_WITH_IT = "runs out", "ends with the notification"
 # which databases PER-5E resumes the clean-up of acknowledged messages in: the document names "the databases that
 # have any dialogs", in the sentence about those whose broker failed to start; whether a database whose broker has
 # not started runs a background task of it is not said (one reading for a whole run, the reference's first)
@@ -84,6 +89,7 @@ OFFERED_IN_ORDER = frozenset(
         ACKNOWLEDGEMENT_READING,
         OWN_ADDRESS,
         CLEANUP_READING,
+        DROPPED_TIME_OUT,
     }
 )
 # the readings that are open only to an implementation without this capability (a rule of it otherwise)

@@ -138,6 +138,8 @@ class QueueStatements:
             raise BrokerError(f"no event notification {name!r} on queue {key.queue!r}")
         queue.notifications.remove(name)
         self.monitors.sync(queue)
+        if not queue.notifications:
+            self.monitors.notifications_dropped(queue)
 
     @command
     def exit_procedure(self: _Broker, key: QueueRef, task: int) -> None:

@@ -8,6 +8,7 @@ from sbtck.engine.broker import Broker
 from sbtck.engine.choosing import (
     ACKNOWLEDGEMENT_READING,
     CLEANUP_READING,
+    DROPPED_TIME_OUT,
     FORWARD_REPORTED,
     GROUP,
     NEVER_RECLASSIFIES,
@@ -140,6 +141,7 @@ def _taking_the_last(kind: str) -> type[Broker]:
         (FORWARD_REPORTED, None),  # the contract did not say when a forward waiting for its connection is reported
         (OWN_ADDRESS, None),  # RTX-2: "treated as" arriving from outside, whether or not it went out and back
         (CLEANUP_READING, ("periodic_tasks",)),  # PER-5E: "the databases that have any dialogs"
+        (DROPPED_TIME_OUT, ("activation",)),  # ACT-13's time-out, once its notification is dropped
     ],
 )
 def test_each_choice_the_documents_leave_open_is_searched(kind: str, areas: tuple[str, ...] | None) -> None:
