@@ -16,11 +16,14 @@ from sbtck.engine.choosing import (
     AT_ONCE,
     CHECK_MOMENT,
     DROPPED_TIME_OUT,
+    EMPTY_MEMORY,
     ENDS_WITH_IT,
     NEXT_READER,
     ONCE_SETTLED,
     RUNS_OUT,
     THE_COMMITTER,
+    THE_MONITORS,
+    THE_QUEUES,
     Chooser,
     FirstChooser,
 )
@@ -78,6 +81,8 @@ class QueueMonitors:
         self.chooser: Chooser = FirstChooser()  # the broker's, once it has one
         self.at_once: bool | None = None  # CHECK_MOMENT, asked at the first look
         self.dropped_time_out: str | None = None  # DROPPED_TIME_OUT, asked at the first drop while one runs
+        self.empty_memory: str | None = None  # EMPTY_MEMORY, asked at the first monitor created after an empty result
+        self.last_empty: dict[QueueRef, int] = {}  # per queue, its last empty result, with or without a monitor
         self.monitors: dict[QueueRef, QueueMonitor] = {}
         self.tasks: dict[QueueRef, list[ActivatedTask]] = {key: [] for key in ctx.queues}
         self._ordinals: dict[QueueRef, int] = {key: 0 for key in ctx.queues}
@@ -91,7 +96,13 @@ class QueueMonitors:
         wanted = self.should_monitor(queue)
         present = queue.key in self.monitors
         if wanted and not present:
-            self.monitors[queue.key] = QueueMonitor(queue.key)
+            self.monitors[queue.key] = monitor = QueueMonitor(queue.key)
+            earlier = self.last_empty.get(queue.key)
+            if earlier is not None:
+                if self.empty_memory is None:
+                    self.empty_memory = self.chooser.choose(EMPTY_MEMORY, [THE_MONITORS, THE_QUEUES])
+                if self.empty_memory == THE_QUEUES:
+                    monitor.last_empty_ms = earlier
             self.log.emit(self.clock.now_ms, Kind.MONITOR_CREATED, **queue.key.fields())
         elif present and not wanted:
             self.monitors.pop(queue.key).cancel_time_out()
@@ -292,9 +303,8 @@ class QueueMonitors:
             monitor.notified_until_ms = None
 
     def receive_finished(self, queue: Queue, *, empty: bool, has_where: bool) -> None:
-        monitor = self.monitors.get(queue.key)
-        if monitor is not None and empty and self.counts_empty(has_where):
-            monitor.last_empty_ms = self.clock.now_ms
+        if empty and self.counts_empty(has_where):
+            self._empty(queue)
         self.evaluate(queue, RECEIVE)
 
     def receive_waiting(self, queue: Queue) -> None:
@@ -302,8 +312,13 @@ class QueueMonitors:
 
     def group_got(self, queue: Queue, *, empty: bool) -> None:
         """GET CONVERSATION GROUP returned, read as no RECEIVE: its empty result still counts for ACT-07."""
+        if empty and self.counts_empty(False):
+            self._empty(queue)
+
+    def _empty(self, queue: Queue) -> None:
+        self.last_empty[queue.key] = self.clock.now_ms
         monitor = self.monitors.get(queue.key)
-        if monitor is not None and empty and self.counts_empty(False):
+        if monitor is not None:
             monitor.last_empty_ms = self.clock.now_ms
 
     def rolled_back(self, queue: Queue) -> None:

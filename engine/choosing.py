@@ -60,6 +60,11 @@ OVER_THE_NETWORK, AT_ONCE_FROM_OUTSIDE = "over the network", "at once, as from o
 # notification it was the time-out of (one reading for a whole run, the reference's first)
 DROPPED_TIME_OUT = "dropped_time_out"
 RUNS_OUT, ENDS_WITH_IT = "runs out", "ends with the notification"
+# whose memory ACT-07's "no such statement has returned an empty result set for a few seconds" is: the queue
+# monitor's (sys.dm_broker_queue_monitors' last_empty_rowset_time), so a monitor created anew knows of no earlier
+# empty result, or the queue's, so it does (one reading for a whole run, the reference's first)
+EMPTY_MEMORY = "empty_result_memory"
+THE_MONITORS, THE_QUEUES = "the queue monitor's", "the queue's"
 # which databases PER-5E resumes the clean-up of acknowledged messages in: the document names "the databases that
 # have any dialogs", in the sentence about those whose broker failed to start; whether a database whose broker has
 # not started runs a background task of it is not said (one reading for a whole run, the reference's first)
@@ -90,12 +95,25 @@ OFFERED_IN_ORDER = frozenset(
         OWN_ADDRESS,
         CLEANUP_READING,
         DROPPED_TIME_OUT,
+        EMPTY_MEMORY,
     }
 )
 # the readings that are open only to an implementation without this capability (a rule of it otherwise)
 OPEN_WITHOUT = {RECLASSIFYING: "periodic_tasks"}
 # the choices asked once for a whole run, about no one message or session
-READINGS = frozenset({GCG_READING, RECLASSIFYING, CHECK_MOMENT, FORWARD_REPORTED, ACKNOWLEDGEMENT_READING, OWN_ADDRESS})
+READINGS = frozenset(
+    {
+        GCG_READING,
+        RECLASSIFYING,
+        CHECK_MOMENT,
+        FORWARD_REPORTED,
+        ACKNOWLEDGEMENT_READING,
+        OWN_ADDRESS,
+        CLEANUP_READING,
+        DROPPED_TIME_OUT,
+        EMPTY_MEMORY,
+    }
+)
 
 
 # what each option of a choice would send the message to: a route's addresses, a broker instance's routes'

@@ -9,6 +9,7 @@ from sbtck.engine.choosing import (
     ACKNOWLEDGEMENT_READING,
     CLEANUP_READING,
     DROPPED_TIME_OUT,
+    EMPTY_MEMORY,
     FORWARD_REPORTED,
     GROUP,
     NEVER_RECLASSIFIES,
@@ -142,6 +143,7 @@ def _taking_the_last(kind: str) -> type[Broker]:
         (OWN_ADDRESS, None),  # RTX-2: "treated as" arriving from outside, whether or not it went out and back
         (CLEANUP_READING, ("periodic_tasks",)),  # PER-5E: "the databases that have any dialogs"
         (DROPPED_TIME_OUT, ("activation",)),  # ACT-13's time-out, once its notification is dropped
+        (EMPTY_MEMORY, ("activation",)),  # ACT-07's empty result set, seen by a monitor not there then
     ],
 )
 def test_each_choice_the_documents_leave_open_is_searched(kind: str, areas: tuple[str, ...] | None) -> None:
