@@ -272,7 +272,8 @@ class Receiving:
             self._finish(wait, [], None)
 
     def _finish(self, wait: Wait, rows: list[Message], group: str | None) -> None:
-        if wait.session.wait is wait:
+        waited = wait.session.wait is wait
+        if waited:
             self.cancel_wait(wait.session)
         empty = group is None
         key = wait.queue
@@ -308,7 +309,7 @@ class Receiving:
                 }
             )
         if self._a_receive(wait.statement):
-            self.watcher.receive_finished(self.queues[key], empty=empty, has_where=has_where)
+            self.watcher.receive_finished(self.queues[key], empty=empty, has_where=has_where, waited=waited)
         else:
             self.watcher.group_got(self.queues[key], empty=empty)
         wait.result = (rows, group)
