@@ -18,15 +18,12 @@ from sbtck.engine.choosing import (
     DROPPED_TIME_OUT,
     EMPTY_MEMORY,
     ENDS_WITH_IT,
-    LOOKED_ONCE,
-    LOOKS_AGAIN,
     NEXT_READER,
     ONCE_SETTLED,
     RUNS_OUT,
     THE_COMMITTER,
     THE_MONITORS,
     THE_QUEUES,
-    WAITED_RECEIVE,
     Chooser,
     FirstChooser,
 )
@@ -85,7 +82,6 @@ class QueueMonitors:
         self.at_once: bool | None = None  # CHECK_MOMENT, asked at the first look
         self.dropped_time_out: str | None = None  # DROPPED_TIME_OUT, asked at the first drop while one runs
         self.empty_memory: str | None = None  # EMPTY_MEMORY, asked at the first monitor created after an empty result
-        self.waited_receive: str | None = None  # WAITED_RECEIVE, asked as the first RECEIVE that waited returns
         self.last_empty: dict[QueueRef, int] = {}  # per queue, its last empty result, with or without a monitor
         self.monitors: dict[QueueRef, QueueMonitor] = {}
         self.tasks: dict[QueueRef, list[ActivatedTask]] = {key: [] for key in ctx.queues}
@@ -306,14 +302,9 @@ class QueueMonitors:
             monitor.cancel_time_out()
             monitor.notified_until_ms = None
 
-    def receive_finished(self, queue: Queue, *, empty: bool, has_where: bool, waited: bool = False) -> None:
+    def receive_finished(self, queue: Queue, *, empty: bool, has_where: bool) -> None:
         if empty and self.counts_empty(has_where):
             self._empty(queue)
-        if waited and queue.key in self.monitors:
-            if self.waited_receive is None:
-                self.waited_receive = self.chooser.choose(WAITED_RECEIVE, [LOOKS_AGAIN, LOOKED_ONCE])
-            if self.waited_receive == LOOKED_ONCE:
-                return
         self.evaluate(queue, RECEIVE)
 
     def receive_waiting(self, queue: Queue) -> None:

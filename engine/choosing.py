@@ -65,11 +65,6 @@ RUNS_OUT, ENDS_WITH_IT = "runs out", "ends with the notification"
 # empty result, or the queue's, so it does (one reading for a whole run, the reference's first)
 EMPTY_MEMORY = "empty_result_memory"
 THE_MONITORS, THE_QUEUES = "the queue monitor's", "the queue's"
-# whether a RECEIVE that waited is a new trigger when it returns (ACT-05: "whenever ... a RECEIVE executes"): the
-# monitor looked when it began to wait; one statement may count once, or again as it returns (one reading for a
-# whole run, the reference's first)
-WAITED_RECEIVE = "waited_receive"
-LOOKS_AGAIN, LOOKED_ONCE = "looks again as it returns", "looked when it began"
 # which databases PER-5E resumes the clean-up of acknowledged messages in: the document names "the databases that
 # have any dialogs", in the sentence about those whose broker failed to start; whether a database whose broker has
 # not started runs a background task of it is not said (one reading for a whole run, the reference's first)
@@ -101,7 +96,6 @@ OFFERED_IN_ORDER = frozenset(
         CLEANUP_READING,
         DROPPED_TIME_OUT,
         EMPTY_MEMORY,
-        WAITED_RECEIVE,
     }
 )
 # the readings that are open only to an implementation without this capability (a rule of it otherwise)
@@ -118,7 +112,6 @@ READINGS = frozenset(
         CLEANUP_READING,
         DROPPED_TIME_OUT,
         EMPTY_MEMORY,
-        WAITED_RECEIVE,
     }
 )
 

@@ -272,8 +272,7 @@ class Receiving:
             self._finish(wait, [], None)
 
     def _finish(self, wait: Wait, rows: list[Message], group: str | None) -> None:
-        waited = wait.session.wait is wait
-        if waited:
+        if wait.session.wait is wait:
             self.cancel_wait(wait.session)
         empty = group is None
         key = wait.queue
@@ -309,7 +308,7 @@ class Receiving:
                 }
             )
         if self._a_receive(wait.statement):
-            self.watcher.receive_finished(self.queues[key], empty=empty, has_where=has_where, waited=waited)
+            self.watcher.receive_finished(self.queues[key], empty=empty, has_where=has_where)
         else:
             self.watcher.group_got(self.queues[key], empty=empty)
         wait.result = (rows, group)

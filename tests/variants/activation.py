@@ -196,10 +196,10 @@ def status_ignored() -> ReferenceImplementation:
 
 
 class _FirstEmptyResultDecides(QueueMonitors):
-    def receive_finished(self, queue: Queue, *, empty: bool, has_where: bool, waited: bool = False) -> None:
+    def receive_finished(self, queue: Queue, *, empty: bool, has_where: bool) -> None:
         monitor = self.monitors.get(queue.key)
         kept = monitor.last_empty_ms if monitor is not None else None
-        super().receive_finished(queue, empty=empty, has_where=has_where, waited=waited)
+        super().receive_finished(queue, empty=empty, has_where=has_where)
         if monitor is not None and kept is not None:
             monitor.last_empty_ms = kept
 
@@ -271,9 +271,9 @@ def idle_time_out_stays_notified() -> ReferenceImplementation:
 
 
 class _WhereReceiveUnchecked(QueueMonitors):
-    def receive_finished(self, queue: Queue, *, empty: bool, has_where: bool, waited: bool = False) -> None:
+    def receive_finished(self, queue: Queue, *, empty: bool, has_where: bool) -> None:
         if not has_where:
-            super().receive_finished(queue, empty=empty, has_where=has_where, waited=waited)
+            super().receive_finished(queue, empty=empty, has_where=has_where)
 
 
 def where_receive_unchecked() -> ReferenceImplementation:

@@ -17,7 +17,6 @@ from sbtck.engine.choosing import (
     RECLASSIFIED,
     RECLASSIFIED_NEXT,
     RECLASSIFYING,
-    WAITED_RECEIVE,
     Addresses,
     FirstChooser,
 )
@@ -145,7 +144,6 @@ def _taking_the_last(kind: str) -> type[Broker]:
         (CLEANUP_READING, ("periodic_tasks",)),  # PER-5E: "the databases that have any dialogs"
         (DROPPED_TIME_OUT, ("activation",)),  # ACT-13's time-out, once its notification is dropped
         (EMPTY_MEMORY, ("activation",)),  # ACT-07's empty result set, seen by a monitor not there then
-        (WAITED_RECEIVE, ("activation",)),  # ACT-05's "a RECEIVE executes", once or again as a waiting one returns
     ],
 )
 def test_each_choice_the_documents_leave_open_is_searched(kind: str, areas: tuple[str, ...] | None) -> None:
