@@ -215,7 +215,8 @@ class Tally:
             worlds = int(group["worlds"])
             tally.conversations += int(group["conversations"] or 0)
             _add(tally.outcomes, group["outcome"], worlds)
-            for rule in group["rules"]:
+            # an undecided world breaks no rule for sure: counted apart, never under a rule
+            for rule in group["rules"] if group["outcome"] != UNDECIDED else ():
                 _add(tally.by_rule, rule, worlds)
             if group["outcome"] != NOT_APPLICABLE:
                 _add(tally.mix, ", ".join(group["capabilities"]) or "(none)", worlds)

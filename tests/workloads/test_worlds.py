@@ -26,7 +26,7 @@ from sbtck.workloads.generate import generate, needs
 from sbtck.workloads.invariants import check
 from sbtck.workloads.reproduce import step, topology_yaml
 from sbtck.workloads.search import search
-from sbtck.workloads.stage import Checker
+from sbtck.workloads.stage import UNDECIDED, Checker
 from sbtck.workloads.trace import run
 from tests.engine.test_engine_properties import _Duplicates, _IgnoresLocks
 from tests.fakes import partial
@@ -480,13 +480,15 @@ def test_the_summary_counts_worlds_by_outcome_rule_and_capabilities_from_grouped
             group(ERROR, ["routing"], [], 1, 5),
             group(NOT_APPLICABLE, [], [], 4, None),
             group(PASSED, [], [], 1, 0),
+            group(UNDECIDED, ["routing"], ["RTC-3", "RTM-8"], 2, 10),
         ]
     )
-    assert tally.outcomes == {PASSED: 8, FAILED: 5, ERROR: 1, NOT_APPLICABLE: 4}
-    assert tally.by_rule == {"ACT-10": 5, "RTC-3": 2}  # worlds per rule, a world once under each of its rules
-    assert tally.conversations == 65
+    assert tally.outcomes == {PASSED: 8, FAILED: 5, ERROR: 1, NOT_APPLICABLE: 4, UNDECIDED: 2}
+    # worlds per rule, a world once under each of its rules; an undecided world under none
+    assert tally.by_rule == {"ACT-10": 5, "RTC-3": 2}
+    assert tally.conversations == 75
     # not-applicable worlds asked for nothing the implementation has: they are left out of the mix
-    assert tally.mix == {"activation, routing": 9, "activation": 3, "routing": 1, "(none)": 1}
+    assert tally.mix == {"activation, routing": 9, "activation": 3, "routing": 3, "(none)": 1}
 
 
 def test_an_unreported_from_target_is_unknown_not_false() -> None:
