@@ -26,6 +26,7 @@ from sbtck.engine.choosing import (
     THE_QUEUES,
     Chooser,
     FirstChooser,
+    Reading,
 )
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
@@ -80,8 +81,8 @@ class QueueMonitors:
         self.receiving: Receiving  # set by the broker; the two refer to each other
         self.chooser: Chooser = FirstChooser()  # the broker's, once it has one
         self.at_once: bool | None = None  # CHECK_MOMENT, asked at the first look
-        self.dropped_time_out: str | None = None  # DROPPED_TIME_OUT, asked at the first drop while one runs
-        self.empty_memory: str | None = None  # EMPTY_MEMORY, asked at the first monitor created after an empty result
+        self.dropped_time_out = Reading(DROPPED_TIME_OUT, RUNS_OUT, ENDS_WITH_IT)
+        self.empty_memory = Reading(EMPTY_MEMORY, THE_MONITORS, THE_QUEUES)
         self.last_empty: dict[QueueRef, int] = {}  # per queue, its last empty result, with or without a monitor
         self.monitors: dict[QueueRef, QueueMonitor] = {}
         self.tasks: dict[QueueRef, list[ActivatedTask]] = {key: [] for key in ctx.queues}
@@ -98,11 +99,8 @@ class QueueMonitors:
         if wanted and not present:
             self.monitors[queue.key] = monitor = QueueMonitor(queue.key)
             earlier = self.last_empty.get(queue.key)
-            if earlier is not None:
-                if self.empty_memory is None:
-                    self.empty_memory = self.chooser.choose(EMPTY_MEMORY, [THE_MONITORS, THE_QUEUES])
-                if self.empty_memory == THE_QUEUES:
-                    monitor.last_empty_ms = earlier
+            if earlier is not None and self.empty_memory.of(self.chooser) == THE_QUEUES:
+                monitor.last_empty_ms = earlier
             self.log.emit(self.clock.now_ms, Kind.MONITOR_CREATED, **queue.key.fields())
         elif present and not wanted:
             self.monitors.pop(queue.key).cancel_time_out()
@@ -114,9 +112,7 @@ class QueueMonitors:
         monitor = self.monitors.get(queue.key)
         if monitor is None or monitor.notified_until_ms is None:
             return
-        if self.dropped_time_out is None:
-            self.dropped_time_out = self.chooser.choose(DROPPED_TIME_OUT, [RUNS_OUT, ENDS_WITH_IT])
-        if self.dropped_time_out == ENDS_WITH_IT:
+        if self.dropped_time_out.of(self.chooser) == ENDS_WITH_IT:
             monitor.cancel_time_out()
             monitor.notified_until_ms = None
 

@@ -81,26 +81,7 @@ WHEN_SENT_ON, WHEN_DECIDED = "when sent on", "when decided"
 # whole run, the reference's first)
 CHECK_MOMENT = "check_moment"
 ONCE_SETTLED, AT_ONCE = "once the instant has settled", "at the trigger"
-# the kinds whose options are offered in the reference's order of preference, not compared by name
-OFFERED_IN_ORDER = frozenset(
-    {
-        GROUP,
-        GCG_READING,
-        RECLASSIFYING,
-        RECLASSIFIED,
-        RECLASSIFIED_NEXT,
-        CHECK_MOMENT,
-        FORWARD_REPORTED,
-        ACKNOWLEDGEMENT_READING,
-        OWN_ADDRESS,
-        CLEANUP_READING,
-        DROPPED_TIME_OUT,
-        EMPTY_MEMORY,
-    }
-)
-# the readings that are open only to an implementation without this capability (a rule of it otherwise)
-OPEN_WITHOUT = {RECLASSIFYING: "periodic_tasks"}
-# the choices asked once for a whole run, about no one message or session
+# the choices asked once for a whole run, about no one message or session (each a Reading)
 READINGS = frozenset(
     {
         GCG_READING,
@@ -114,6 +95,10 @@ READINGS = frozenset(
         EMPTY_MEMORY,
     }
 )
+# the kinds whose options are offered in the reference's order of preference, not compared by name
+OFFERED_IN_ORDER = READINGS | {GROUP, RECLASSIFIED, RECLASSIFIED_NEXT}
+# the readings that are open only to an implementation without this capability (a rule of it otherwise)
+OPEN_WITHOUT = {RECLASSIFYING: "periodic_tasks"}
 
 
 # what each option of a choice would send the message to: a route's addresses, a broker instance's routes'
@@ -154,3 +139,16 @@ class LastChooser(FirstChooser):
 
     def order(self, kind: str, options: list[str]) -> list[str]:
         return list(reversed(options)) if kind in OFFERED_IN_ORDER else sorted(options, reverse=True)
+
+
+class Reading:
+    """One of READINGS: asked of the chooser the first time it matters, and the same for the rest of the run."""
+
+    def __init__(self, kind: str, *options: str) -> None:
+        self.kind, self.options = kind, list(options)
+        self.taken: str | None = None
+
+    def of(self, chooser: Chooser) -> str:
+        if self.taken is None:
+            self.taken = chooser.choose(self.kind, self.options)
+        return self.taken

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from sbtck.engine.activation import QueueMonitors
-from sbtck.engine.choosing import ANY_WITH_DIALOGS, CLEANUP_READING, STARTED_BROKERS, Chooser, FirstChooser
+from sbtck.engine.choosing import ANY_WITH_DIALOGS, CLEANUP_READING, STARTED_BROKERS, Chooser, FirstChooser, Reading
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.dispatcher import Dispatcher
@@ -51,7 +51,7 @@ class Maintenance:
     def __init__(self, ctx: Context, has_dialogs: Callable[[str, str], bool], chooser: Chooser | None = None) -> None:
         self.instances = ctx.instances
         self.chooser: Chooser = chooser or FirstChooser()
-        self.cleanup_reading: str | None = None  # CLEANUP_READING, asked when it first matters
+        self.cleanup_reading = Reading(CLEANUP_READING, STARTED_BROKERS, ANY_WITH_DIALOGS)
         self.clock = ctx.clock
         self.log = ctx.log
         self.has_dialogs = has_dialogs
@@ -119,9 +119,7 @@ class Maintenance:
         for db in self.instances[instance].databases.values():
             if db.ack_cleanup_running or not self.has_dialogs(instance, db.name):
                 continue
-            if not db.broker_started and self.cleanup_reading is None:
-                self.cleanup_reading = self.chooser.choose(CLEANUP_READING, [STARTED_BROKERS, ANY_WITH_DIALOGS])
-            if db.broker_started or self.cleanup_reading == ANY_WITH_DIALOGS:
+            if db.broker_started or self.cleanup_reading.of(self.chooser) == ANY_WITH_DIALOGS:
                 db.ack_cleanup_running = True
                 self.log.emit(self.clock.now_ms, Kind.ACK_CLEANUP_RESUMED, instance=instance, database=db.name)
 

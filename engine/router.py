@@ -39,6 +39,7 @@ from sbtck.engine.choosing import (
     WHEN_SENT_ON,
     Addresses,
     Chooser,
+    Reading,
 )
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
@@ -174,7 +175,7 @@ class Router:
         # the messages the network loses: True for every transmission, False for the next one only
         self.lost: dict[tuple[str, bool, int], bool] = {}
         self.failed: dict[str, str] = {}
-        self.failed_at: dict[str, set[str]] = {}
+        self.failed_at: dict[str, set[str]] = {}  # the instances whose transmitters hold each failed dialog
         # instance -> the order number of its last route change; a dialog waiting since before it is touched
         self.metadata_changed: dict[str, int] = {}
         # per instance, since its last reclassification: when each route changed, and the service it names before
@@ -183,9 +184,9 @@ class Router:
         self._order = 0
         self.last_reclassified_ms: dict[str, int] = {}
         self.reclassifying: str | None = None  # RECLASSIFYING, asked at the first reclassification
-        self.acknowledgement_reading: str | None = None  # ACKNOWLEDGEMENT_READING, asked when it first matters
-        self.own_address: str | None = None  # OWN_ADDRESS, asked at the first route to this very instance
-        self.forward_reported: str | None = None  # FORWARD_REPORTED, asked at the first forward that must wait
+        self.acknowledgement_reading = Reading(ACKNOWLEDGEMENT_READING, SENT_AFTER, ROUTED_AFTER)
+        self.own_address = Reading(OWN_ADDRESS, OVER_THE_NETWORK, AT_ONCE_FROM_OUTSIDE)
+        self.forward_reported = Reading(FORWARD_REPORTED, WHEN_SENT_ON, WHEN_DECIDED)
         # the messages, by place, whose forward was reported when decided and is not done yet
         self.reported_forwards: set[tuple[str, bool, int, str]] = set()
         # per conversation and direction, in sending order: only the head is ever routed
@@ -366,6 +367,7 @@ class Router:
         )
         for head in chosen:
             self.failed.pop(head.envelope.dialog, None)
+            self.failed_at.pop(head.envelope.dialog, None)
             self._retry(head)
 
     def _idle_failures(self, instance: str, waiting: set[str]) -> list[str]:
@@ -377,7 +379,7 @@ class Router:
             about["at_ms"], about[RECLASSIFIED] = self.clock.now_ms, True
             self.chooser.about(instance, about)
             if self.chooser.choose(RECLASSIFIED, [STAYS_REGISTERED, REGISTERS_AGAIN]) == REGISTERS_AGAIN:
-                del self.failed[dialog]
+                del self.failed[dialog], self.failed_at[dialog]
                 resumed.append(dialog)
         return resumed
 
@@ -423,22 +425,9 @@ class Router:
         waiting = [w for w in self.lines.get((dialog, False), ()) if w.inside]
         if not waiting:
             return
-        if self.acknowledgement_reading is None:
-            self.acknowledgement_reading = self.chooser.choose(ACKNOWLEDGEMENT_READING, [SENT_AFTER, ROUTED_AFTER])
-        if self.acknowledgement_reading == ROUTED_AFTER:
+        if self.acknowledgement_reading.of(self.chooser) == ROUTED_AFTER:
             for w in waiting:
                 w.envelope.to_broker_instance = broker_instance
-
-    def _own_address_at_once(self) -> bool:
-        if self.own_address is None:
-            self.own_address = self.chooser.choose(OWN_ADDRESS, [OVER_THE_NETWORK, AT_ONCE_FROM_OUTSIDE])
-        return self.own_address == AT_ONCE_FROM_OUTSIDE
-
-    def _reports_when_decided(self) -> bool:
-        """FORWARD_REPORTED, asked once: a forward that must wait for its connection is reported then, or once sent."""
-        if self.forward_reported is None:
-            self.forward_reported = self.chooser.choose(FORWARD_REPORTED, [WHEN_SENT_ON, WHEN_DECIDED])
-        return self.forward_reported == WHEN_DECIDED
 
     def _reclassifies(self) -> bool:
         """RECLASSIFYING, asked once: PER-2B's reclassification, or none (open without periodic_tasks)."""
@@ -610,11 +599,11 @@ class Router:
             self._wait(env, at, inside, home, FAILED, address)
             return
         target = self.by_address(address) if address else None
-        if target is at and self._own_address_at_once():
+        if target is at and self.own_address.of(self.chooser) == AT_ONCE_FROM_OUTSIDE:
             self.route(env, at, inside=False, home=None)  # RTX-2, without going out over the network and back
             return
         if target is None or address is None or not self.transport.ready(at.name, address):
-            if not inside and target is not None and self._reports_when_decided():
+            if not inside and target is not None and self.forward_reported.of(self.chooser) == WHEN_DECIDED:
                 place = (env.dialog, env.from_target, env.sequence, at.name)
                 if place not in self.reported_forwards:
                     self.reported_forwards.add(place)

@@ -38,15 +38,14 @@ def _whole(bounds: tuple[int, int], what: str) -> Any:
 
 
 def _areas(text: str) -> tuple[str, ...]:
-    from sbtck.workloads.generate import AREAS
+    from sbtck.workloads.generate import AREAS, known_areas
 
-    asked = tuple(dict.fromkeys(a.strip() for a in text.split(",") if a.strip()))
-    unknown = [a for a in asked if a not in AREAS]
-    if unknown or not asked:
+    try:
+        return tuple(known_areas(a.strip() for a in text.split(",") if a.strip()))
+    except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected areas among {', '.join(AREAS)}, separated by commas; got {text[:60]!r}"
-        )
-    return asked
+        ) from None
 
 
 def add_parser(commands: Any, **how: Any) -> None:

@@ -326,6 +326,15 @@ def generate(
     return world
 
 
+def known_areas(areas: Iterable[str]) -> list[str]:
+    """AREAS named, each once, in order; a ValueError names one that is not an area."""
+    asked = list(dict.fromkeys(areas))
+    unknown = [a for a in asked if a not in AREAS]
+    if unknown or not asked:
+        raise ValueError(f"no area {', '.join(unknown) or '(none given)'}: the areas are {', '.join(AREAS)}")
+    return asked
+
+
 def area_of(seed: int, capabilities: frozenset[str], areas: Iterable[str] | None = None) -> str:
     """The area world SEED is drawn in (see generate); a ValueError says what to declare or ask for instead."""
     if areas is None:
@@ -336,10 +345,7 @@ def area_of(seed: int, capabilities: frozenset[str], areas: Iterable[str] | None
                 f" (declared: {', '.join(sorted(capabilities)) or 'nothing'})"
             )
         return area
-    asked = list(dict.fromkeys(areas))
-    unknown = [a for a in asked if a not in AREAS]
-    if unknown or not asked:
-        raise ValueError(f"no area {', '.join(unknown) or '(none given)'}: the areas are {', '.join(AREAS)}")
+    asked = known_areas(areas)
     undeclared = [a for a in asked if a not in capabilities]
     if undeclared:
         raise ValueError(
