@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from sbtck.contract import QueueRef
 from sbtck.engine.choosing import (
     A_WAITING_READER,
-    AT_ONCE,
+    AT_THE_TRIGGER,
     CHECK_MOMENT,
     DROPPED_TIME_OUT,
     EMPTY_MEMORY,
@@ -80,7 +80,9 @@ class QueueMonitors:
         self.new_session = new_session
         self.receiving: Receiving  # set by the broker; the two refer to each other
         self.chooser: Chooser = FirstChooser()  # the broker's, once it has one
-        self.at_once: bool | None = None  # CHECK_MOMENT, asked at the first look
+        self.check_moment = Reading(CHECK_MOMENT, ONCE_SETTLED, AT_THE_TRIGGER)
+        # AT_THE_TRIGGER: the looks an activated procedure's step raised, made when it is done; None outside one
+        self._in_step: list[Callable[[], None]] | None = None
         self.dropped_time_out = Reading(DROPPED_TIME_OUT, RUNS_OUT, ENDS_WITH_IT)
         self.empty_memory = Reading(EMPTY_MEMORY, THE_MONITORS, THE_QUEUES)
         self.last_empty: dict[QueueRef, int] = {}  # per queue, its last empty result, with or without a monitor
@@ -165,16 +167,17 @@ class QueueMonitors:
         """
         if queue.key not in self.monitors:
             return
-        if self.at_once or (self.at_once is None and self.looks_at_once()):
-            self._evaluate(queue, trigger, arrived_on_empty)
-        else:
+        moment = self.check_moment.of(self.chooser)
+        if moment == ONCE_SETTLED:
             self.clock.settle(lambda: self._evaluate(queue, trigger, arrived_on_empty))
+        elif self._in_step is not None:
+            self._in_step.append(lambda: self._evaluate(queue, trigger, arrived_on_empty))
+        else:
+            self._evaluate(queue, trigger, arrived_on_empty)
 
     def looks_at_once(self) -> bool:
-        """CHECK_MOMENT, asked at the first look: the reference looks once the instant has settled."""
-        if self.at_once is None:
-            self.at_once = self.chooser.choose(CHECK_MOMENT, [ONCE_SETTLED, AT_ONCE]) == AT_ONCE
-        return self.at_once
+        """Whether a new message is looked at before a waiting reader takes it: at the trigger, it is."""
+        return self.check_moment.of(self.chooser) != ONCE_SETTLED
 
     def _evaluate(self, queue: Queue, trigger: str, arrived_on_empty: bool) -> None:
         """ACT-01: two decisions in order - is activation necessary, then does it occur (internal and external)."""
@@ -257,13 +260,30 @@ class QueueMonitors:
         task.cancel_work = lambda: setattr(due, "cancelled", True)
 
     def _worked(self, task: ActivatedTask) -> None:
+        """The procedure commits and RECEIVEs again, one step: looked at at its end, or once the instant settled."""
+        if self.check_moment.of(self.chooser) == ONCE_SETTLED:
+            self._commit_and_receive(task, at_once=False)
+            return
+        looks: list[Callable[[], None]] = []
+        self._in_step = looks
+        try:
+            self._commit_and_receive(task, at_once=True)
+        finally:
+            self._in_step = None
+        for look in looks:
+            look()
+
+    def _commit_and_receive(self, task: ActivatedTask, at_once: bool) -> None:
         # a choice only while a reader waits on the queue: else the procedure gets the group again either way
         waiting = bool(self.receiving.waits[task.key])
         if waiting:
             self.chooser.about(task.key.instance, {"session": task.session.name, "at_ms": self.clock.now_ms})
         if not waiting or self.chooser.choose(NEXT_READER, [A_WAITING_READER, THE_COMMITTER]) == A_WAITING_READER:
             self.receiving.commit(task.session)
-            self.clock.soon(lambda: self._next_receive(task))
+            if at_once:
+                self._next_receive(task)
+            else:  # the monitor looks only once the instant has settled: no one sees the procedure between the two
+                self.clock.soon(lambda: self._next_receive(task))
             return
         touched = self.receiving.commit(task.session, serve=False)
         self._next_receive(task)

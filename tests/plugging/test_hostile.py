@@ -111,6 +111,10 @@ def _peak_kib(run_args: list[str], **env: str) -> int:
     return int(proc.stdout.strip().splitlines()[-1])
 
 
+def _ctrl_c_interrupts() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _run_until(mode: str, marker: str, out: Path, ready: Path, timeout_s: str) -> subprocess.Popen[str]:
     """``sbtck run`` on the fake MODE, returned once the fake says (by making READY) that it is where the test
     wants it, however loaded the machine; killed, and the test failed, if it never gets there."""
@@ -126,6 +130,9 @@ def _run_until(mode: str, marker: str, out: Path, ready: Path, timeout_s: str) -
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        # a shell without job control starts background commands with Ctrl-C ignored, and the child would inherit
+        # that: the run is a user's foreground command, where Ctrl-C interrupts
+        preexec_fn=_ctrl_c_interrupts,
     )
     deadline = time.monotonic() + 120
     while not ready.exists() and time.monotonic() < deadline:

@@ -13,7 +13,8 @@ from typing import Any
 from sbtck import contract as c
 from sbtck.contract import QueueRef
 from sbtck.engine import Broker
-from sbtck.engine.activation import ARRIVAL, TIME_OUT, QueueMonitor, QueueMonitors
+from sbtck.engine.activation import ARRIVAL, TIME_OUT, ActivatedTask, QueueMonitor, QueueMonitors
+from sbtck.engine.choosing import AT_THE_TRIGGER
 from sbtck.engine.model import Message, Queue
 from sbtck.engine.receiving import GET_CONVERSATION_GROUP, Receiving, Session, Wait
 from sbtck.iut.reference import ReferenceImplementation
@@ -281,7 +282,26 @@ def where_receive_unchecked() -> ReferenceImplementation:
     return _variant(_WhereReceiveUnchecked, "where_receive_unchecked")
 
 
+class _LooksBetweenCommitAndReceive(QueueMonitors):
+    """Looks at the trigger, and lets an activated procedure RECEIVE again only after the rest of the instant."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.check_moment.taken = AT_THE_TRIGGER
+
+    def _worked(self, task: ActivatedTask) -> None:
+        self._commit_and_receive(task, at_once=False)
+
+
+def looks_between_commit_and_receive() -> ReferenceImplementation:
+    """Sees a procedure that has committed and not yet RECEIVEd again as not waiting, and starts another reader
+    for the conversation the waiting one was just given: "as long as all the messages in the queue belong to the
+    same conversation, and the second queue reader remains running, the queue monitor does not start another"."""
+    return _variant(_LooksBetweenCommitAndReceive, "looks_between_commit_and_receive")
+
+
 VARIANTS = [
+    "looks_between_commit_and_receive",
     "first_empty_result_decides",
     "timed_out_wait_still_waits",
     "waiters_on_any_queue_count",

@@ -17,6 +17,8 @@ from sbtck.engine import routing as r
 from sbtck.engine.activation import ActivatedTask, QueueMonitor, QueueMonitors
 from sbtck.engine.broker import ConnectsWhenNotified
 from sbtck.engine.choosing import (
+    AT_THE_TRIGGER,
+    CHECK_MOMENT,
     GCG_READING,
     NEXT_READER,
     NOT_A_RECEIVE,
@@ -194,6 +196,20 @@ def get_conversation_group_is_no_receive() -> ReferenceImplementation:
     return _engine("GET CONVERSATION GROUP is no RECEIVE", chooser_class=_GroupIsNoReceive)
 
 
+class _LooksAtTheTrigger(FirstChooser):
+    """A queue monitor looks at the trigger itself, before a waiting reader takes a new message and before other
+    sessions of the same instant go on; an activated procedure's commit, the reader it serves and its next
+    RECEIVE are one step, looked at when done: ACT-05 says a monitor looks "whenever" one of the events occurs,
+    and the documents give concurrent sessions no order."""
+
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return AT_THE_TRIGGER if kind == CHECK_MOMENT else super().choose(kind, options, addresses)
+
+
+def looks_at_the_trigger() -> ReferenceImplementation:
+    return _engine("a queue monitor looks at the trigger", chooser_class=_LooksAtTheTrigger)
+
+
 ALLOWED = [
     "extra_fields",
     "lower_case_addresses",
@@ -204,6 +220,7 @@ ALLOWED = [
     "names_identical_routes_by_their_last",
     "committer_receives_first",
     "get_conversation_group_is_no_receive",
+    "looks_at_the_trigger",
     "exit_commits_the_open_transaction",
     "connects_on_the_next_notification",
     "resends_after_4_seconds",

@@ -7,6 +7,7 @@ import pytest
 from sbtck.engine.broker import Broker
 from sbtck.engine.choosing import (
     ACKNOWLEDGEMENT_READING,
+    CHECK_MOMENT,
     CLEANUP_READING,
     DROPPED_TIME_OUT,
     EMPTY_MEMORY,
@@ -144,6 +145,7 @@ def _taking_the_last(kind: str) -> type[Broker]:
         (CLEANUP_READING, ("periodic_tasks",)),  # PER-5E: "the databases that have any dialogs"
         (DROPPED_TIME_OUT, ("activation",)),  # ACT-13's time-out, once its notification is dropped
         (EMPTY_MEMORY, ("activation",)),  # ACT-07's empty result set, seen by a monitor not there then
+        (CHECK_MOMENT, ("activation",)),  # ACT-05: "whenever" a trigger occurs, among sessions of no order
     ],
 )
 def test_each_choice_the_documents_leave_open_is_searched(kind: str, areas: tuple[str, ...] | None) -> None:
