@@ -77,11 +77,12 @@ FORWARD_REPORTED = "forward_reported"
 WHEN_SENT_ON, WHEN_DECIDED = "when sent on", "when decided"
 # when the queue monitor looks after a trigger (ACT-05: "whenever a new message arrives ..., a RECEIVE executes"):
 # once the trigger's instant has settled (a new message served to the readers waiting for it, a procedure's
-# commit and next RECEIVE done), or at the trigger itself, where an activated procedure's step (its commit, the
-# waiting reader that gets the group it releases, its next RECEIVE) is one trigger, looked at when done. The
-# documents give the sessions of one instant no order; they do forbid a look between a procedure's commit and its
-# next RECEIVE: "as long as ... the second queue reader remains running, the queue monitor does not start another
-# queue reader" (one reading for a whole run, the reference's first)
+# commit and next RECEIVE done), or at the trigger itself (before a waiting reader takes a new message or what a
+# rollback returned), where an activated procedure's step (its commit, the waiting reader that gets the group it
+# releases, its next RECEIVE) is one trigger, looked at when done. The documents give the sessions of one instant
+# no order; they do forbid a look between a procedure's commit and its next RECEIVE: "as long as ... the second
+# queue reader remains running, the queue monitor does not start another queue reader" (one reading for a whole
+# run, the reference's first)
 CHECK_MOMENT = "check_moment"
 ONCE_SETTLED, AT_THE_TRIGGER = "once the instant has settled", "at the trigger"
 # the choices asked once for a whole run, about no one message or session (each a Reading)

@@ -182,9 +182,14 @@ class Receiving:
             queue.messages.append(message)
             queue.messages.sort(key=lambda m: m.queuing_order)
         self.log.emit(self.clock.now_ms, Kind.TRANSACTION_ROLLED_BACK, session=session.name, returned=len(returned))
+        back = dict.fromkeys(key for key, _ in returned)
+        # a monitor that looks at the trigger looks before a waiting reader takes what came back, as at an arrival
+        at_the_trigger = bool(back) and self.watcher.looks_at_once()
+        for key in back if at_the_trigger else ():
+            self.watcher.rolled_back(self.queues[key])
         for key in touched:
             self.serve(key)
-        for key in dict.fromkeys(key for key, _ in returned):
+        for key in () if at_the_trigger else back:
             self.watcher.rolled_back(self.queues[key])
 
     # ----------------------------------------------------------------- queue
