@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from sbtck.agreement import CASE_FREE, compared
+
 NULL = "NULL"
-# network addresses: the documents give them no case, so a table compares them in upper case on both sides
-CASE_FREE = frozenset({"address"})
 
 
 def cell(column: str, value: Any, start_ms: int) -> str:
@@ -17,13 +17,11 @@ def cell(column: str, value: Any, start_ms: int) -> str:
         return ", ".join(str(v) for v in value) or "(none)"
     if column.endswith("_time"):
         return f"second {(int(value) - start_ms) / 1000:g}"
-    if column in CASE_FREE:
-        return str(value).upper()
-    return str(value)
+    return str(compared(column, str(value)))
 
 
 def as_compared(column: str, text: str) -> str:
     """A cell of a feature's table as ``cell`` would render what it expects (each of "a or b" alike)."""
-    if column in CASE_FREE and text != NULL:
+    if column in CASE_FREE and text != NULL:  # the documents give a host name no case: compared in upper case
         return " or ".join(option.upper() for option in text.split(" or "))
     return text

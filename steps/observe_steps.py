@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from sbtck import contract as c
+from sbtck.agreement import arrangement, asked, asked_field
 from sbtck.errors import ScenarioError
-from sbtck.observations import DECISION_FIELDS, DECISION_TRACE, FIELDS, Kind
+from sbtck.observations import FIELDS, Kind
 from sbtck.steps import phrases as p
 from sbtck.steps.cells import NULL, as_compared, cell
 from sbtck.steps.vocabulary import step
@@ -128,7 +129,7 @@ def _render(world: World, event: c.Event, header: list[str]) -> list[str]:
             out.append(event.kind.replace("_", " "))
         elif declared is not None and column not in declared:
             out.append(NULL)
-        else:
+        else:  # a field the event does not report is null (docs/protocol.md)
             out.append(_cell(world, column, event.fields.get(column)))
     return out
 
@@ -170,36 +171,24 @@ def _first(
 
 
 def _fitting(got: list[list[str]], want: list[list[str]]) -> list[int] | None:
-    """Distinct rows of GOT matching WANT's row for row, if there are (backtracking: instants are small)."""
-    fits = [[i for i, g in enumerate(got) if all(map(_allows, w, g))] for w in want]
-    chosen: list[int] = []
-
-    def place(k: int) -> bool:
-        if k == len(want):
-            return True
-        for i in fits[k]:
-            if i not in chosen:
-                chosen.append(i)
-                if place(k + 1):
-                    return True
-                chosen.pop()
-        return False
-
-    return chosen if place(0) else None
+    """Distinct rows of GOT matching WANT's row for row, if there are."""
+    return arrangement(got, want, lambda w, g: all(map(_allows, w, g)))
 
 
 def _matching(got: list[list[str]], want: list[list[str]]) -> list[int] | None:
-    """An order of GOT's rows that matches WANT's row for row, if there is one (backtracking: instants are small)."""
+    """An order of GOT's rows that matches WANT's row for row, if there is one."""
     if len(got) != len(want) or len(got) < 2:
         return None
     return _fitting(got, want)
 
 
 def _observable(world: World, header: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
-    """The table without what only a decision trace shows: rows of its kinds, columns of its fields."""
+    """The table without what the implementation is not asked for: rows of kinds beyond its capabilities (what
+    only a decision trace shows), columns of the fields only a decision trace reports."""
     event = header.index("event")
-    traced = [row for row in rows if _kind(row[event]) in DECISION_TRACE]
-    columns = [i for i, column in enumerate(header) if column not in DECISION_FIELDS]
+    capabilities = world.profile.capabilities
+    traced = [row for row in rows if not asked(_kind(row[event]), capabilities)]
+    columns = [i for i, column in enumerate(header) if asked_field(column, capabilities)]
     kept = [[row[i] for i in columns] for row in rows if row not in traced]
     said = []
     if traced:
@@ -208,7 +197,7 @@ def _observable(world: World, header: list[str], rows: list[list[str]]) -> tuple
             counts[row[event]] = counts.get(row[event], 0) + 1
         said.append("the rows " + ", ".join(f"{kind} x{n}" for kind, n in counts.items()))
     if len(columns) < len(header):
-        said.append("the columns " + ", ".join(c for c in header if c in DECISION_FIELDS))
+        said.append("the columns " + ", ".join(c for c in header if not asked_field(c, capabilities)))
     if said:
         world.leave_out(" and ".join(said), everything=not kept)
     return [header[i] for i in columns], kept
@@ -235,10 +224,9 @@ def log_shows(
     header, *rows = datatable
     if "event" not in header:
         raise ScenarioError("a log table needs an 'event' column")
-    if not world.traced:
-        header, rows = _observable(world, header, rows)
-        if not rows:
-            return
+    header, rows = _observable(world, header, rows)
+    if not rows:
+        return
     kinds = {_kind(row[header.index("event")]) for row in rows}
     events = [e for e in _span(world, since, until) if e.kind in kinds and _mine(world, e, queue, dialog, instance)]
     want = [
@@ -341,7 +329,8 @@ def log_counts(
     since: str | None,
     until: str | None,
 ) -> None:
-    if not world.traced and (_kind(event) in DECISION_TRACE or field in DECISION_FIELDS):
+    capabilities = world.profile.capabilities
+    if not asked(_kind(event), capabilities) or (field is not None and not asked_field(field, capabilities)):
         world.leave_out(f"the {event!r} events" + (f" by {field}" if field else ""), everything=True)
         return
     if value is not None and "{" in value:  # a number from the open parameters: "{forward_hop_limit} + 1"

@@ -39,11 +39,6 @@ class World:
         """The feature file and line of the step running now."""
         return self.where()
 
-    @property
-    def traced(self) -> bool:
-        """Does the implementation report its reasoning (observations.DECISION_TRACE) for the steps to check?"""
-        return TRACE in self.profile.capabilities
-
     def leave_out(self, what: str, *, everything: bool) -> None:
         """Say that the running step does not check WHAT, because the implementation does not trace decisions."""
         self.left_out[self.step_at[1]] = (f"{what}: the implementation does not declare {TRACE}", everything)

@@ -18,19 +18,22 @@ it keeps true, so that a difference it reports is the implementation's:
    again with the broker instance it was acknowledged with is a repeat, not
    a difference (``_repeats_left_out``); which member names a group of
    identical routes is the chooser's too, so a route_chosen's candidates
-   compare by number (``BY_NUMBER``).
+   compare by number (``agreement.BY_NUMBER``).
 2. **Open values are the implementation's.** The reference runs with the
    parameter values the implementation declared (``reference_params``).
-3. **Only what the contract declares, as the documents leave it.** Kinds
-   and fields of the implementation's capabilities; no echo of the kit's own
-   faults; what the contract lets an implementation leave out is not asked
+3. **Only what the contract declares, as the documents leave it.** What is
+   asked and how values compare is ``sbtck/agreement.py``'s, which the
+   suite's steps ask too: kinds and fields of the implementation's
+   capabilities; no echo of the kit's own faults; what the contract lets an
+   implementation leave out is not asked
    for (``observations.MAY_OMIT``, ...); conversation groups by the messages
    they hold, addresses without case, rows by their declared fields, and no
    command's result but a view's rows (``_relative``, ``_declared_rows``).
 4. **Compared where the documents give an order, and no further.** Within a
    step only events of the same kind and instant can pair up, one for one,
    regardless of their order in the answer; fields one side does not report
-   are not a difference, and lists compare as sets (``_canonical``).
+   are unknown, never a difference, and lists compare as sets
+   (``agreement.agree``).
 5. **Refusals count.** A command one side takes and the other refuses is a
    difference by itself, before any event is looked at.
 """
@@ -43,6 +46,7 @@ from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 from typing import Any
 
+from sbtck.agreement import CASE_FREE, agree, asked, canonical, traced, without_reasoning
 from sbtck.engine import EngineParams
 from sbtck.engine.choosing import (
     A_WAITING_READER,
@@ -67,14 +71,11 @@ from sbtck.engine.router import BEHIND, CONNECTING, DELAYED, FAILED, NO_PRINCIPA
 from sbtck.iut.answers import RECEIVED_ROW
 from sbtck.observations import (
     DECISION_FIELDS,
-    ECHOES,
     EVIDENCES,
     FIRST_REQUIRED,
     MAY_OMIT,
     MAY_REPORT_AT_START,
-    TRACE,
     Kind,
-    reported_by,
 )
 from sbtck.views import VIEW_COLUMNS
 from sbtck.workloads.invariants import Violation
@@ -384,36 +385,6 @@ def reference_params(declared: dict[str, Any]) -> EngineParams:
     return EngineParams(**{**{f: getattr(base, f) for f in known}, **open_values})
 
 
-def _canonical(value: Any) -> Any:
-    if isinstance(value, list):
-        items = [_canonical(v) for v in value]
-        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True, default=str))
-    if isinstance(value, dict):
-        return {k: _canonical(v) for k, v in value.items()}
-    return value
-
-
-# fields whose names are an open choice: which member a group of identical routes goes by (RTC-0) is not said, so
-# the candidates of a route_chosen compare by their number
-BY_NUMBER = {(Kind.ROUTE_CHOSEN.value, "candidates")}
-
-
-def _field_same(kind: str, key: str, a: Any, b: Any) -> bool:
-    if a == b:  # equal values have equal canonical forms: most fields of most events, at no sorting's cost
-        return True
-    if (kind, key) in BY_NUMBER and isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b)
-    return bool(_canonical(a) == _canonical(b))
-
-
-def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Events agree on kind, time and every field both report: a missing field is not a difference."""
-    if a == b:  # every field reported by both and equal: an implementation's usual answer
-        return True
-    shared = a.keys() & b.keys()
-    return a["kind"] == b["kind"] and all(_field_same(a["kind"], k, a[k], b[k]) for k in shared)
-
-
 def _unmatched(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """MINE's events that no event of THEIRS matches, one for one; only same kind and time can match."""
     left: dict[tuple[str, Any], list[dict[str, Any]]] = {}
@@ -423,7 +394,7 @@ def _unmatched(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list
     for event in mine:
         bucket = left.get((event["kind"], event.get("at_ms")), [])
         for i, other in enumerate(bucket):
-            if _same(event, other):
+            if agree(event, other):
                 del bucket[i]
                 break
         else:
@@ -538,18 +509,14 @@ def differ(
     return difference(index, got, want, capabilities, carried)[0]
 
 
-_ECHOES = frozenset(k.value for k in ECHOES)
-
-
 def _shown(events: list[dict[str, Any]], capabilities: frozenset[str]) -> list[dict[str, Any]]:
     """The events an implementation with these capabilities is asked for, as it is asked for them."""
     if capabilities == ALL:  # the kit's own brokers: every kind, every field
-        return _momentary_waits_left_out([e for e in events if e["kind"] not in _ECHOES])
-    kept = [e for e in events if e["kind"] not in _ECHOES and reported_by(e["kind"], capabilities)]
-    kept = _momentary_waits_left_out(kept)
-    if TRACE in capabilities:
+        return _momentary_waits_left_out([e for e in events if asked(e["kind"], ALL)])
+    kept = _momentary_waits_left_out([e for e in events if asked(e["kind"], capabilities)])
+    if traced(capabilities):
         return kept
-    return [_untraced(e) if DECISION_FIELDS & e.keys() else e for e in kept]
+    return [without_reasoning(e) if DECISION_FIELDS & e.keys() else e for e in kept]
 
 
 def _momentary_waits_left_out(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -574,10 +541,6 @@ _WAITING = Kind.READER_WAITING.value
 _ANSWERED = frozenset({Kind.ROWS_RETURNED.value, Kind.EMPTY_RESULT.value})
 
 
-def _untraced(event: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in event.items() if k not in DECISION_FIELDS}
-
-
 def _relative(events: list[dict[str, Any]], names: dict[object, str]) -> list[dict[str, Any]]:
     """EVENTS as the contract lets them be compared: groups by what they hold, addresses in one case, rows by
     their declared fields.
@@ -597,7 +560,7 @@ def _relative(events: list[dict[str, Any]], names: dict[object, str]) -> list[di
             out.append(e)
             continue
         e = dict(e)
-        for key in _ADDRESSES & e.keys():
+        for key in CASE_FREE & e.keys():
             if isinstance(e[key], str):
                 e[key] = e[key].upper()
         where = e
@@ -636,8 +599,7 @@ def _group_name(group: object, where: dict[str, Any], names: dict[object, str]) 
     return name
 
 
-_ADDRESSES = frozenset({"address", "mirror_address"})
-_GROUPED = _ADDRESSES | {"conversation_group", "rows"}
+_GROUPED = CASE_FREE | {"conversation_group", "rows"}
 
 
 def _required(missing: list[dict[str, Any]], carried: Carried, want: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -696,7 +658,7 @@ def _declared_rows(result: dict[str, Any]) -> list[str]:
     declared = []
     for row in rows:
         if isinstance(row, dict):
-            row = {k: _canonical(v) for k, v in row.items() if k in _COLUMNS}
+            row = {k: canonical(v) for k, v in row.items() if k in _COLUMNS}
         declared.append(json.dumps(row, sort_keys=True, default=str))
     return sorted(declared)
 
