@@ -85,6 +85,9 @@ WHEN_SENT_ON, WHEN_DECIDED = "when sent on", "when decided"
 # run, the reference's first)
 CHECK_MOMENT = "check_moment"
 ONCE_SETTLED, AT_THE_TRIGGER = "once the instant has settled", "at the trigger"
+# how many task handlers an instance starts (PER-1B: it "creates up to 2 times the number of CPU's task-handlers"):
+# asked of each instance as it starts, its options counts from twice its CPUs down to one, the reference's first
+TASK_HANDLERS = "task_handlers"
 # the choices asked once for a whole run, about no one message or session (each a Reading)
 READINGS = frozenset(
     {
@@ -100,7 +103,7 @@ READINGS = frozenset(
     }
 )
 # the kinds whose options are offered in the reference's order of preference, not compared by name
-OFFERED_IN_ORDER = READINGS | {GROUP, RECLASSIFIED, RECLASSIFIED_NEXT}
+OFFERED_IN_ORDER = READINGS | {GROUP, RECLASSIFIED, RECLASSIFIED_NEXT, TASK_HANDLERS}
 # the readings that are open only to an implementation without this capability (a rule of it otherwise)
 OPEN_WITHOUT = {RECLASSIFYING: "periodic_tasks"}
 

@@ -13,7 +13,15 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from sbtck.engine.activation import QueueMonitors
-from sbtck.engine.choosing import ANY_WITH_DIALOGS, CLEANUP_READING, STARTED_BROKERS, Chooser, FirstChooser, Reading
+from sbtck.engine.choosing import (
+    ANY_WITH_DIALOGS,
+    CLEANUP_READING,
+    STARTED_BROKERS,
+    TASK_HANDLERS,
+    Chooser,
+    FirstChooser,
+    Reading,
+)
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.dispatcher import Dispatcher
@@ -57,7 +65,10 @@ class Maintenance:
         self.has_dialogs = has_dialogs
         self.state: dict[str, InstanceTasks] = {}
         for name, instance in ctx.instances.items():
-            tasks = InstanceTasks(int(ctx.params.task_handlers_per_cpu * instance.cpus))
+            most = int(ctx.params.task_handlers_per_cpu * instance.cpus)
+            self.chooser.about(name, {TASK_HANDLERS: True, "at_ms": self.clock.now_ms})
+            count = self.chooser.choose(TASK_HANDLERS, [str(n) for n in range(most, 0, -1)])
+            tasks = InstanceTasks(int(count))
             self.state[name] = tasks
             self.log.emit(self.clock.now_ms, Kind.TASK_HANDLERS_STARTED, instance=name, count=tasks.task_handlers)
             for db in instance.databases.values():

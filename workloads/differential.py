@@ -62,6 +62,7 @@ from sbtck.engine.choosing import (
     REPLY,
     ROUTE,
     STAYS_REGISTERED,
+    TASK_HANDLERS,
     THE_COMMITTER,
     Addresses,
     FirstChooser,
@@ -141,6 +142,7 @@ class FollowingChooser:
         self.reclassifying: tuple[str, object] = ("", None)
         # the dialogs each transmitter said it reclassified, by instance and instant (with the periodic tasks)
         self.listed: dict[tuple[str, object], set[str]] = {}
+        self.handlers: dict[str, str] = {}  # PER-1B: how many task handlers each instance reported it started
         self.seen: dict[tuple[str, str, int, bool], int] = {}
         self.current: dict[str, str] = {}
         self.fallback = FirstChooser()
@@ -166,6 +168,9 @@ class FollowingChooser:
             if kind in _READING:
                 if e.get("session") or kind == _EXITED:
                     self._reader(e)
+                continue
+            if kind == _HANDLERS:
+                self.handlers[str(e.get("instance"))] = str(e.get("count"))
                 continue
             if kind == _RECLASSIFIED:
                 self.listed[(str(e.get("instance")), e.get("at_ms"))] = {str(d) for d in e.get("dialogs") or ()}
@@ -256,6 +261,10 @@ class FollowingChooser:
         if message.get(RECLASSIFIED_NEXT):  # the order of a reclassification: read in choose, from the options
             self.reclassifying = (instance, message.get("at_ms"))
             self.current = {}
+            return
+        if message.get(TASK_HANDLERS):  # how many task handlers the instance starts: as many as it reported
+            count = self.handlers.get(instance)
+            self.current = {} if count is None else {TASK_HANDLERS: count}
             return
         if message.get(RECLASSIFIED):  # whether a waiting message registers again: no routing attempt of its own
             instant = (_key(instance, message), message.get("at_ms"))
@@ -361,7 +370,9 @@ _BEGUN = frozenset({Kind.MESSAGE_SENT.value, _RETRIED})
 _PROBED_KINDS = frozenset({Kind.PRINCIPAL_LOST.value, Kind.PRINCIPAL_PROBE.value})
 _MATCHED, _CHOSEN = Kind.ROUTES_MATCHED.value, Kind.ROUTE_CHOSEN.value
 _RECLASSIFIED = Kind.TRANSMITTER_RECLASSIFIED.value
-_FOLLOWED = _READING | {_TRANSMITTED, _PENDING, _MATCHED, _CHOSEN, _RECLASSIFIED} | _HERE | _BEGUN | _PROBED_KINDS
+_HANDLERS = Kind.TASK_HANDLERS_STARTED.value
+_FOLLOWED = _READING | {_TRANSMITTED, _PENDING, _MATCHED, _CHOSEN, _RECLASSIFIED, _HANDLERS}
+_FOLLOWED |= _HERE | _BEGUN | _PROBED_KINDS
 
 
 def _pending_address(status: object) -> str | None:

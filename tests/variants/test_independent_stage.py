@@ -1,9 +1,10 @@
 """The randomized stage on the brokers written outside the team: its verdict on each may only get better.
 
 The worlds each outside broker still fails or leaves undecided are listed beside this test
-(independent_stage.json), as web-platform-tests keeps expectations beside its tests; they are not yet judged
-against the documents (issue 32). A world failing that is not listed fails this test: the stage rejects more
-than it did. A listed world that passes is reported, so that the list only shrinks; write it again with
+(independent_stage.json), as web-platform-tests keeps expectations beside its tests; none of the first 100 is
+now, and a world listed there must be one the documents make the broker wrong in. A world failing that is not
+listed fails this test: the stage rejects more than it did. A listed world that passes is reported, so that the
+list only shrinks; write it again with
 
     python -m tests.variants.test_independent_stage
 

@@ -18,6 +18,7 @@ from sbtck.engine.choosing import (
     RECLASSIFIED,
     RECLASSIFIED_NEXT,
     RECLASSIFYING,
+    TASK_HANDLERS,
     Addresses,
     FirstChooser,
 )
@@ -146,6 +147,7 @@ def _taking_the_last(kind: str) -> type[Broker]:
         (DROPPED_TIME_OUT, ("activation",)),  # ACT-13's time-out, once its notification is dropped
         (EMPTY_MEMORY, ("activation",)),  # ACT-07's empty result set, seen by a monitor not there then
         (CHECK_MOMENT, ("activation",)),  # ACT-05: "whenever" a trigger occurs, among sessions of no order
+        (TASK_HANDLERS, ("periodic_tasks",)),  # PER-1B: "up to 2 times the number of CPU's task-handlers"
     ],
 )
 def test_each_choice_the_documents_leave_open_is_searched(kind: str, areas: tuple[str, ...] | None) -> None:
