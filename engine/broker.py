@@ -81,6 +81,7 @@ class Broker(QueueStatements, Administration):
             for name, inst in self.instances.items()
         }
         self.monitors.chooser = self.receiving.chooser = chooser = chooser or self.chooser_class()
+        self.transport.chooser = chooser
         self.receiving.takes_the_oldest = type(chooser) is FirstChooser
         self.router = self.router_class(ctx, chooser, self.transport, self)
         self.maintenance = self.maintenance_class(ctx, self._has_dialogs, chooser)

@@ -85,6 +85,11 @@ WHEN_SENT_ON, WHEN_DECIDED = "when sent on", "when decided"
 # run, the reference's first)
 CHECK_MOMENT = "check_moment"
 ONCE_SETTLED, AT_THE_TRIGGER = "once the instant has settled", "at the trigger"
+# when the transport finds a connection broken by the kit's network fault (an instance that cannot be reached):
+# at once, or only when the connection is next used or wanted, as TCP finds it; the documents say neither, and the
+# fault is the kit's own (one reading for a whole run, the reference's first)
+BROKEN_NOTICED = "broken_connection_noticed"
+AT_ONCE_NOTICED, AT_NEXT_USE = "at once", "at its next use"
 # how many task handlers an instance starts (PER-1B: it "creates up to 2 times the number of CPU's task-handlers"):
 # asked of each instance as it starts, its options counts from twice its CPUs down to one, the reference's first
 TASK_HANDLERS = "task_handlers"
@@ -100,6 +105,7 @@ READINGS = frozenset(
         CLEANUP_READING,
         DROPPED_TIME_OUT,
         EMPTY_MEMORY,
+        BROKEN_NOTICED,
     }
 )
 # the kinds whose options are offered in the reference's order of preference, not compared by name

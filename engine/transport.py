@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sbtck.engine.choosing import AT_NEXT_USE, AT_ONCE_NOTICED, BROKEN_NOTICED, Chooser, FirstChooser, Reading
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.model import Instance
@@ -36,6 +37,9 @@ class Transport:
         self.params = ctx.params
         self.connections: dict[Link, Connection] = {}
         self.suppressed_until: dict[Link, int] = {}
+        self.chooser: Chooser = FirstChooser()  # the broker's, once it has one
+        self.noticed = Reading(BROKEN_NOTICED, AT_ONCE_NOTICED, AT_NEXT_USE)
+        self.broken: set[Link] = set()  # AT_NEXT_USE: connections the network lost, not yet found broken
 
     def _emit(self, kind: Kind, link: Link, **fields: object) -> None:
         self.log.emit(self.clock.now_ms, kind, instance=link[0], address=link[1], **fields)
@@ -60,6 +64,7 @@ class Transport:
     def ready(self, instance: str, address: str) -> bool:
         """Is there a connection to send on now, opening one if the engine may?"""
         link = (instance, address.upper())
+        self._notice(link)
         if link in self.connections:
             return True
         if self.connect_on_send and not self.suppressed(link):
@@ -75,13 +80,24 @@ class Transport:
             self._emit(Kind.CONNECTION_CLOSED, link, reason=reason)
 
     def drop_links_to(self, address: str) -> None:
-        for link in [link for link in self.connections if link[1] == address.upper()]:
+        """The network lost the instance at ADDRESS: its connections are broken, found so now or at next use."""
+        lost = [link for link in self.connections if link[1] == address.upper()]
+        if lost and self.noticed.of(self.chooser) == AT_NEXT_USE:
+            self.broken.update(lost)
+            return
+        for link in lost:
+            self.disconnect(link, "disconnected")
+
+    def _notice(self, link: Link) -> None:
+        if self.broken and link in self.broken:
+            self.broken.discard(link)
             self.disconnect(link, "disconnected")
 
     def connect_pending(self, wanted: list[Link]) -> list[Link]:
         """PER-2A: try each destination with pending messages that is not suppressed; return the open ones."""
         opened = []
         for link in dict.fromkeys(wanted):
+            self._notice(link)
             if link in self.connections or (not self.suppressed(link) and self.attempt(link)):
                 opened.append(link)
         return opened
@@ -93,6 +109,8 @@ class Transport:
             if self.clock.now_ms - conn.last_activity_ms >= limit:
                 del self.connections[link]
                 self._emit(Kind.CONNECTION_CLOSED, link, reason="idle")
+        if self.broken:
+            self.broken &= set(self.connections)
 
     def rows(self) -> list[dict[str, object]]:
         return [

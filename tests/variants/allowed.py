@@ -17,7 +17,9 @@ from sbtck.engine import routing as r
 from sbtck.engine.activation import ActivatedTask, QueueMonitor, QueueMonitors
 from sbtck.engine.broker import ConnectsWhenNotified
 from sbtck.engine.choosing import (
+    AT_NEXT_USE,
     AT_THE_TRIGGER,
+    BROKEN_NOTICED,
     CHECK_MOMENT,
     GCG_READING,
     NEXT_READER,
@@ -501,38 +503,16 @@ def fires_no_bcn_without_clients_nor_reports_failed_restarts() -> ReferenceImple
     return _QuietAboutNotices(name="allowed: no BCN without clients, failed restarts unreported")
 
 
-class _NoticesAtNextUse(Transport):
+class _NoticesAtNextUse(FirstChooser):
     """A connection to an instance the network lost is found broken when it is next used, as TCP finds it,
     not at once: the kit's own network fault does not say when the broker notices (PER-2A)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.broken: set[Link] = set()
-
-    def drop_links_to(self, address: str) -> None:
-        self.broken.update(link for link in self.connections if link[1] == address.upper())
-
-    def _notice(self, link: Link) -> None:
-        if link in self.broken:
-            self.broken.discard(link)
-            self.disconnect(link, "disconnected")
-
-    def ready(self, instance: str, address: str) -> bool:
-        self._notice((instance, address.upper()))
-        return super().ready(instance, address)
-
-    def connect_pending(self, wanted: list[Link]) -> list[Link]:
-        for link in wanted:
-            self._notice(link)
-        return super().connect_pending(wanted)
-
-    def close_idle(self) -> None:
-        super().close_idle()
-        self.broken &= set(self.connections)
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return AT_NEXT_USE if kind == BROKEN_NOTICED else super().choose(kind, options, addresses)
 
 
 def notices_an_unreachable_instance_at_next_use() -> ReferenceImplementation:
-    return _engine("notices a lost connection at its next use", transport_class=_NoticesAtNextUse)
+    return _engine("notices a lost connection at its next use", chooser_class=_NoticesAtNextUse)
 
 
 class _TakesItsOwnAddressAtOnce(Router):

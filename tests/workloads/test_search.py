@@ -7,6 +7,7 @@ import pytest
 from sbtck.engine.broker import Broker
 from sbtck.engine.choosing import (
     ACKNOWLEDGEMENT_READING,
+    BROKEN_NOTICED,
     CHECK_MOMENT,
     CLEANUP_READING,
     DROPPED_TIME_OUT,
@@ -148,6 +149,7 @@ def _taking_the_last(kind: str) -> type[Broker]:
         (EMPTY_MEMORY, ("activation",)),  # ACT-07's empty result set, seen by a monitor not there then
         (CHECK_MOMENT, ("activation",)),  # ACT-05: "whenever" a trigger occurs, among sessions of no order
         (TASK_HANDLERS, ("periodic_tasks",)),  # PER-1B: "up to 2 times the number of CPU's task-handlers"
+        (BROKEN_NOTICED, None),  # when a connection the kit's network fault broke is found broken
     ],
 )
 def test_each_choice_the_documents_leave_open_is_searched(kind: str, areas: tuple[str, ...] | None) -> None:
