@@ -20,6 +20,7 @@ from sbtck.engine.choosing import (
     ENDS_WITH_IT,
     NEXT_READER,
     ONCE_SETTLED,
+    QUIET_SPAN,
     RUNS_OUT,
     THE_COMMITTER,
     THE_MONITORS,
@@ -27,6 +28,7 @@ from sbtck.engine.choosing import (
     Chooser,
     FirstChooser,
     Reading,
+    Span,
 )
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
@@ -81,6 +83,7 @@ class QueueMonitors:
         self.receiving: Receiving  # set by the broker; the two refer to each other
         self.chooser: Chooser = FirstChooser()  # the broker's, once it has one
         self.check_moment = Reading(CHECK_MOMENT, ONCE_SETTLED, AT_THE_TRIGGER)
+        self.quietness = Span(QUIET_SPAN)
         # AT_THE_TRIGGER: the looks an activated procedure's step raised, made when it is done; None outside one
         self._in_step: list[Callable[[], None]] | None = None
         self.dropped_time_out = Reading(DROPPED_TIME_OUT, RUNS_OUT, ENDS_WITH_IT)
@@ -135,7 +138,8 @@ class QueueMonitors:
         """ACT-07: no empty result from a RECEIVE without WHERE for a few seconds."""
         if monitor.last_empty_ms is None:
             return True
-        return self.clock.now_ms - monitor.last_empty_ms >= self.params.activation_empty_window_s * 1000
+        window = round(self.params.activation_empty_window_s * 1000)
+        return self.quietness.over(self.clock.now_ms, monitor.last_empty_ms + window, self.chooser)
 
     def internal(self, queue: Queue) -> bool:
         """Internal activation is for a queue whose activation STATUS is ON and names a procedure."""

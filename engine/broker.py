@@ -8,7 +8,7 @@ from typing import Any, ClassVar, TypeVar
 from sbtck.contract import Event, QueueRef
 from sbtck.engine import views
 from sbtck.engine.activation import ARRIVAL, QueueMonitors
-from sbtck.engine.choosing import Chooser, FirstChooser
+from sbtck.engine.choosing import STALE_SPAN, Chooser, FirstChooser, Span
 from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context, command
@@ -82,6 +82,9 @@ class Broker(QueueStatements, Administration):
         }
         self.monitors.chooser = self.receiving.chooser = chooser = chooser or self.chooser_class()
         self.transport.chooser = chooser
+        staleness = Span(STALE_SPAN)
+        for dispatcher in self.dispatchers.values():
+            dispatcher.chooser, dispatcher.staleness = chooser, staleness
         self.receiving.takes_the_oldest = type(chooser) is FirstChooser
         self.router = self.router_class(ctx, chooser, self.transport, self)
         self.maintenance = self.maintenance_class(ctx, self._has_dialogs, chooser)

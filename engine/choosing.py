@@ -90,6 +90,14 @@ ONCE_SETTLED, AT_THE_TRIGGER = "once the instant has settled", "at the trigger"
 # fault is the kit's own (one reading for a whole run, the reference's first)
 BROKEN_NOTICED = "broken_connection_noticed"
 AT_ONCE_NOTICED, AT_NEXT_USE = "at once", "at its next use"
+# whether the last instant of a span of the documents counts as passed, where a check falls on it exactly: "for 15
+# seconds after disconnection" and 60 after a failed attempt (a destination suppressed), "idle for the past 90
+# seconds" (a connection), "in 10 seconds since their arrival" (a dispatcher's buffer), "within 60 seconds of being
+# received" (a forwarded message), "for a few seconds" (ACT-07's quiet window). The documents do not say; each is
+# one reading for a whole run, asked only at such an instant (``Span``), the reference's first
+SUPPRESSION_SPAN, IDLE_SPAN, STALE_SPAN = "suppression_span", "idle_span", "stale_span"
+FORWARD_SPAN, QUIET_SPAN = "forward_span", "quiet_span"
+PASSED_AT_ITS_END, NOT_YET_PASSED = "passed at its last instant", "not yet passed at its last instant"
 # how many task handlers an instance starts (PER-1B: it "creates up to 2 times the number of CPU's task-handlers"):
 # asked of each instance as it starts, its options counts from twice its CPUs down to one, the reference's first
 TASK_HANDLERS = "task_handlers"
@@ -106,6 +114,11 @@ READINGS = frozenset(
         DROPPED_TIME_OUT,
         EMPTY_MEMORY,
         BROKEN_NOTICED,
+        SUPPRESSION_SPAN,
+        IDLE_SPAN,
+        STALE_SPAN,
+        FORWARD_SPAN,
+        QUIET_SPAN,
     }
 )
 # the kinds whose options are offered in the reference's order of preference, not compared by name
@@ -165,3 +178,16 @@ class Reading:
         if self.taken is None:
             self.taken = chooser.choose(self.kind, self.options)
         return self.taken
+
+
+class Span:
+    """One span of the documents, as the reading of its kind takes its last instant."""
+
+    def __init__(self, kind: str) -> None:
+        self.reading = Reading(kind, PASSED_AT_ITS_END, NOT_YET_PASSED)
+
+    def over(self, now_ms: int, end_ms: int, chooser: Chooser) -> bool:
+        """Has the span that ends at END_MS passed at NOW_MS? At END_MS itself, as its reading says."""
+        if now_ms != end_ms:
+            return now_ms > end_ms
+        return self.reading.of(chooser) == PASSED_AT_ITS_END

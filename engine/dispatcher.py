@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sbtck.engine.choosing import STALE_SPAN, Chooser, FirstChooser, Span
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.model import Database, Envelope, Instance
@@ -50,6 +51,9 @@ class Dispatcher:
         self.buffers: dict[tuple[str, bool], list[Buffered]] = {}
         self.expected = expected
         self.mode = RUNNING
+        # the broker's, once it has them: one reading of the span for all its dispatchers
+        self.chooser: Chooser = FirstChooser()
+        self.staleness = Span(STALE_SPAN)
         self.delay_ms = 0
 
     def _emit(self, kind: Kind, item: Buffered, **fields: object) -> None:
@@ -102,7 +106,7 @@ class Dispatcher:
             for item in line:
                 if not self._in_order(key, item) and not self._follows(key, item, line):
                     self._emit(Kind.DISPATCHER_DELETED, item, reason="out of order")
-                elif self.clock.now_ms - item.arrived_ms >= stale:
+                elif self.staleness.over(self.clock.now_ms, item.arrived_ms + stale, self.chooser):
                     self._emit(Kind.DISPATCHER_DELETED, item, reason="stale")
                 else:
                     keep.append(item)

@@ -20,6 +20,7 @@ from sbtck.engine.choosing import (
     ACKNOWLEDGEMENT_READING,
     AT_ONCE_FROM_OUTSIDE,
     FORWARD_REPORTED,
+    FORWARD_SPAN,
     LOST_PRINCIPAL_TOO,
     NEVER_RECLASSIFIES,
     OVER_THE_NETWORK,
@@ -40,6 +41,7 @@ from sbtck.engine.choosing import (
     Addresses,
     Chooser,
     Reading,
+    Span,
 )
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
@@ -167,6 +169,7 @@ class Router:
         self.log = ctx.log
         self.params = ctx.params
         self.chooser = chooser
+        self.forwarding = Span(FORWARD_SPAN)
         # where a routed message ends: Broker.deliver into the target queue now, or Broker.dispatch through the
         # receiving instance's message dispatcher, which buffers and may drop it (PER-1C); named by its class, not a
         # protocol, so that the compiled build calls it directly
@@ -457,7 +460,11 @@ class Router:
         """PER-5B: a message not forwarded within 60 seconds of receipt is deleted."""
         limit = int(self.params.forward_stale_s * 1000)
         for key, line in list(self.lines.items()):
-            for waiting in [w for w in line if not w.inside and self.clock.now_ms - w.received_ms >= limit]:
+            for waiting in [
+                w
+                for w in line
+                if not w.inside and self.forwarding.over(self.clock.now_ms, w.received_ms + limit, self.chooser)
+            ]:
                 line.remove(waiting)
                 env = waiting.envelope
                 self.reported_forwards.discard((env.dialog, env.from_target, env.sequence, waiting.instance))

@@ -11,7 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sbtck.engine.choosing import AT_NEXT_USE, AT_ONCE_NOTICED, BROKEN_NOTICED, Chooser, FirstChooser, Reading
+from sbtck.engine.choosing import (
+    AT_NEXT_USE,
+    AT_ONCE_NOTICED,
+    BROKEN_NOTICED,
+    IDLE_SPAN,
+    SUPPRESSION_SPAN,
+    Chooser,
+    FirstChooser,
+    Reading,
+    Span,
+)
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.model import Instance
@@ -40,6 +50,7 @@ class Transport:
         self.chooser: Chooser = FirstChooser()  # the broker's, once it has one
         self.noticed = Reading(BROKEN_NOTICED, AT_ONCE_NOTICED, AT_NEXT_USE)
         self.broken: set[Link] = set()  # AT_NEXT_USE: connections the network lost, not yet found broken
+        self.suppression, self.idleness = Span(SUPPRESSION_SPAN), Span(IDLE_SPAN)
 
     def _emit(self, kind: Kind, link: Link, **fields: object) -> None:
         self.log.emit(self.clock.now_ms, kind, instance=link[0], address=link[1], **fields)
@@ -48,7 +59,7 @@ class Transport:
         return next((i for i in self.instances.values() if i.address.upper() == address.upper()), None)
 
     def suppressed(self, link: Link) -> bool:
-        return self.clock.now_ms < self.suppressed_until.get(link, 0)
+        return not self.suppression.over(self.clock.now_ms, self.suppressed_until.get(link, 0), self.chooser)
 
     def attempt(self, link: Link) -> bool:
         """One connection attempt; a refusal suppresses the destination for 60 seconds."""
@@ -106,7 +117,7 @@ class Transport:
         """PER-5A: connections idle for the past 90 seconds close."""
         limit = int(self.params.connection_idle_close_s * 1000)
         for link, conn in list(self.connections.items()):
-            if self.clock.now_ms - conn.last_activity_ms >= limit:
+            if self.idleness.over(self.clock.now_ms, conn.last_activity_ms + limit, self.chooser):
                 del self.connections[link]
                 self._emit(Kind.CONNECTION_CLOSED, link, reason="idle")
         if self.broken:

@@ -13,12 +13,17 @@ from sbtck.engine.choosing import (
     DROPPED_TIME_OUT,
     EMPTY_MEMORY,
     FORWARD_REPORTED,
+    FORWARD_SPAN,
     GROUP,
+    IDLE_SPAN,
     NEVER_RECLASSIFIES,
     OWN_ADDRESS,
+    QUIET_SPAN,
     RECLASSIFIED,
     RECLASSIFIED_NEXT,
     RECLASSIFYING,
+    STALE_SPAN,
+    SUPPRESSION_SPAN,
     TASK_HANDLERS,
     Addresses,
     FirstChooser,
@@ -150,6 +155,13 @@ def _taking_the_last(kind: str) -> type[Broker]:
         (CHECK_MOMENT, ("activation",)),  # ACT-05: "whenever" a trigger occurs, among sessions of no order
         (TASK_HANDLERS, ("periodic_tasks",)),  # PER-1B: "up to 2 times the number of CPU's task-handlers"
         (BROKEN_NOTICED, None),  # when a connection the kit's network fault broke is found broken
+        # whether a span's last instant counts: "for 15 seconds after disconnection", "idle for the past 90
+        # seconds", "in 10 seconds since their arrival", "within 60 seconds of being received", "a few seconds"
+        (SUPPRESSION_SPAN, None),
+        (IDLE_SPAN, None),
+        (STALE_SPAN, None),
+        (FORWARD_SPAN, None),
+        (QUIET_SPAN, ("activation",)),
     ],
 )
 def test_each_choice_the_documents_leave_open_is_searched(kind: str, areas: tuple[str, ...] | None) -> None:

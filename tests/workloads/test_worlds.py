@@ -117,12 +117,10 @@ def test_the_differential_check_accepts_the_reference_and_its_other_allowed_choi
             assert verdict.violations == [] and not verdict.undecided, (seed, implementation.name, verdict)
 
 
-# allowed behaviours the stage does not follow yet: it still fails some worlds of each (resending, and the readings
-# no chooser makes yet: whether a boundary's last instant counts; issue 32);
+# allowed behaviours the stage does not follow yet: it still fails some worlds of each (resending; issue 32);
 # strict, so that following one turns it into a pass that must be moved out of here
 NOT_FOLLOWED_YET = {"resends_after_4_seconds", "resends_after_a_second"}
 NOT_FOLLOWED_YET |= {"resends_after_a_second_connecting_when_notified"}
-NOT_FOLLOWED_YET |= {"exclusive_boundaries"}
 # the worlds each broker is checked in: the first 60, or where its choice shows (reclassifying every waiting dialog
 # shows in 12 of the first 1,000 worlds of generator 4, the first at seed 287; asking the lost principal again in
 # 17, the first at 154)
