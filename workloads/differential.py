@@ -391,9 +391,10 @@ _TO_AN_ADDRESS = (f"{CONNECTING} to ", f"{FAILED} to ")
 def reference_params(declared: dict[str, Any]) -> EngineParams:
     """The reference's values, with each open one the implementation declares."""
     base = EngineParams.reference()
-    known = {f.name for f in dataclass_fields(EngineParams)}
-    open_values = {k: int(v) for k, v in declared.items() if k in known and v is not None}
-    return EngineParams(**{**{f: getattr(base, f) for f in known}, **open_values})
+    # a time may be any number of seconds, a half included: a float field keeps its fraction
+    kinds = {f.name: float if f.type in (float, "float") else int for f in dataclass_fields(EngineParams)}
+    open_values = {k: kinds[k](v) for k, v in declared.items() if k in kinds and v is not None}
+    return EngineParams(**{**{f: getattr(base, f) for f in kinds}, **open_values})
 
 
 def _unmatched(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list[dict[str, Any]]:

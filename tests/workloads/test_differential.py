@@ -7,11 +7,17 @@ as sets; a route_chosen's candidates compare by number.
 
 from __future__ import annotations
 
+import dataclasses
+from collections import Counter
 from typing import Any
 
+from sbtck.engine import EngineParams
+from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import Kind
-from sbtck.workloads.differential import DIFFERENCE, Carried, differ, rules_of
+from sbtck.reports.results import PASSED
+from sbtck.workloads.differential import DIFFERENCE, Carried, differ, reference_params, rules_of
 from sbtck.workloads.landscape import ALL
+from sbtck.workloads.stage import Checker
 
 SENT = {"at_ms": 5000, "kind": Kind.MESSAGE_SENT.value, "instance": "sql1", "dialog": "D1", "from_target": False}
 ARRIVED = {"at_ms": 5000, "kind": Kind.MESSAGE_ARRIVED.value, "instance": "sql2", "dialog": "D1", "queue": "Q"}
@@ -190,3 +196,18 @@ def test_a_waiting_message_speaks_for_the_rule_its_status_names() -> None:
     }
     for status, rule in statuses.items():
         assert rules_of([{**pending, "status": status}]) == [rule], status
+
+
+def test_an_open_time_declared_with_a_half_runs_the_reference_with_that_half() -> None:
+    """ "Any number of seconds in their range, a half included" (implementing.md, 2): 2.5 is not 2."""
+    params = reference_params({"activation_empty_window_s": 2.5, "delayed_retry_s": 7.5, "forward_hop_limit": 3})
+    assert (params.activation_empty_window_s, params.delayed_retry_s, params.forward_hop_limit) == (2.5, 7.5, 3)
+    declared = dataclasses.replace(EngineParams.reference(), activation_empty_window_s=2.5)
+    implementation = ReferenceImplementation(params=declared, name="window of 2.5 s")
+    implementation.profile["params"]["activation_empty_window_s"] = 2.5
+    checker = Checker(lambda: implementation, differential=True, areas=("activation",))
+    try:
+        outcomes = Counter(checker.check(seed).outcome for seed in range(40))
+    finally:
+        checker.close()
+    assert outcomes == Counter({PASSED: 40})
