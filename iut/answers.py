@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from sbtck.contract import CAPABILITIES, PROTOCOL_VERSION, Command, Event, Handshake, QueryView, Response, Start
+from sbtck.contract import CAPABILITIES, PROTOCOL_VERSION, Command, Event, Handshake, QueryView, Response, Result, Start
 from sbtck.errors import ProtocolError
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.protocol import shown
@@ -140,12 +140,19 @@ def json_type(value: object) -> str:
 
 
 def check_result(command: Command, response: Response) -> None:
-    """What the steps read of an answer is there: every declared column of a view's rows, and the dialog and
-    sequence number of each row RECEIVE returned. A missing one is the implementation's error, named here."""
+    """What the steps read of an answer is there: the result the command declares (``Command.result``), every
+    declared column of a view's rows, and the dialog and sequence number of each row RECEIVE returned. A missing
+    one is the implementation's error, named here."""
+    if response.error is None and type(command).result is not Result:
+        try:
+            msgspec.convert(response.result, type(command).result)
+        except msgspec.ValidationError as exc:
+            raise ProtocolError(
+                f"{command.kind}: a result that breaks the protocol: {exc}".replace("`$", "`$.result")
+                + f"; the contract declares {type(command).result.__name__} (docs/protocol.md#{command.kind})"
+            ) from None
     if response.error is None and isinstance(command, QueryView):
         what = f"{command.kind} {command.view!r} at {command.instance or 'the first instance'}"
-        if "rows" not in response.result:
-            raise ProtocolError(f"{what}: the answer has no `$.result.rows`; the contract declares a list of rows")
         _rows(response.result.get("rows", []), "$.result.rows", what, VIEW_COLUMNS.get(command.view, ()), command.view)
     for i, event in enumerate(response.events):
         if event.kind == Kind.ROWS_RETURNED:

@@ -96,8 +96,11 @@ def render_commands() -> str:
         )
         fields = ", ".join(f"`{f.name}`" for f in dataclasses.fields(cls))
         example = json.dumps({"id": 7, "op": "execute", "command": command.to_json()})
+        result = " ".join((cls.result.__doc__ or "").split())
         parts.append(
-            f"### `{cls.kind}`\n\n" + (f"{doc}\n\n" if doc else "") + f"Fields: {fields}.\n\n```json\n{example}\n```\n"
+            f"### `{cls.kind}`\n\n"
+            + (f"{doc}\n\n" if doc else "")
+            + f"Fields: {fields}.\n\nResult (`result_{cls.kind}` of the schema): {result}\n\n```json\n{example}\n```\n"
         )
     views = "\n".join(f"| `{view}` | {', '.join(f'`{col}`' for col in VIEW_COLUMNS[view])} |" for view in c.VIEWS)
     own = "\n".join(f"- `{name}`: {text}." for name, text in sorted(COLUMN_MEANINGS.items()))

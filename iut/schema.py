@@ -4,7 +4,8 @@
 
 It says what docs/protocol.md says, from the same declarations: the requests
 the kit sends (``contract.COMMANDS``, each command's fields and JSON types),
-the answers an implementation gives, every event kind with the fields it
+the answers an implementation gives and the result each command declares
+(``Command.result``), every event kind with the fields it
 carries (``observations.FIELDS``; a field named like a view's column has that
 column's type, ``views.COLUMN_TYPES``, and a field with a value set has its
 values, ``observations.VALUES``), and the rows of every view. An event may
@@ -71,6 +72,16 @@ def _command(cls: type[c.Command]) -> dict[str, Any]:
     doc = " ".join((cls.__doc__ or "").split())
     described = {"description": doc} if doc and not doc.startswith(cls.__name__ + "(") else {}
     return {"type": "object", **described, "properties": properties, "required": required}
+
+
+def _result(cls: type[c.Result]) -> dict[str, Any]:
+    """A command's declared result: its fields required as typed, any others allowed (the kit does not read them)."""
+    hints = typing.get_type_hints(cls)
+    fields = dataclasses.fields(cls)
+    properties = {f.name: _python(hints[f.name]) for f in fields}
+    doc = " ".join((cls.__doc__ or "").split())
+    required = [f.name for f in fields if f.default is dataclasses.MISSING]
+    return {"type": "object", "description": doc, "properties": properties, "required": required}
 
 
 def _field(name: str) -> dict[str, Any]:
@@ -174,11 +185,7 @@ def render() -> dict[str, Any]:
                 },
                 "required": ["name", "protocol"],
             },
-            "query_view_result": {
-                "type": "object",
-                "properties": {"rows": {"type": "array", "items": {"type": "object"}}},
-                "required": ["rows"],
-            },
+            **{f"result_{kind}": _result(cls.result) for kind, cls in sorted(c.COMMANDS.items())},
             "event": {
                 "type": "object",
                 "properties": {"at_ms": {"type": "integer"}, "kind": {"enum": sorted(events)}},

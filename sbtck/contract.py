@@ -57,8 +57,22 @@ class QueueRef(NamedTuple):
 
 
 @dataclass(frozen=True)
+class Result:
+    """An object; the kit reads none of its fields (an implementation may say in it what it likes)."""
+
+
+@dataclass(frozen=True)
+class ViewResult(Result):
+    """``rows``: the view's rows, each an object of every column the view declares (see Views of query_view)."""
+
+    rows: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
 class Command:
     kind: ClassVar[str] = ""
+    # what the answer's ``result`` holds when the command is taken: checked as declared, the rest not read
+    result: ClassVar[type[Result]] = Result
     at_ms: int
 
     def to_json(self) -> dict[str, Any]:
@@ -318,6 +332,7 @@ class QueryView(Command):
     """SELECT * FROM one of the views of ``VIEWS``; sys.routes and sys.transmission_queue take an instance."""
 
     kind: ClassVar[str] = "query_view"
+    result: ClassVar[type[Result]] = ViewResult
     view: str
     instance: str | None = None
     database: str | None = None
@@ -406,7 +421,8 @@ def _accepts(hint: Any, value: Any) -> bool:
 
 @functools.cache
 def _hints(kind: str) -> dict[str, Any]:
-    return {name: hint for name, hint in typing.get_type_hints(COMMANDS[kind]).items() if name != "kind"}
+    fields = {f.name for f in dataclasses.fields(COMMANDS[kind])}
+    return {name: hint for name, hint in typing.get_type_hints(COMMANDS[kind]).items() if name in fields}
 
 
 def typed_command(data: Any) -> Command:

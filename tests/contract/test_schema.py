@@ -35,6 +35,8 @@ def test_the_file_is_the_schema_the_contract_gives_today() -> None:
 def test_every_command_event_kind_and_view_is_declared() -> None:
     defined = SCHEMA["$defs"]
     assert {k.removeprefix("command_") for k in defined if k.startswith("command_")} == set(c.COMMANDS)
+    assert {k.removeprefix("result_") for k in defined if k.startswith("result_")} == set(c.COMMANDS)
+    assert not _valid("result_query_view", {}) and not _valid("result_query_view", {"rows": 3})
     assert all(f"row_{view}" in defined for view in c.VIEWS)
 
 
@@ -55,6 +57,8 @@ def test_the_kits_requests_and_the_references_answers_fit_the_schema(capabilitie
             reply |= {"error": error} if error is not None else {"result": result}
             errors = [e.message for e in answer.iter_errors(json.loads(json.dumps(reply)))]
             assert errors == [], (op["kind"], errors[:3])
+            if error is None:
+                assert _valid(f"result_{op['kind']}", result), (op["kind"], result)
             if op["kind"] == "query_view" and error is None:
                 rows = _checker(f"row_{op['view']}")
                 assert all(not list(rows.iter_errors(row)) for row in result["rows"]), op["view"]

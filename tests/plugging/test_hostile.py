@@ -767,6 +767,12 @@ def test_other_reporting_plugins_keep_real_time(tmp_path: Path) -> None:
             "'message_sequence_number' = '0' (string); the contract declares integer",
         ),
         (
+            "rows_as_a_count",
+            "RTM-8",
+            "query_view: a result that breaks the protocol: Expected `array`, got `int` - at `$.result.rows`; "
+            "the contract declares ViewResult (docs/protocol.md#query_view)",
+        ),
+        (
             "started_as_number",
             "PER-1B",
             "query_view 'sbtck.periodic_state' at sql1: the row `$.result.rows[0]` has 'broker_started' = 1 (integer); "
