@@ -70,6 +70,8 @@ class Broker(QueueStatements, Administration):
         self.conversations: dict[str, Conversation] = {}
         self._next_spid = FIRST_USER_SPID
         self._queuing_order = 0
+        # with resending, the messages that have arrived: a copy of one is not delivered again
+        self.arrived: set[tuple[str, bool, int]] = set()
         self._notification = 0
         ctx = Context(self.instances, self.queues, self.clock, self.log, self.params)
         self.monitors = self.monitors_class(ctx, self.procedure, self._new_session)
@@ -257,6 +259,11 @@ class Broker(QueueStatements, Administration):
         self.dispatchers[at.name].receive(env, db)
 
     def deliver(self, env: Envelope, at: Instance, db: Database) -> None:
+        if self.router.resend_first_ms:
+            copy = (env.dialog, env.from_target, env.sequence)
+            if copy in self.arrived:
+                return
+            self.arrived.add(copy)
         conv = self.conversations[env.dialog]
         service = db.services[env.to_service]
         if not env.from_target and conv.target is None:

@@ -67,8 +67,10 @@ class Dispatcher:
         )
 
     def receive(self, env: Envelope, db: Database) -> None:
-        item = Buffered(env, db.name, self.clock.now_ms)
         key = (env.dialog, env.from_target)
+        if self.params.resend_after_s and self._copy(key, env):
+            return
+        item = Buffered(env, db.name, self.clock.now_ms)
         self.buffers.setdefault(key, []).append(item)
         self.buffers[key].sort(key=lambda b: b.envelope.sequence)
         self._emit(Kind.DISPATCHER_BUFFERED, item)
@@ -76,6 +78,12 @@ class Dispatcher:
             self.clock.at(self.clock.now_ms + self.delay_ms, lambda: self._save_in_order(key))
         else:
             self._save_in_order(key)
+
+    def _copy(self, key: tuple[str, bool], env: Envelope) -> bool:
+        """PER-1C: the dispatcher "validates" what it receives: a copy of a message it saved or holds is dropped."""
+        return env.sequence < self.expected(*key) or any(
+            b.envelope.sequence == env.sequence for b in self.buffers.get(key, ())
+        )
 
     def _in_order(self, key: tuple[str, bool], item: Buffered) -> bool:
         return item.envelope.sequence == self.expected(*key)

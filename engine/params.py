@@ -45,6 +45,10 @@ class EngineParams:
     connection_idle_close_s: int = 90
     forward_stale_s: int = 60
     task_handlers_per_cpu: int = 2
+    # the documents do not say whether a message no acknowledgement came for is sent again: 0, never (the
+    # reference); N, after N seconds, then twice as long each time up to RESEND_LONGEST_MS, as an implementation
+    # declares it does
+    resend_after_s: float = 0
 
     @classmethod
     def reference(cls) -> EngineParams:

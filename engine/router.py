@@ -13,7 +13,7 @@ reclassifies dialogs on every 2nd timer notification (PER-2B).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sbtck.engine.choosing import (
@@ -60,6 +60,8 @@ CONNECTING = "waiting for a connection"
 NO_PRINCIPAL = "no partner claims to be principal"
 BEHIND = "behind an earlier message of the conversation"
 FAILED = "failed"
+# the longest a sender that resends waits between two sendings of a message (resend_after_s doubles up to it)
+RESEND_LONGEST_MS = 64_000
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,8 @@ class Router:
         self.params = ctx.params
         self.chooser = chooser
         self.forwarding = Span(FORWARD_SPAN)
+        self.resend_first_ms = round(ctx.params.resend_after_s * 1000)
+        self._resend_wait_ms = 0  # while a message is sent again: how long until the next time
         # where a routed message ends: Broker.deliver into the target queue now, or Broker.dispatch through the
         # receiving instance's message dispatcher, which buffers and may drop it (PER-1C); named by its class, not a
         # protocol, so that the compiled build calls it directly
@@ -626,6 +630,10 @@ class Router:
             else:
                 self._emit(Kind.MESSAGE_FORWARDED, at, env, address=target.address, hops=env.hops)
         self._emit(Kind.MESSAGE_TRANSMITTED, at, env, address=target.address, to_instance=target.name)
+        if inside and self.resend_first_ms:  # the sender sends it again until it arrives; a forwarder keeps no copy
+            wait_ms = self._resend_wait_ms or self.resend_first_ms
+            kept = replace(env)  # as it leaves: a forwarder changes the one it holds
+            self.clock.at(self.clock.now_ms + wait_ms, lambda: self._send_again(kept, at, address, home, wait_ms))
         lost = (env.dialog, env.from_target, env.sequence)
         if lost in self.lost:
             if not self.lost[lost]:
@@ -634,6 +642,15 @@ class Router:
             return
         # RTX-2: an address that resolves to this very instance arrives as from outside, through msdb.sys.routes
         self.route(env, target, inside=False, home=None, via_transport=True)
+
+    def _send_again(self, kept: Envelope, at: Instance, address: str | None, home: str | None, wait_ms: int) -> None:
+        if (kept.dialog, kept.from_target, kept.sequence) in self.arrivals.arrived:
+            return
+        self._resend_wait_ms = min(2 * wait_ms, RESEND_LONGEST_MS)
+        try:
+            self._transmit(replace(kept), at, address, True, home)
+        finally:
+            self._resend_wait_ms = 0
 
     def claims_principal(self, address: str, route: Route, env: Envelope) -> str:
         target = self.by_address(address)

@@ -42,6 +42,8 @@ class Param:
     # an open parameter's allowed values, both ends included; None for a fixed one
     low: float | None = None
     high: float | None = None
+    # declared only by an implementation that does what it measures (resend_after_s): no value of the documents
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,13 @@ def load(path: Path = CATALOGUE_PATH) -> Catalogue:
     rules = {r["id"]: Rule(r["id"], r["source"], r["rule"]) for r in data["rules"]}
     params = {
         name: Param(
-            name, spec.get("value"), bool(spec.get("fixed", False)), spec.get("note", ""), *spec.get("range", ())
+            name,
+            spec.get("value"),
+            bool(spec.get("fixed", False)),
+            spec.get("note", ""),
+            low=spec["range"][0] if "range" in spec else None,
+            high=spec["range"][1] if "range" in spec else None,
+            optional=bool(spec.get("optional", False)),
         )
         for name, spec in data["params"].items()
     }

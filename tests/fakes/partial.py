@@ -12,6 +12,8 @@ no decision-trace kinds and no ``rule`` or ``step`` fields.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sbtck import contract as c
 from sbtck.engine import Broker
 from sbtck.iut.reference import ReferenceImplementation
@@ -26,13 +28,21 @@ PERIODIC = ("periodic_tasks",)
 
 
 class Partial(ReferenceImplementation):
-    def __init__(self, capabilities: tuple[str, ...], name: str, broker_class: type[Broker] = Broker) -> None:
+    def __init__(
+        self,
+        capabilities: tuple[str, ...],
+        name: str,
+        broker_class: type[Broker] = Broker,
+        declared: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(broker_class=broker_class, name=name)
         self.capabilities = capabilities
+        self.declared = declared or {}  # parameters its broker runs with, beside the reference's (resend_after_s)
 
     def handshake(self) -> c.Handshake:
         full = super().handshake()
-        return c.Handshake(full.name, full.version, capabilities=self.capabilities, params=full.params)
+        params = {**full.params, **self.declared}
+        return c.Handshake(full.name, full.version, capabilities=self.capabilities, params=params)
 
     def execute(self, command: c.Command) -> c.Response:
         response = super().execute(command)
@@ -61,8 +71,10 @@ def periodic_only() -> Partial:
 BLACK_BOX = tuple(capability for capability in c.CAPABILITIES if capability != TRACE)
 
 
-def black_box(broker_class: type[Broker] = Broker, name: str = "black box") -> Partial:
-    return Partial(BLACK_BOX, name, broker_class)
+def black_box(
+    broker_class: type[Broker] = Broker, name: str = "black box", declared: dict[str, Any] | None = None
+) -> Partial:
+    return Partial(BLACK_BOX, name, broker_class, declared)
 
 
 AREAS = {"activation": ACTIVATION, "routing": ROUTING, "periodic": PERIODIC}

@@ -304,10 +304,23 @@ class _ResendsBroker(Broker):
 RESEND_LAST_MS = 64_000
 
 
+class _DeclaresResending(ReferenceImplementation):
+    """Resends as its broker does, written here apart from the engine's resending, and declares after how long
+    (``resend_after_s``), as an implementation that resends does."""
+
+    def __init__(self, first_ms: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.first_ms = first_ms
+
+    def handshake(self) -> c.Handshake:
+        base = super().handshake()
+        return dataclasses.replace(base, params={**base.params, "resend_after_s": self.first_ms / 1000})
+
+
 def _resending(first_ms: int) -> ReferenceImplementation:
     router = type("Resends", (_Resends,), {"first_ms": first_ms})
     broker = type("ResendsBroker", (_ResendsBroker,), {"router_class": router})
-    return ReferenceImplementation(broker_class=broker, name=f"allowed: resends after {first_ms} ms")
+    return _DeclaresResending(first_ms, broker_class=broker, name=f"allowed: resends after {first_ms} ms")
 
 
 def resends_after_4_seconds() -> ReferenceImplementation:
@@ -347,7 +360,7 @@ def resends_after_a_second_connecting_when_notified() -> ReferenceImplementation
         (_ResendsBroker,),
         {"router_class": _ResendsWhereRouted, "transport_class": NotifiedTransport},
     )
-    return ReferenceImplementation(broker_class=broker, name="allowed: resends after 1000 ms, connects when notified")
+    return _DeclaresResending(1_000, broker_class=broker, name="allowed: resends after 1000 ms, connects when notified")
 
 
 # ---------------------------------------------------------------- readings of the documents the reference did not take

@@ -117,10 +117,9 @@ def test_the_differential_check_accepts_the_reference_and_its_other_allowed_choi
             assert verdict.violations == [] and not verdict.undecided, (seed, implementation.name, verdict)
 
 
-# allowed behaviours the stage does not follow yet: it still fails some worlds of each (resending; issue 32);
-# strict, so that following one turns it into a pass that must be moved out of here
-NOT_FOLLOWED_YET = {"resends_after_4_seconds", "resends_after_a_second"}
-NOT_FOLLOWED_YET |= {"resends_after_a_second_connecting_when_notified"}
+# allowed behaviours the stage does not follow yet, each expected to fail some world (strict, so that following one
+# turns it into a pass that must be moved out of here): none now, resending declared (resend_after_s) included
+NOT_FOLLOWED_YET: set[str] = set()
 # the worlds each broker is checked in: the first 60, or where its choice shows (reclassifying every waiting dialog
 # shows in 12 of the first 1,000 worlds of generator 4, the first at seed 287; asking the lost principal again in
 # 17, the first at 154)
@@ -180,8 +179,9 @@ BROKERS_TAKING_ALLOWED_CHOICES = [
 @pytest.mark.parametrize("name", BROKERS_TAKING_ALLOWED_CHOICES)
 def test_the_stage_accepts_every_world_of_a_black_box_taking_allowed_choices(name: str) -> None:
     """Without a decision trace, the reference follows its choices by what it shows (FollowingChooser)."""
-    broker_class = getattr(allowed, name)().broker_class
-    checker = Checker(lambda: partial.black_box(broker_class, f"black box, {name}"), differential=True)
+    taking = getattr(allowed, name)()
+    declared = taking.handshake().params
+    checker = Checker(lambda: partial.black_box(taking.broker_class, f"black box, {name}", declared), differential=True)
     try:
         outcomes = Counter(checker.check(seed).outcome for seed in range(60))
     finally:
