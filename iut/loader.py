@@ -10,7 +10,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from sbtck.errors import IUTSpecError
+from sbtck.errors import ImplementationFault, IUTSpecError
 from sbtck.iut.implementation import Implementation
 
 GROUP = "sbtck.implementations"
@@ -38,6 +38,17 @@ def _python(spec: str) -> Callable[[], Implementation]:
     if not callable(factory):
         raise IUTSpecError(f"--iut {spec!r}: module {module_name!r} has no callable {attr!r}")
     return factory  # type: ignore[no-any-return]
+
+
+def implementation_made(spec: str, made: object) -> Implementation:
+    """What the factory of SPEC returned, if it is an implementation: else the implementation's fault, naming it."""
+    missing = [name for name in ("handshake", "execute", "close") if not callable(getattr(made, name, None))]
+    if missing:
+        raise ImplementationFault(
+            f"--iut {spec}: the factory returned {type(made).__name__}, not an implementation "
+            f"(it has no {', '.join(missing)}; see sbtck.iut.implementation.Implementation)"
+        )
+    return made  # type: ignore[return-value]
 
 
 def _tcp(spec: str) -> Callable[[], Implementation]:

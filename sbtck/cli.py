@@ -30,8 +30,21 @@ class Help(argparse.HelpFormatter):
         return super()._fill_text(text, width, indent)
 
 
+# pytest options after -- that show something of pytest's and run no scenario: a run of none would read as a verdict
+SHOWS_ONLY = ("--fixtures", "--fixtures-per-test", "--markers", "--help", "-h", "--version", "-V", "--setup-plan")
+SHOWS_ONLY += ("--collect-only", "--co", "--trace-config")
+
+
 def _run(args: argparse.Namespace, extra: list[str]) -> int:
     import pytest
+
+    shown = next((arg for arg in extra if arg in SHOWS_ONLY), None)
+    if shown is not None:
+        print(
+            f"sbtck: {shown} runs no scenario, so gives no verdict; run it through pytest itself (pytest {shown})",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
 
     try:
         settings, source = config.load(Path.cwd())

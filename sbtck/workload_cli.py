@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sbtck.errors import IUTSpecError, MasterError, OutputError
+from sbtck.errors import ImplementationFault, IUTSpecError, MasterError, OutputError
 from sbtck.reports.results import NOT_APPLICABLE
 
 # The ranges of the numeric options, checked before any work: beyond them a job would run for years or build
@@ -100,6 +101,17 @@ def _interrupted(exc: KeyboardInterrupt, output: Any, out: Path) -> int:
     return 2
 
 
+def _made(spec: str, factory: Callable[[], Any]) -> None:
+    """Make the implementation once and let it go: what the executors would meet first, said in one line."""
+    from sbtck.iut.loader import implementation_made
+
+    try:
+        made = factory()
+    except Exception as exc:  # the factory is the implementation's code
+        raise ImplementationFault(f"--iut {spec}: the factory failed: {type(exc).__name__}: {exc}") from None
+    implementation_made(spec, made).close()
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         import pyspark  # noqa: F401
@@ -129,10 +141,12 @@ def run(args: argparse.Namespace) -> int:
     )
     output = Output(plan.out)
     try:
-        factory_for(plan.iut)
+        factory = factory_for(plan.iut)
+        if plan.iut.startswith("python:"):  # cheap to make here: a factory that makes no broker stops before Spark
+            _made(plan.iut, factory)
         sparkling.check_master(plan.master)
         output.prepare()
-    except (IUTSpecError, MasterError, OutputError) as exc:
+    except (IUTSpecError, MasterError, OutputError, ImplementationFault) as exc:
         print(f"sbtck workload: {exc}", file=sys.stderr)
         return 2
     areas = f" in the areas {', '.join(plan.areas)}" if plan.areas else ""

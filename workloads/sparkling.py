@@ -16,7 +16,7 @@ from typing import IO, Any
 
 from sbtck.errors import MasterError
 
-MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://[^/\s]+|yarn|k8s://\S+|mesos://\S+)$")
+MASTER = re.compile(r"^(local(\[(\*|[1-9]\d*)(,\d+)?\])?|spark://[^/\s]+|yarn|k8s://\S+|mesos://\S+)$")
 # few large tasks: the driver JVM competes with the Python workers on a small machine
 JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
@@ -25,7 +25,7 @@ def check_master(master: str, timeout_s: float = 5.0) -> None:
     """Refuse a master URL Spark would reject or wait on for a minute before giving up."""
     if not MASTER.match(master):
         raise MasterError(
-            f"--master {master!r} is not a Spark master URL; use local[*], local[N], local[N,RETRIES], "
+            f"--master {master!r} is not a Spark master URL; use local[*], local[N] (N at least 1), local[N,RETRIES], "
             "spark://HOST:PORT, yarn or k8s://URL"
         )
     if not master.startswith("spark://"):

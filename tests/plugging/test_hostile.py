@@ -322,6 +322,8 @@ def test_a_hostile_profile_through_the_command_is_one_line(tmp_path: Path) -> No
         (["--out", "FILE"], "is a file; name a folder"),
         (["--features", "EMPTY"], "not a feature file pytest-bdd can read"),
         (["--tags", "ACT-01 and ("], ""),
+        (["--", "--fixtures"], "--fixtures runs no scenario, so gives no verdict"),
+        (["--", "--collect-only"], "--collect-only runs no scenario"),
     ],
 )
 def test_bad_run_input_is_one_line(args: list[str], said: str, tmp_path: Path) -> None:
