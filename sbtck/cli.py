@@ -125,10 +125,21 @@ def _unreadable_features(paths: list[Path]) -> str | None:
         return f"no .feature file in {', '.join(map(str, paths))}"
     for path in files:
         try:
-            FeatureParser(str(path.parent), path.name).parse()
+            feature = FeatureParser(str(path.parent), path.name).parse()
         except Exception as exc:  # the parser's errors have no common base; any of them makes the file unusable
             return f"{path}: not a feature file pytest-bdd can read ({type(exc).__name__}: {exc or 'empty'})"
+        if not feature.scenarios:
+            return f"{path}: no scenario in it" + _colonless(path)
     return None
+
+
+def _colonless(path: Path) -> str:
+    """Where a scenario's keyword misses its colon, which makes the line a description: said, with its number."""
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        words = line.strip().split(maxsplit=1)
+        if words and words[0] in ("Scenario", "Example", "Scenario Outline") and not words[0].endswith(":"):
+            return f"; line {number} reads {line.strip()[:80]!r}: write '{words[0]}:' with its colon"
+    return " (a scenario begins with 'Scenario:')"
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -322,6 +322,7 @@ def test_a_hostile_profile_through_the_command_is_one_line(tmp_path: Path) -> No
         (["--out", "FILE"], "is a file; name a folder"),
         (["--features", "EMPTY"], "not a feature file pytest-bdd can read"),
         (["--tags", "ACT-01 and ("], ""),
+        (["--features", "COLONLESS"], "line 2 reads 'Scenario [1] x': write 'Scenario:' with its colon"),
         (["--", "--fixtures"], "--fixtures runs no scenario, so gives no verdict"),
         (["--", "--collect-only"], "--collect-only runs no scenario"),
     ],
@@ -329,7 +330,9 @@ def test_a_hostile_profile_through_the_command_is_one_line(tmp_path: Path) -> No
 def test_bad_run_input_is_one_line(args: list[str], said: str, tmp_path: Path) -> None:
     (tmp_path / "file").write_text("mine")
     (tmp_path / "empty.feature").write_text("")
-    args = [{"FILE": str(tmp_path / "file"), "EMPTY": str(tmp_path / "empty.feature")}.get(a, a) for a in args]
+    (tmp_path / "colonless.feature").write_text('Feature: x\n  Scenario [1] x\n    Given the topology "activation"\n')
+    files = {"FILE": "file", "EMPTY": "empty.feature", "COLONLESS": "colonless.feature"}
+    args = [str(tmp_path / files[a]) if a in files else a for a in args]
     proc = kit("run", *args)
     _one_line(proc.stdout + proc.stderr)
     assert proc.returncode == 2 and said in proc.stdout + proc.stderr
