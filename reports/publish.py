@@ -46,17 +46,26 @@ def publish(
             f"sbtck: the run was interrupted after {len(records)} scenarios; the report in {out} is left "
             f"as it was, this run's partial report is in {target}"
         )
+    staged(target, lambda staging: build(staging, run, records, baseline))
+    return target
+
+
+def staged(target: Path, make: Callable[[Path], None], stale: tuple[str, ...] = ()) -> None:
+    """The files MAKE writes into a folder, moved into TARGET once all are written; the names in STALE, outputs
+    of an earlier report this one does not make, removed so that none is taken for this one's."""
     target.mkdir(parents=True, exist_ok=True)
     # a new folder of its own (never one of that name planted there), and each file moved over the name in
     # --out replaces the name, never a file a planted link points to
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target))
     try:
-        build(staging, run, records, baseline)
-        for made in sorted(staging.iterdir()):
-            os.replace(made, target / made.name)
+        make(staging)
+        made = sorted(staging.iterdir())
+        for path in made:
+            os.replace(path, target / path.name)
+        for name in set(stale) - {path.name for path in made}:
+            (target / name).unlink(missing_ok=True)  # a link planted by that name goes, never what it names
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return target
 
 
 def interrupted(out: Path) -> Path:

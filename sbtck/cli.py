@@ -31,8 +31,10 @@ class Help(argparse.HelpFormatter):
 
 
 # pytest options after -- that show something of pytest's and run no scenario: a run of none would read as a verdict
-SHOWS_ONLY = ("--fixtures", "--fixtures-per-test", "--markers", "--help", "-h", "--version", "-V", "--setup-plan")
-SHOWS_ONLY += ("--collect-only", "--co", "--trace-config")
+SHOWS_ONLY = frozenset(
+    {"--fixtures", "--fixtures-per-test", "--markers", "--help", "-h", "--version", "-V", "--setup-plan"}
+    | {"--collect-only", "--co", "--trace-config"}
+)
 
 
 def _run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -162,6 +164,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from sbtck.reports import baseline, cucumber, html, junit
+    from sbtck.reports.publish import staged
     from sbtck.reports.results import read
 
     out = Path(args.out)
@@ -172,20 +175,32 @@ def _report(args: argparse.Namespace) -> int:
         own = [p for p in args.results if Path(p).resolve().parent == out.resolve()]
         if own:
             raise ResultsError(f"--out {out} is the folder of the run {own[0]}: its report would be overwritten")
+        twice = next((p for i, p in enumerate(args.results) if Path(p).resolve() in _resolved(args.results[:i])), None)
+        if twice is not None:
+            raise ResultsError(f"{twice} is given twice: each run is one column of the page")
         runs = [read(Path(p)) for p in args.results]
         old = read(Path(args.baseline))[1] if args.baseline else None
-        page = html.build(
-            [Path(p) for p in args.results],
-            out / "index.html",
-            Path(args.workload) if args.workload else None,
-            Path(args.baseline) if args.baseline else None,
-        )
-        cucumber.write([rec for _, records in runs for rec in records], out / "cucumber.json")
-        if len(runs) == 1:
-            junit.write(*runs[0], out / "junit.xml")
+
+        def make(folder: Path) -> None:
+            html.build(
+                [Path(p) for p in args.results],
+                folder / "index.html",
+                Path(args.workload) if args.workload else None,
+                Path(args.baseline) if args.baseline else None,
+            )
+            cucumber.write([rec for _, records in runs for rec in records], folder / "cucumber.json")
+            if len(runs) == 1:  # one run's test cases; of several, none, and no earlier report's left beside
+                junit.write(*runs[0], folder / "junit.xml")
+
+        # written whole or not at all: a full disk leaves the earlier page, never half of one
+        staged(out, make, stale=("junit.xml",))
     except (ResultsError, WorkloadSummaryError) as exc:
         print(f"sbtck report: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except OSError as exc:
+        print(f"sbtck report: --out {out}: cannot write the report ({exc.strerror or exc})", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    page = out / "index.html"
     print(f"sbtck report: {page}")
     if old is not None:
         changes = baseline.compare(old, runs[0][1])
@@ -195,6 +210,10 @@ def _report(args: argparse.Namespace) -> int:
         if changes.regressions:
             return EXIT_FAILED
     return EXIT_OK
+
+
+def _resolved(paths: list[str]) -> set[Path]:
+    return {Path(p).resolve() for p in paths}
 
 
 def _expectations(args: argparse.Namespace) -> int:

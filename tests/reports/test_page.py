@@ -97,6 +97,42 @@ def test_sbtck_report_refuses_missing_or_wrong_files(tmp_path: Path) -> None:
     assert main(["report", str(good), "--workload", str(tmp_path / "w.json"), "--out", str(tmp_path / "o")]) == 2
 
 
+def test_sbtck_report_refuses_one_run_given_twice_and_leaves_no_earlier_reports_junit(tmp_path: Path) -> None:
+    from sbtck.cli import main
+
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    r.write(first, {"implementation": {"name": "alpha"}}, [_record("passed")])
+    r.write(second, {"implementation": {"name": "beta"}}, [_record("failed")])
+    out = tmp_path / "o"
+    assert main(["report", str(first), str(tmp_path / "." / "a.json"), "--out", str(out)]) == 2
+    assert not out.exists()
+    assert main(["report", str(first), "--out", str(out)]) == 0
+    assert (out / "junit.xml").is_file()
+    assert main(["report", str(first), str(second), "--out", str(out)]) == 0
+    # junit.xml holds one run's test cases: the one left from the first report would be taken for this one's
+    assert sorted(path.name for path in out.iterdir()) == ["cucumber.json", "index.html"]
+
+
+def test_sbtck_report_that_cannot_be_written_whole_leaves_the_earlier_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sbtck.cli import main
+    from sbtck.reports import cucumber
+
+    results = tmp_path / "a.json"
+    r.write(results, {"implementation": {"name": "alpha"}}, [_record("passed")])
+    out = tmp_path / "o"
+    assert main(["report", str(results), "--out", str(out)]) == 0
+    earlier = {path.name: path.read_bytes() for path in out.iterdir()}
+
+    def full_disk(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cucumber, "write", full_disk)  # after the page is written: a page alone would be half
+    assert main(["report", str(results), "--out", str(out)]) == 2
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == earlier
+
+
 def test_a_workload_with_undecided_worlds_says_how_many_and_a_wrong_count_is_refused(tmp_path: Path) -> None:
     import json
 
