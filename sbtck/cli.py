@@ -97,7 +97,10 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
             print(f"sbtck: --features: {unreadable}", file=sys.stderr)
             return EXIT_BAD_INPUT
         os.environ["SBTCK_FEATURES"] = os.pathsep.join(str(p) for p in paths)
-    code = int(pytest.main(pytest_args + extra))
+    collected = _Collected()
+    code = int(pytest.main(pytest_args + extra, plugins=[collected]))
+    if code == PYTEST_NO_TESTS and collected.scenarios:  # none applied: the kit's own line said "nothing ran"
+        return EXIT_BAD_INPUT
     if code == PYTEST_NO_TESTS:
         tags = chosen["tags"]
         print(f"sbtck: no scenario matches --tags {tags!r}" if tags else "sbtck: no scenario ran", file=sys.stderr)
@@ -105,6 +108,16 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     if code in (PYTEST_USAGE, PYTEST_INTERRUPTED):
         return EXIT_BAD_INPUT
     return code
+
+
+class _Collected:
+    """How many scenarios the session kept after the tags chose: none, or none that applied, is no verdict."""
+
+    def __init__(self) -> None:
+        self.scenarios = 0
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        self.scenarios = len(session.items)
 
 
 def _unwritable(out: Path) -> str | None:

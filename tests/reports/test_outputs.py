@@ -263,6 +263,8 @@ def test_nothing_ran_is_said_and_is_not_success(tmp_path: Path) -> None:
     run = sbtck("--profile", str(tmp_path / "none.yaml"), "--tags", "ACT-13", out=tmp_path / "o")
     assert run.code == r.VERDICT_EXIT[r.NOTHING_RAN] == 2
     assert 'data-verdict="nothing ran"' in (run.out / "index.html").read_text()
+    # one account of it: scenarios matched the tags, and none applied, which is not "no scenario matches"
+    assert "nothing ran: " in run.output and "no scenario matches" not in run.output
 
 
 def test_the_workload_spells_statuses_as_the_suite_does() -> None:
