@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import os
 import signal
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ class Help(argparse.HelpFormatter):
         return super()._fill_text(text, width, indent)
 
 
+RUN_LOCK = ".sbtck-run.lock"  # in --out, held while a run writes there
 # pytest options after -- that show something of pytest's and run no scenario: a run of none would read as a verdict
 SHOWS_ONLY = frozenset(
     {"--fixtures", "--fixtures-per-test", "--markers", "--help", "-h", "--version", "-V", "--setup-plan"}
@@ -38,8 +41,6 @@ SHOWS_ONLY = frozenset(
 
 
 def _run(args: argparse.Namespace, extra: list[str]) -> int:
-    import pytest
-
     shown = next((arg for arg in extra if arg in SHOWS_ONLY), None)
     if shown is not None:
         print(
@@ -62,6 +63,36 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     if unwritable:  # found now, not after the whole run
         print(f"sbtck: --out {out}: cannot write there ({unwritable})", file=sys.stderr)
         return EXIT_BAD_INPUT
+    with _one_run_at_a_time(out) as taken:
+        if not taken:
+            print(
+                f"sbtck: --out {out}: another sbtck run is writing its report there; wait, or name another --out",
+                file=sys.stderr,
+            )
+            return EXIT_BAD_INPUT
+        return _run_suite(args, extra, chosen, out, source)
+
+
+@contextlib.contextmanager
+def _one_run_at_a_time(out: Path) -> Iterator[bool]:
+    """A lock on OUT for the run: a second run there at once is refused, never left to replace the first's report."""
+    fd = os.open(out / RUN_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # never through a planted link
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # the lock goes with it
+
+
+def _run_suite(
+    args: argparse.Namespace, extra: list[str], chosen: dict[str, str | None], out: Path, source: Path | None
+) -> int:
+    import pytest
+
     root = kit_root()
     # a node id after -- (the report's rerun command, relative to the kit) replaces the whole suite
     extra = [str(root / arg) if "::" in arg and (root / arg.split("::")[0]).is_file() else arg for arg in extra]
