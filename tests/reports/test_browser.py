@@ -6,6 +6,7 @@ installs it; in CI its absence is a failure.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -155,6 +156,36 @@ def test_markup_from_an_implementation_does_not_run(browser: Any, tmp_path: Path
     assert requests == [page_file.as_uri()]
     assert problems == []
     assert evil in page.inner_text("body")  # shown as text
+    page.close()
+
+
+PAYLOAD = '"\'><svg onload="window.pwned=1"><script>window.pwned=2</script><img src=x onerror=window.pwned=3>'
+
+
+def _poisoned(value: Any) -> Any:
+    """VALUE with a script after every string in it, at every depth (the keys kept, so that it is still read)."""
+    if isinstance(value, str):
+        return value + PAYLOAD
+    if isinstance(value, list):
+        return [_poisoned(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _poisoned(v) for k, v in value.items()}
+    return value
+
+
+def test_a_script_after_every_string_of_a_results_file_runs_nowhere(
+    browser: Any, failing_report: Path, tmp_path: Path
+) -> None:
+    """A results.json anyone may have written: every string field, the statuses among them, carries a script,
+    and the page built from it (a run, and the same run as its baseline) runs none and asks for nothing."""
+    data = json.loads((failing_report.parent / "results.json").read_text())
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(_poisoned(data)))
+    page_file = html.build([path], tmp_path / "index.html", baseline=path)
+    page, problems, requests = _open(browser, page_file, DESKTOP)
+    assert page.evaluate("window.pwned") is None
+    assert requests == [page_file.as_uri()]
+    assert problems == []
     page.close()
 
 
