@@ -170,6 +170,9 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(exc, KeyboardInterrupt):
             return _interrupted(exc, output, plan.out)
         why = f"{type(exc).__name__}: {exc}"
+        worlds = job.failed_worlds(plan, spark.sparkContext.defaultParallelism, why)
+        if worlds is not None:  # which worlds, first: Spark's own account is a Java trace of thousands of lines
+            why = f"{worlds}; {why.splitlines()[0][:500]}"
         output.fail(why[:4000])
         print(f"sbtck workload: the job did not finish ({why[:2000]}); {plan.out}/INCOMPLETE says so", file=sys.stderr)
         return 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 import tempfile
@@ -72,6 +73,22 @@ class Plan:
             out.append((first, n))
             first += n
         return out
+
+
+_FAILED_TASK = re.compile(r"Task (\d+) in stage \d+\.\d+ failed (\d+) times")
+
+
+def failed_worlds(plan: Plan, parallelism: int, why: str) -> str | None:
+    """The worlds of the task whose failure ended the job, as a rerun of them alone, where Spark's error names it."""
+    found = _FAILED_TASK.search(why)
+    slices = plan.slices(parallelism)
+    if found is None or int(found.group(1)) >= len(slices):
+        return None
+    first, count = slices[int(found.group(1))]
+    return (
+        f"the task of the {count} worlds from seed {first} failed {found.group(2)} times (its Python worker may have "
+        f"died: run them alone with --seed {first} --worlds {count} --master local[1])"
+    )
 
 
 def schema() -> Any:

@@ -42,6 +42,20 @@ def check_master(master: str, timeout_s: float = 5.0) -> None:
             ) from None
 
 
+# how often a task is tried on a local master before the job fails: Spark's own local[N] tries once, so a Python
+# worker that dies (killed, out of memory) would fail the whole job; a cluster master has spark.task.maxFailures
+LOCAL_ATTEMPTS = 4
+_LOCAL_WITHOUT_RETRIES = re.compile(r"^local(\[(\*|\d+)\])?$")
+
+
+def with_retries(master: str) -> str:
+    """MASTER, a local one given LOCAL_ATTEMPTS tries per task unless it names its own (local[N,RETRIES])."""
+    found = _LOCAL_WITHOUT_RETRIES.match(master)
+    if found is None:
+        return master
+    return f"local[{found.group(2) or 1},{LOCAL_ATTEMPTS}]"
+
+
 def session(master: str, app: str = "sbtck-workload", classes: ClassArchive | None = None, **conf: str) -> Any:
     """A SparkSession on MASTER whose executors run this interpreter (so they import this kit).
 
@@ -55,7 +69,7 @@ def session(master: str, app: str = "sbtck-workload", classes: ClassArchive | No
 
     driver = JAVA_OPTIONS if classes is None else f"{JAVA_OPTIONS} {classes.java_options()}"
     builder = (
-        SparkSession.builder.master(master)
+        SparkSession.builder.master(with_retries(master))
         .appName(app)
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -144,14 +145,28 @@ def test_a_standalone_cluster_gives_the_same_parquet_as_local(spark: Any, tmp_pa
     assert "reproducer for ACT-10" in done.stdout
 
 
+def test_a_local_master_tries_a_task_again_unless_it_names_its_own_retries() -> None:
+    assert [sparkling.with_retries(m) for m in ("local", "local[2]", "local[*]", "local[2,2]", "yarn")] == [
+        "local[1,4]",
+        "local[2,4]",
+        "local[*,4]",
+        "local[2,2]",
+        "yarn",
+    ]
+
+
 def test_a_job_that_cannot_finish_leaves_the_folder_marked_incomplete(tmp_path: Path) -> None:
     earlier = Output(tmp_path)  # an earlier, complete result of a job in this folder
     earlier.prepare()
     earlier.finish({"worlds": 1})
-    done = workload("--master", "local[2,2]", "--worlds", "4", "--iut", "python:tests.fakes.faulty_workers:always_dies",
+    done = workload("--master", "local[2]", "--worlds", "4", "--iut", "python:tests.fakes.faulty_workers:always_dies",
                     "--out", str(tmp_path))  # fmt: skip
     assert done.returncode == 2
     assert "did not finish" in done.stderr
+    # tried LOCAL_ATTEMPTS times, as on a cluster, then named: which worlds, and how to run them alone
+    assert re.search(r"the task of the 2 worlds from seed [02] failed 4 times", done.stderr), done.stderr[-2000:]
+    assert "--worlds 2 --master local[1]" in done.stderr
+    assert re.search(r"the task of the 2 worlds from seed [02]", (tmp_path / INCOMPLETE).read_text())
     # the earlier result is whole again, and the folder says that the latest job did not finish
     assert json.loads((tmp_path / SUMMARY).read_text()) == {"worlds": 1}
     assert "did not finish" in (tmp_path / INCOMPLETE).read_text()
