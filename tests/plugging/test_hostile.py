@@ -391,8 +391,24 @@ def test_malformed_settings_are_one_line(name: str, settings: bytes, said: str, 
     assert proc.returncode == 2 and said in proc.stderr
 
 
+SCENARIO = (
+    '{"id": "a", "feature_path": "f", "feature_name": "n", "name": "x", "line": 3, "tags": [], "status": "passed"'
+)
+
+
 @pytest.mark.parametrize(
-    ("content", "said"), [("{}", "no list of scenarios"), ('{"scenarios": [', "not a results.json")]
+    ("content", "said"),
+    [
+        ("{}", "no list of scenarios"),
+        ('{"scenarios": [', "not a results.json"),
+        ('{"scenarios": [1]}', "Expected `object`, got `int` - at `$.scenarios[0]`"),
+        ('{"scenarios": [{}]}', "Object missing required field `id` - at `$.scenarios[0]`"),
+        ('{"scenarios": [], "implementation": 5}', "Expected `object`, got `int` - at `$.implementation`"),
+        ('{"scenarios": [], "profile": []}', "Expected `object`, got `array` - at `$.profile`"),
+        ('{"scenarios": [' + SCENARIO + ', "steps": "x"}]}', "got `str` - at `$.scenarios[0].steps`"),
+        ('{"scenarios": [' + SCENARIO.replace("3", "[3]") + "}]}", "got `array` - at `$.scenarios[0].line`"),
+        ('{"scenarios": [' + SCENARIO + ', "events": [1]}]}', "- at `$.scenarios[0].events[0]`"),
+    ],
 )
 def test_report_on_a_wrong_results_file_names_it(content: str, said: str, tmp_path: Path) -> None:
     (tmp_path / "results.json").write_text(content)
