@@ -158,6 +158,13 @@ class Channel:
         self.stop_reading()
 
 
+# The program is killed when the process that started it dies, however it dies: a Spark worker killed as its job
+# is cancelled (SIGKILL) runs no clean-up, and would leave a hung implementation running for ever. Linux's
+# parent-death signal, set by util-linux's setpriv before it runs the program; without setpriv, close() alone ends it
+_SETPRIV = shutil.which("setpriv")
+_ENDS_WITH_ITS_PARENT = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
+
+
 class ProcessChannel(Channel):
     """A program in a process group of its own: ending it ends every process it started."""
 
@@ -168,7 +175,7 @@ class ProcessChannel(Channel):
         self.description = " ".join(argv)
         try:
             self.process = subprocess.Popen(
-                [program, *argv[1:]],
+                [*_ENDS_WITH_ITS_PARENT, program, *argv[1:]],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -199,6 +200,42 @@ def test_sigterm_ends_a_job_as_ctrl_c_does_and_the_folder_says_so(tmp_path: Path
     assert "did not finish (signal SIGTERM)" in output
     assert "the workload job did not finish: signal SIGTERM" in (tmp_path / "out" / INCOMPLETE).read_text()
     assert not list((tmp_path / "out").glob(".staging-*"))
+
+
+def test_ctrl_c_while_an_implementation_hangs_leaves_none_of_it_running(tmp_path: Path) -> None:
+    """Spark kills the Python worker that ran the implementation as the job is cancelled, with no clean-up of
+    its own: the implementation goes with its parent (iut/remote.py, the parent-death signal)."""
+    marker, ready = f"stage-hang-{os.getpid()}", tmp_path / "hanging"
+    fake = ROOT / "tests" / "fakes" / "misbehaving.py"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sbtck.cli", "workload", "--master", "local[1]", "--worlds", "2",
+         "--iut", f"cmd:{sys.executable} {fake} hang {marker}", "--out", str(tmp_path / "out")],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "SBTCK_SPARK_CLASSES": "off", "SBTCK_REQUEST_TIMEOUT": "600",
+             "SBTCK_FAKE_HANGING": str(ready)},
+        stdout=(tmp_path / "log").open("w"),
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert ready.exists(), (tmp_path / "log").read_text()[-2000:]
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=180)
+    assert "interrupted" in (tmp_path / "out" / INCOMPLETE).read_text()
+    deadline = time.monotonic() + 30
+    while _running(marker) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _running(marker) == []
+
+
+def _running(marker: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if marker.encode() in cmdline.read_bytes():
+                found.append(cmdline.parent.name)
+    return found
 
 
 @pytest.mark.parametrize(
