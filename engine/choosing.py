@@ -125,6 +125,10 @@ READINGS = frozenset(
 OFFERED_IN_ORDER = READINGS | {GROUP, RECLASSIFIED, RECLASSIFIED_NEXT, TASK_HANDLERS}
 # the readings that are open only to an implementation without this capability (a rule of it otherwise)
 OPEN_WITHOUT = {RECLASSIFYING: "periodic_tasks"}
+# the choices that show only to an implementation with this capability: without it, no trace tells one pick from
+# another (how many task handlers run shows in task_handlers_started and the periodic state alone), so a search
+# takes the reference's pick rather than try each
+OPEN_WITH = {TASK_HANDLERS: "periodic_tasks"}
 
 
 # what each option of a choice would send the message to: a route's addresses, a broker instance's routes'

@@ -330,6 +330,10 @@ class FollowingChooser:
             return min(options, key=lambda o: shown.index(o) if o in shown else len(shown) + options.index(o))
         return self._pick(kind, options, addresses) or self.fallback.choose(kind, options)
 
+    def reported(self, kind: str, options: list[str]) -> str | None:
+        """The option the implementation's events show it took, if they show one."""
+        return self._pick(kind, options)
+
     def order(self, kind: str, options: list[str]) -> list[str]:
         first = self._pick(kind, options)
         rest = self.fallback.order(kind, [o for o in options if o != first])

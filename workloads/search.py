@@ -55,7 +55,14 @@ What the search keeps true:
    within it is *undecided*: no branch agreed, but an untried one might
    have, so it is never called failed. A world is *failed* only when every
    branch was tried and each differed.
-7. **The difference shown is the furthest.** When no branch agrees, the one
+7. **Only what can show is searched, and what showed is not.** A choice
+   that shows at once where it shows at all (how many task handlers an
+   instance starts: ``OPEN_WITH``) is no point of the tree: the count the
+   implementation reported decides it, and for one without the capability
+   that reports it, the reference's pick stands. Tried as picks, five
+   instances' counts made every failing world of a wrong broker
+   undecided.
+8. **The difference shown is the furthest.** When no branch agrees, the one
    that agreed longest names the step and the rules, and runs on to the end
    for the expected trace.
 """
@@ -68,7 +75,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sbtck.engine.broker import CONNECTING_CHOICES
-from sbtck.engine.choosing import OPEN_WITHOUT, READINGS, Addresses, FirstChooser
+from sbtck.engine.choosing import OPEN_WITH, OPEN_WITHOUT, READINGS, Addresses, FirstChooser
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.workloads.differential import Carried, FollowingChooser, difference, reference_params
 from sbtck.workloads.generate import World
@@ -131,6 +138,12 @@ class Branch:
         fixed = kind in READINGS and not self.open_readings
         if len(options) < 2 or OPEN_WITHOUT.get(kind) in self.capabilities or fixed:  # not a point of the tree
             return self.reference_order.choose(kind, options, addresses)
+        if kind in OPEN_WITH:  # it shows at once, where it shows at all: what the implementation reported decides
+            if OPEN_WITH[kind] not in self.capabilities:
+                return self.reference_order.choose(kind, options, addresses)
+            reported = self.guide.reported(kind, options)
+            if reported is not None:
+                return reported
         ranked = self.ranked(kind, options, addresses)
         return ranked[self.take(len(ranked), reading=kind in READINGS)]
 
