@@ -75,7 +75,8 @@ class Transport:
     def ready(self, instance: str, address: str) -> bool:
         """Is there a connection to send on now, opening one if the engine may?"""
         link = (instance, address.upper())
-        self._notice(link)
+        if self.broken:  # a test of an empty set on every send, not a call: the lost links are rare
+            self._notice(link)
         if link in self.connections:
             return True
         if self.connect_on_send and not self.suppressed(link):
@@ -100,7 +101,7 @@ class Transport:
             self.disconnect(link, "disconnected")
 
     def _notice(self, link: Link) -> None:
-        if self.broken and link in self.broken:
+        if link in self.broken:
             self.broken.discard(link)
             self.disconnect(link, "disconnected")
 
@@ -108,7 +109,8 @@ class Transport:
         """PER-2A: try each destination with pending messages that is not suppressed; return the open ones."""
         opened = []
         for link in dict.fromkeys(wanted):
-            self._notice(link)
+            if self.broken:
+                self._notice(link)
             if link in self.connections or (not self.suppressed(link) and self.attempt(link)):
                 opened.append(link)
         return opened

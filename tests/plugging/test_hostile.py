@@ -30,7 +30,7 @@ from sbtck.engine.params import PROFILE_PATH
 from sbtck.errors import DeclarationError, OutputError
 from sbtck.iut.profile import load_expectations, load_file
 from sbtck.reports import results as r
-from tests.helpers import ROOT, kit, sbtck
+from tests.helpers import ROOT, kit, processes_with, sbtck
 
 FAKE = ROOT / "tests" / "fakes" / "misbehaving.py"
 SENDING = "ACT-09"  # scenarios that send, so that the fakes misbehave
@@ -42,17 +42,6 @@ def _fake(mode: str) -> str:
 
 def _one_line(text: str) -> None:
     assert "Traceback" not in text and "INTERNALERROR" not in text, text[-3000:]
-
-
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if marker.encode() in cmdline.read_bytes():
-                found.append(int(cmdline.parent.name))
-        except OSError:
-            continue
-    return found
 
 
 # ---------------------------------------------------------------- processes
@@ -69,7 +58,7 @@ def test_a_grandchild_holding_stdout_does_not_hold_the_run(tmp_path: Path, monke
     assert all("exited with status 0 while answering send" in s["failure"]["message"] for s in errors)
     assert took < 10 + 1.5 * len(errors), took
     time.sleep(0.5)
-    assert _processes_with("sleep\x0090") == [], "the grandchild outlived its implementation"
+    assert processes_with("sleep\x0090") == [], "the grandchild outlived its implementation"
 
 
 def test_a_daemonised_grandchild_cannot_hang_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -153,7 +142,7 @@ def test_ctrl_c_ends_the_run_and_its_implementation_and_keeps_the_last_report(si
     marker = f"hang-{os.getpid()}"
     # into a scenario that sends: the fake hangs there
     proc = _run_until("hang", marker, out, tmp_path / "hanging", "120")
-    assert _processes_with(marker)
+    assert processes_with(marker)
     proc.send_signal(sig)
     output, _ = proc.communicate(timeout=30)
     assert proc.returncode == 2, output[-2000:]
@@ -163,7 +152,7 @@ def test_ctrl_c_ends_the_run_and_its_implementation_and_keeps_the_last_report(si
     assert partial["interrupted"] is True
     assert 'data-verdict="interrupted"' in (tmp_path / "report.interrupted" / "index.html").read_text()
     time.sleep(1.5)
-    assert _processes_with(marker) == []
+    assert processes_with(marker) == []
 
 
 def test_a_flood_on_stderr_is_kept_to_its_tail(tmp_path: Path) -> None:
@@ -216,7 +205,7 @@ def test_an_implementation_that_stops_reading_its_input_is_an_error_not_a_hang(t
     stopped = [m for m in stopped if "stopped reading its input" in m]
     assert stopped and all(re.search(r"\(\d+ bytes\) could not be written within 2 seconds", m) for m in stopped)
     time.sleep(1.5)
-    assert _processes_with(marker) == []
+    assert processes_with(marker) == []
 
 
 def test_ctrl_c_while_the_implementation_stops_reading_ends_everything(tmp_path: Path) -> None:
@@ -230,7 +219,7 @@ def test_ctrl_c_while_the_implementation_stops_reading_ends_everything(tmp_path:
     assert proc.returncode == 2 and time.monotonic() - started < 15, output[-2000:]
     assert json.loads((tmp_path / "o.interrupted" / "results.json").read_text())["interrupted"] is True
     time.sleep(1.5)
-    assert _processes_with(marker) == []
+    assert processes_with(marker) == []
 
 
 # --------------------------------------------------------------- handshakes

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -24,7 +23,7 @@ from sbtck.workloads.generate import PERIODIC_VIEW, generate
 from sbtck.workloads.output import INCOMPLETE, SUMMARY, Output
 from sbtck.workloads.trace import run as run_world
 from tests.fakes import faulty_workers
-from tests.helpers import ROOT, kit
+from tests.helpers import ROOT, kit, processes_with
 from tests.workloads.spark_cluster import standalone
 
 # one JVM for the module, on one xdist worker: a session costs seconds, two would fight over two cores
@@ -224,18 +223,9 @@ def test_ctrl_c_while_an_implementation_hangs_leaves_none_of_it_running(tmp_path
     proc.wait(timeout=180)
     assert "interrupted" in (tmp_path / "out" / INCOMPLETE).read_text()
     deadline = time.monotonic() + 30
-    while _running(marker) and time.monotonic() < deadline:
+    while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert _running(marker) == []
-
-
-def _running(marker: str) -> list[str]:
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        with contextlib.suppress(OSError):
-            if marker.encode() in cmdline.read_bytes():
-                found.append(cmdline.parent.name)
-    return found
+    assert processes_with(marker) == []
 
 
 @pytest.mark.parametrize(
