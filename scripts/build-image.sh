@@ -16,17 +16,46 @@ if ! docker image inspect "$BASE" >/dev/null 2>&1; then
   tar -C "$root" -c . | docker import - "$BASE" >/dev/null
 fi
 
+# The kit's own dependencies that Debian's python3 lacks come from .venv (a
+# wheel's files, copied as installed: the image reaches no registry); the base
+# has PyYAML. setup.sh makes .venv when this runs first on a fresh machine.
+[ -x .venv/bin/python ] || bash scripts/setup.sh
 context=$(mktemp -d)
 # the kit's one package, its links to engine/, iut/, ... followed
 cp -rL sbtck "$context/"
+mkdir "$context/site"
+.venv/bin/python - "$context/site" <<'PYTHON'
+import shutil
+import sys
+from importlib.metadata import distribution
+from pathlib import Path
+
+site = Path(sys.argv[1])
+for name in ("msgspec",):
+    dist = distribution(name)
+    for file in dist.files or ():
+        source = Path(dist.locate_file(file))
+        if source.is_file() and "__pycache__" not in file.parts:
+            target = site / file
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+PYTHON
 find "$context" -name __pycache__ -prune -exec rm -rf {} +
 cat >"$context/Dockerfile" <<DOCKERFILE
 FROM $BASE
+COPY site /app/site
 COPY sbtck /app/sbtck
-ENV PYTHONPATH=/app PYTHONUNBUFFERED=1
+ENV PYTHONPATH=/app:/app/site PYTHONUNBUFFERED=1
 WORKDIR /app
 CMD ["sh", "-c", "exec python3 -m sbtck.cli serve --tcp 127.0.0.1:\${SBTCK_PORT:-4022}"]
 DOCKERFILE
 DOCKER_BUILDKIT=0 docker build -q -t "$IMAGE" "$context" >/dev/null
 rm -rf "$context"
+# an image whose server cannot even import is refused here, with its traceback,
+# rather than found by every scenario as a container that exited
+if ! docker run --rm --network none "$IMAGE" python3 -m sbtck.cli --version >/dev/null; then
+  docker image rm -f "$IMAGE" >/dev/null 2>&1 || true
+  echo "build-image: $IMAGE does not start (its traceback is above); removed" >&2
+  exit 1
+fi
 echo "build-image: $IMAGE ready" >&2
