@@ -15,7 +15,7 @@ from typing import Any
 
 from sbtck import __version__, config, workload_cli
 from sbtck.errors import ConfigError, IUTSpecError, ResultsError, WorkloadSummaryError
-from sbtck.resources import kit_root, suite_ini, suite_module
+from sbtck.resources import docs, kit_root, suite_ini, suite_module
 
 # exit codes of every subcommand (the README's table)
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -32,6 +32,9 @@ class Help(argparse.HelpFormatter):
         return super()._fill_text(text, width, indent)
 
 
+# `sbtck run` imports the kit and pytest-bdd before pytest marks them, as installed plugins, for assertion rewriting
+ALREADY_IMPORTED = "ignore:Module already imported so cannot be rewritten;"
+REWRITE = "pytest.PytestAssertRewriteWarning"
 RUN_LOCK = ".sbtck-run.lock"  # in --out, held while a run writes there
 # pytest options after -- that show something of pytest's and run no scenario: a run of none would read as a verdict
 SHOWS_ONLY = frozenset(
@@ -55,7 +58,9 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         print(f"sbtck: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     chosen: dict[str, str | None] = {key: getattr(args, key) or settings.get(key) for key in config.KEYS}
-    out = Path(chosen["out"] or "out/report").resolve()
+    # the project's folder: the settings file's, found walking up, as pytest finds its rootdir
+    project = source.parent if source is not None else Path.cwd()
+    out = Path(chosen["out"] or project / "out" / "report").resolve()
     if out.exists() and not out.is_dir():
         print(f"sbtck: --out {out} is a file; name a folder for the report", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -70,7 +75,7 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
                 file=sys.stderr,
             )
             return EXIT_BAD_INPUT
-        return _run_suite(args, extra, chosen, out, source)
+        return _run_suite(args, extra, chosen, out, source, project)
 
 
 @contextlib.contextmanager
@@ -89,19 +94,31 @@ def _one_run_at_a_time(out: Path) -> Iterator[bool]:
 
 
 def _run_suite(
-    args: argparse.Namespace, extra: list[str], chosen: dict[str, str | None], out: Path, source: Path | None
+    args: argparse.Namespace,
+    extra: list[str],
+    chosen: dict[str, str | None],
+    out: Path,
+    source: Path | None,
+    project: Path,
 ) -> int:
     import pytest
 
     root = kit_root()
     # a node id after -- (the report's rerun command, relative to the kit) replaces the whole suite
     extra = [str(root / arg) if "::" in arg and (root / arg.split("::")[0]).is_file() else arg for arg in extra]
+    # The kit's features run under the kit's settings; a team's own (--features) under the team's pytest
+    # configuration, its markers and options, as its own pytest would run them. Either way the kit adds what it
+    # needs on the command line: its warnings silenced, the cache (--lf, --ff) in the project, not in the kit.
+    ini = config.pytest_settings(Path.cwd()) if args.features else None
     pytest_args = [
         *([] if any("::" in arg for arg in extra) else [str(suite_module())]),
         "-c",
-        str(suite_ini()),
+        str(ini or suite_ini()),
         "--rootdir",
-        str(root),
+        str(ini.parent if ini else root),
+        "-o",
+        f"cache_dir={project / '.pytest_cache'}",
+        *(arg for module in ("sbtck", "pytest_bdd") for arg in ("-W", f"{ALREADY_IMPORTED} {module}:{REWRITE}")),
         "--sbtck-iut",
         chosen["iut"] or "reference",
         "--sbtck-out",
@@ -114,9 +131,17 @@ def _run_suite(
         if value:
             pytest_args += [f"--sbtck-{key}", str(Path(value).resolve())]
     if chosen["tags"]:
+        wrong = _tag_expression_error(chosen["tags"])
+        if wrong:
+            print(
+                f"sbtck: --tags {chosen['tags']!r}: {wrong}; write e.g. 'ACT-06 or ACT-07', 'not informative'",
+                file=sys.stderr,
+            )
+            return EXIT_BAD_INPUT
         pytest_args += ["-m", chosen["tags"]]
     if source is not None:
         print(f"sbtck: settings from {source}")
+        os.environ["SBTCK_SETTINGS_FILE"] = str(source)  # the report names it (sbtck.suite.SETTINGS_FILE)
     if args.features:
         paths = [Path(p).resolve() for p in args.features.split(",")]
         missing = [str(p) for p in paths if not p.exists()]
@@ -139,6 +164,21 @@ def _run_suite(
     if code in (PYTEST_USAGE, PYTEST_INTERRUPTED):
         return EXIT_BAD_INPUT
     return code
+
+
+def _tag_expression_error(tags: str) -> str | None:
+    """Why pytest's -m would refuse TAGS, said in the kit's words (not pytest's option name), or None."""
+    try:
+        from _pytest.mark.expression import Expression
+    except ImportError:  # pytest's parser moved: pytest says it itself
+        return None
+    try:
+        Expression.compile(tags)
+    except SyntaxError as exc:  # pytest 9
+        return f"not a tag expression (at column {exc.offset}: {exc.msg})"
+    except Exception as exc:  # pytest 8's ParseError
+        return f"not a tag expression ({exc})"
+    return None
 
 
 class _Collected:
@@ -272,6 +312,26 @@ def _expectations(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# `sbtck docs NAME`: the kit's documents, by the names a reader would ask for
+DOCUMENTS = {
+    "steps": "steps.md",
+    "protocol": "protocol.md",
+    "schema": "protocol.schema.json",
+    "implementing": "implementing.md",
+    "changes": "changes.md",
+}
+
+
+def _docs(args: argparse.Namespace) -> int:
+    folder = docs()
+    if args.name is None:
+        for name, file in DOCUMENTS.items():
+            print(f"{name:<13} {folder / file}")
+        return EXIT_OK
+    sys.stdout.write((folder / DOCUMENTS[args.name]).read_text(encoding="utf-8"))
+    return EXIT_OK
+
+
 def _interrupted(signum: int, frame: Any) -> None:
     # what Ctrl-C would do first: PySpark's own handler cancels the running jobs, so that the driver can stop
     on_ctrl_c = signal.getsignal(signal.SIGINT)
@@ -310,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         "  sbtck run --tags 'ACT-09 or RTR-4' -- -x",
         formatter_class=Help,
     )
-    run.add_argument("--iut", help="the implementation under test (default: reference); see docs/protocol.md")
+    run.add_argument("--iut", help="the implementation under test (default: reference); see `sbtck docs protocol`")
     run.add_argument("--profile", help="conformance profile file (default: the implementation's own values)")
     run.add_argument("--expectations", help="a YAML file listing the scenario ids expected to fail")
     run.add_argument("--tags", help="which scenarios, as a tag expression: 'ACT-06 or ACT-07', 'not informative'")
@@ -324,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     serve = commands.add_parser(
         "serve",
         help="serve an in-process implementation over the JSON-lines protocol",
-        description="Serves the reference engine (or any in-process implementation) over docs/protocol.md, on "
+        description="Serves the reference engine (or any in-process implementation) over the protocol "
+        "(`sbtck docs protocol`), on "
         "standard input and output or on a loopback TCP port.",
         epilog="examples:\n  sbtck serve --stdio\n  sbtck serve --tcp 127.0.0.1:4022 --iut python:mybroker.kit:make",
         formatter_class=Help,
@@ -363,6 +424,17 @@ def main(argv: list[str] | None = None) -> int:
     expectations.add_argument(
         "--from", dest="source", required=True, metavar="RUN/results.json", help="the results of sbtck run"
     )
+    documents = commands.add_parser(
+        "docs",
+        help="print one of the kit's documents (they travel with it)",
+        description="Prints one of the documents the kit carries: the step vocabulary (steps), the protocol an "
+        "implementation speaks (protocol) and its JSON Schema (schema), what an implementation must do to pass "
+        "(implementing), what each protocol version asks beyond the last (changes). Without a name, lists them "
+        "with where they are.",
+        epilog="examples:\n  sbtck docs steps | less\n  sbtck docs schema > protocol.schema.json",
+        formatter_class=Help,
+    )
+    documents.add_argument("name", nargs="?", choices=sorted(DOCUMENTS), help="which document")
     workload_cli.add_parser(commands, formatter_class=Help)
     args = parser.parse_args(argv)
     # SIGTERM (what timeout, CI runners and container stops send) ends a run as Ctrl-C does: a partial report
@@ -376,6 +448,8 @@ def main(argv: list[str] | None = None) -> int:
         return _report(args)
     if args.command == "expectations":
         return _expectations(args)
+    if args.command == "docs":
+        return _docs(args)
     return _serve(args)
 
 

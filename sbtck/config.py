@@ -1,10 +1,14 @@
-"""Run settings from sbtck.toml, or [tool.sbtck] of pyproject.toml, in the current folder.
+"""Run settings from sbtck.toml, or [tool.sbtck] of pyproject.toml, found walking up from the current folder.
 
-The command line overrides the file. Keys: iut, profile, expectations, tags, out.
+As pytest finds its rootdir, the search goes up from the current folder: in
+each folder, sbtck.toml wins over pyproject.toml's [tool.sbtck]; a
+pyproject.toml without it is the project's root, where the search ends. The
+command line overrides the file. Keys: iut, profile, expectations, tags, out.
 """
 
 from __future__ import annotations
 
+import configparser
 import difflib
 import tomllib
 from pathlib import Path
@@ -17,16 +21,9 @@ KEYS = ("iut", "profile", "expectations", "tags", "out")
 
 
 def load(folder: Path) -> tuple[dict[str, str], Path | None]:
-    """The settings and the file they came from (None when there is none)."""
-    own, project = folder / "sbtck.toml", folder / "pyproject.toml"
-    data: dict[str, Any]
-    if own.is_file():
-        source = own
-        data = _read(own)
-    elif project.is_file() and isinstance(_read(project).get("tool"), dict) and "sbtck" in _read(project)["tool"]:
-        source = project
-        data = _read(project)["tool"]["sbtck"]
-    else:
+    """The settings and the file they came from (None when there is none), from FOLDER or the nearest above it."""
+    source, data = _find(folder.resolve())
+    if source is None:
         return {}, None
     if not isinstance(data, dict):
         raise ConfigError(f'{source}: the sbtck settings are a table (key = "value" lines), got {data!r}'[:300])
@@ -43,6 +40,47 @@ def load(folder: Path) -> tuple[dict[str, str], Path | None]:
         # paths in the file are relative to the file
         settings[key] = str((source.parent / value).resolve()) if key in ("profile", "expectations", "out") else value
     return settings, source
+
+
+def _find(start: Path) -> tuple[Path | None, Any]:
+    for folder in (start, *start.parents):
+        own, project = folder / "sbtck.toml", folder / "pyproject.toml"
+        if own.is_file():
+            return own, _read(own)
+        if project.is_file():
+            tool = _read(project).get("tool")
+            if isinstance(tool, dict) and "sbtck" in tool:
+                return project, tool["sbtck"]
+            return None, None  # the project's root, which has no settings of the kit's
+    return None, None
+
+
+def pytest_settings(folder: Path) -> Path | None:
+    """The pytest configuration file pytest itself would take for FOLDER: in each folder up from it, the first of
+    pytest.ini, .pytest.ini, pyproject.toml with [tool.pytest.ini_options] or [tool.pytest], tox.ini with [pytest],
+    setup.cfg with [tool:pytest]."""
+    for here in (folder.resolve(), *folder.resolve().parents):
+        for name in ("pytest.ini", ".pytest.ini"):
+            if (here / name).is_file():
+                return here / name
+        project = here / "pyproject.toml"
+        if project.is_file():
+            tool = _read(project).get("tool")
+            if isinstance(tool, dict) and isinstance(tool.get("pytest"), dict):
+                return project
+        for name, section in (("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
+            if (here / name).is_file() and section in _sections(here / name):
+                return here / name
+    return None
+
+
+def _sections(path: Path) -> list[str]:
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        parser.read_string(path.read_text(encoding="utf-8", errors="replace")[:MAX_BYTES])
+    except configparser.Error:
+        return []
+    return parser.sections()
 
 
 def _read(path: Path) -> dict[str, Any]:

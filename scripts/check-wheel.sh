@@ -3,8 +3,8 @@
 # names are sbtck and its .dist-info, installs it with the spark extra into a
 # new virtual environment outside the checkout, and from an empty folder runs
 # the whole suite (every scenario must pass), a small workload (twice: the second
-# maps the Spark classes the first kept) and the example
-# user project; then installs PyPI's fixtures and reports and a top-level steps
+# maps the Spark classes the first kept), a plain project of its own beside it
+# and the example user project, installed as its README says; then installs PyPI's fixtures and reports and a top-level steps
 # package beside it, runs the suite again, uninstalls them and runs it once
 # more. Prints the installed sizes of the core and the extras.
 set -euo pipefail
@@ -61,7 +61,15 @@ PY
 say "sbtck run from an empty folder"
 "$venv/bin/sbtck" run --out report -- -q >"$work/run.log" 2>&1 || { tail -20 "$work/run.log"; fail "sbtck run"; }
 all_passed report/results.json || fail "not every scenario passed"
-[ -z "$(find "$empty" -name '.pytest_cache' -o -name '__pycache__')" ] || fail "sbtck run left caches in the current folder"
+# pytest's cache (--lf) is the only thing a run keeps in the current folder, beside the report
+[ -z "$(find "$empty" -name '__pycache__')" ] || fail "sbtck run left __pycache__ in the current folder"
+[ "$(ls -A "$empty" | sort | tr '\n' ' ')" = ".pytest_cache report " ] || fail "sbtck run left $(ls -A "$empty")"
+
+say "a plain project beside the kit keeps its own exit status, and imports nothing of the kit"
+mkdir "$work/plain"
+printf 'import sys\n\ndef test_one():\n    assert not [m for m in sys.modules if m.startswith("sbtck.engine")]\n' \
+  >"$work/plain/test_one.py"
+(cd "$work/plain" && "$venv/bin/pytest" -q >"$work/plain.log" 2>&1) || { tail -20 "$work/plain.log"; fail "a plain project's pytest"; }
 
 say "sbtck workload --worlds 20, then a run whose driver must map the classes the first kept"
 # the class archive in the work folder, not the user's cache: each check's venv is a new one, with its own archive
@@ -75,11 +83,19 @@ JDK_JAVA_OPTIONS=-Xshare:on "$venv/bin/sbtck" workload --worlds 2 --master 'loca
   || { tail -20 "$work/workload2.log"; fail "sbtck workload mapping the class archive"; }
 unset SBTCK_CACHE_DIR
 
-say "the example user project: pytest runs the kit's scenarios and its own"
+say "the example user project, installed and run with its README's commands"
 cp -r "$repo/examples/user-project" project
+"$venv/bin/pip" install -q -e project >"$work/pip.log" 2>&1 || { tail -20 "$work/pip.log"; fail "pip install -e the example project"; }
 (cd project && "$venv/bin/pytest" -q --sbtck-out out >"$work/project.log" 2>&1) || { tail -20 "$work/project.log"; fail "pytest in the example project"; }
 grep -q 'features/orders.feature::\[1\]' project/out/results.json || fail "the project's own scenario did not run"
 all_passed project/out/results.json || fail "the example project"
+(cd project && "$venv/bin/pytest" -q -m orders --sbtck-iut python:orders_broker:make --sbtck-out mine >"$work/project.log" 2>&1) \
+  || { tail -20 "$work/project.log"; fail "the example project's own tag and python: implementation"; }
+grep -q '"name": "orders broker"' project/mine/results.json || fail "the project's own implementation did not run"
+(cd project && "$venv/bin/sbtck" run --features features --iut python:orders_broker:make >"$work/project.log" 2>&1) \
+  || { tail -20 "$work/project.log"; fail "sbtck run --features in the example project"; }
+grep -q "settings from $PWD/project/pyproject.toml" "$work/project.log" || fail "sbtck run did not name the project's settings"
+test -s project/out/kit/results.json || fail "the project's [tool.sbtck] out was not used"
 
 # PyPI's steps cannot be built here (its build needs PETSc), so a stand-in
 # distribution installs a top-level steps package in its place.

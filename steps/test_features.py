@@ -7,6 +7,6 @@ import os
 
 from pytest_bdd import scenarios
 
-from sbtck.resources import features
+from sbtck import features
 
 scenarios(*(os.environ.get("SBTCK_FEATURES") or str(features())).split(os.pathsep))

@@ -1,4 +1,4 @@
-@requires-activation
+@orders @requires-activation
 Feature: Orders - the order queue's activation
 
   The order service reads OrderQueue with the procedure "take_order", at

@@ -1,0 +1,541 @@
+"""The kit's pytest plugin once it is woken: IUT selection, the profile, frozen time, and recording.
+
+``sbtck.plugin`` (the ``pytest11`` entry point) loads in every pytest session
+of an environment holding the kit and imports none of this until the kit is
+used; then ``start`` registers the kit's markers, its steps, the ``world``
+fixture and the ``Kit``, which records every scenario and writes the report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import difflib
+import os
+import sys
+import time
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pytest_bdd.exceptions import StepDefinitionNotFoundError
+from pytest_bdd.scenario import scenario_wrapper_template_registry
+
+from sbtck import __version__, catalogue
+from sbtck.contract import PROTOCOL_VERSION, REQUIRES_TAG
+from sbtck.errors import DeclarationError, ImplementationFault, IUTSpecError, LogDiffers, ResultsError
+from sbtck.fixtures.clock import ScenarioClock
+from sbtck.iut import answers, protocol
+from sbtck.iut.implementation import Implementation
+from sbtck.iut.loader import factory_for, implementation_made
+from sbtck.iut.profile import CAPABILITIES, Profile, from_handshake, load_expectations, load_file
+from sbtck.reports import baseline
+from sbtck.reports import results as r
+from sbtck.reports.publish import interrupted
+from sbtck.resources import features, kit_root
+from sbtck.steps.phrases import PHRASES, Phrase
+from sbtck.steps.world import World
+
+# the step definitions, registered with the kit so that they serve the kit's features and a user's own alike
+STEP_MODULES = (
+    "sbtck.steps.setup_steps",
+    "sbtck.steps.session_steps",
+    "sbtck.steps.observe_steps",
+    "sbtck.steps.routing_steps",
+    "sbtck.steps.periodic_steps",
+    "sbtck.workloads.steps",  # the reproducers' Then steps
+)
+
+
+def start(config: pytest.Config) -> Kit:
+    """Wakes the kit in CONFIG's session, once: its markers, steps and fixture, and the Kit that records."""
+    found = config.stash.get(KIT, None)
+    if found is not None:
+        return found
+    for rule in catalogue.load().rules:
+        config.addinivalue_line("markers", f"{rule}: checks rule {rule} of spec/rules.yaml")
+    config.addinivalue_line(
+        "markers", f"{r.INFORMATIVE}: behaviour the documents leave open; failing it is {r.DIFFERS!r}, never a failure"
+    )
+    config.addinivalue_line("markers", "workload: a reproducer the workload stage shrank from a failing world")
+    for rule, meaning in catalogue.KIT_RULES.items():
+        config.addinivalue_line("markers", f"{rule}: {meaning}")
+    for cap in CAPABILITIES:
+        config.addinivalue_line(
+            "markers", f"{REQUIRES_TAG}{cap.replace('_', '-')}: only for implementations with {cap}"
+        )
+    try:
+        kit = Kit(config)
+    except (IUTSpecError, DeclarationError, ResultsError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[KIT] = kit
+    manager = config.pluginmanager
+    if not manager.has_plugin(__name__):
+        manager.register(sys.modules[__name__], __name__)  # the world fixture
+    for module in STEP_MODULES:
+        manager.import_plugin(module)
+    manager.register(kit, "sbtck-kit")
+    return kit
+
+
+class Kit:
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.spec: str = config.getoption("--sbtck-iut") or "reference"
+        out = config.getoption("--sbtck-out")
+        self.factory = factory_for(self.spec, Path(out) if out else None)
+        profile = config.getoption("--sbtck-profile")
+        self._profile_path = Path(profile) if profile else None
+        if self._profile_path is not None:
+            load_file(self._profile_path)
+        expectations = config.getoption("--sbtck-expectations")
+        self.expected_failures = load_expectations(Path(expectations)) if expectations else frozenset()
+        given = config.getoption("--sbtck-baseline")
+        self.baseline = Path(given) if given else None
+        if self.baseline is not None:
+            r.read(self.baseline)  # a wrong baseline is bad input, said before any scenario runs
+        self.interrupted = False
+        self.changes: baseline.Changes | None = None  # against --sbtck-baseline, once the session finished
+        self.handshake_fault: str | None = None
+        # what a rerun of one scenario needs of this run's settings
+        self.settings: dict[str, str | None] = {
+            "iut": self.spec,
+            "profile": profile,
+            "expectations": expectations,
+            "features": os.environ.get("SBTCK_FEATURES", "").replace(os.pathsep, ",") or None,
+        }
+        self._implementation: Implementation | None = None
+        self._profile: Profile | None = None
+        self.records: list[r.ScenarioRecord] = []
+        self.started = dt.datetime.now(dt.UTC)
+        self.t0 = time.perf_counter()
+
+    @property
+    def implementation(self) -> Implementation:
+        if self._implementation is None:
+            try:
+                made = self.factory()
+            except ImplementationFault:
+                raise
+            except Exception as exc:  # the factory is the implementation's code: its failure is the IUT's error
+                raise ImplementationFault(
+                    f"--iut {self.spec}: the factory failed: {type(exc).__name__}: {exc}"
+                ) from None
+            # every answer is checked before a step reads it: a missing column is the implementation's named error
+            self._implementation = answers.Checked(implementation_made(self.spec, made))
+        return self._implementation
+
+    @property
+    def profile(self) -> Profile:
+        """The profile file's, or the handshake's; a handshake that cannot be used makes every scenario an error."""
+        if self._profile is None:
+            if self._profile_path is not None:
+                self._profile = load_file(self._profile_path)
+                self.handshake_fault = self._disagreement(self._profile)
+            else:
+                try:
+                    # an in-process handshake is held to the same declared shape as one over the protocol
+                    said = protocol.handshake_json(self.implementation.handshake())
+                    self.handshake = answers.handshake_from(said)
+                    self._profile = from_handshake(self.handshake)
+                except Exception as exc:  # the implementation's code or answer: every scenario's error, not the run's
+                    cause = str(exc).removeprefix(f"--iut {self.spec}: ")
+                    self.handshake_fault = f"--iut {self.spec}: no usable handshake: {cause}"
+                    self._profile = Profile(self.spec, self.spec, "", {}, frozenset(CAPABILITIES), frozenset())
+        return self._profile
+
+    def _disagreement(self, profile: Profile) -> str | None:
+        """A profile that gives an open value other than the one the implementation declares would time every
+        scenario wrong: that is every scenario's error, naming both values (the handshake is not asked to agree
+        with a value it does not declare)."""
+        try:
+            declared = answers.handshake_from(protocol.handshake_json(self.implementation.handshake())).params
+        except Exception:  # a broken handshake shows in the scenarios' own errors, not here
+            return None
+        differ = [
+            f"{name} = {profile.params[name]:g} in the profile, {value!r} in the handshake"
+            for name, value in declared.items()
+            if name in profile.params and isinstance(value, int | float) and value != profile.params[name]
+        ]
+        if not differ:
+            return None
+        return (
+            f"--sbtck-profile {profile.source} and the implementation's handshake disagree: {'; '.join(differ)}."
+            " The scenarios would time the implementation with a value it does not run: make them agree"
+        )
+
+    def feature_path(self, filename: str) -> str:
+        """The kit's features are ``features/AREA/NN_name.feature`` wherever the kit is installed (expectation
+        files name them so); any other feature file is named relative to the session's rootdir."""
+        path = Path(filename).resolve()
+        for base, prefix in ((features().resolve(), "features/"), (self.config.rootpath.resolve(), "")):
+            if path.is_relative_to(base):
+                return prefix + path.relative_to(base).as_posix()
+        return path.as_posix()
+
+    # ------------------------------------------------------------ collection
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        self._check_listed()
+        for item in items:
+            template = _template(item)
+            if template is None:
+                continue
+            tags = template.tags | template.feature.tags
+            missing = sorted(
+                t[len(REQUIRES_TAG) :]
+                for t in tags
+                if t.startswith(REQUIRES_TAG)
+                if t[len(REQUIRES_TAG) :].replace("-", "_") not in self.profile.capabilities
+            )
+            if missing:
+                # skipped as the scenario starts (pytest_bdd_before_scenario), not at collection: the reporting
+                # plugins of pytest-bdd (allure-pytest-bdd) record a scenario only once it has started
+                why = f"{r.NOT_APPLICABLE_PREFIX}{self.profile.name} does not declare {', '.join(missing)}"
+                item.stash[NOT_APPLICABLE_BECAUSE] = why
+            sid = r.scenario_id(self.feature_path(template.feature.filename), template.name)
+            # strict: an unexpected pass fails the run, as junit.xml and cucumber.json say it does
+            if sid in self.profile.expected_failures:
+                item.add_marker(pytest.mark.xfail(reason=r.LISTED_IN_PROFILE, strict=True))
+            elif sid in self.expected_failures:
+                item.add_marker(pytest.mark.xfail(reason=r.LISTED_IN_EXPECTATIONS, strict=True))
+
+    def _check_listed(self) -> None:
+        """Every scenario an expectations file or the profile lists as expected to fail exists: a renamed one
+        would otherwise be dropped silently (only the kit's own features are known; --features runs others)."""
+        if os.environ.get("SBTCK_FEATURES"):
+            return
+        known = {
+            r.scenario_id(self.feature_path(t.feature.filename), t.name)
+            for t in scenario_wrapper_template_registry.values()
+        }
+        if not known:
+            return
+        for where, listed in (
+            (f"expectations {self.settings['expectations']}", self.expected_failures),
+            (f"profile {self._profile_path or 'of the handshake'}", self.profile.expected_failures),
+        ):
+            unknown = sorted(set(listed) - known)
+            if unknown:
+                near = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+                raise pytest.UsageError(
+                    f"{where}: no scenario {unknown[0]!r}"
+                    + (f" (did you mean {near[0]!r}?)" if near else "")
+                    + (f" and {len(unknown) - 1} more" if len(unknown) > 1 else "")
+                    + "; `sbtck expectations --from RUN/results.json` writes a list of today's ids"
+                )
+
+    # ------------------------------------------------------------- recording
+    @pytest.hookimpl(trylast=True)
+    def pytest_bdd_before_scenario(self, request: pytest.FixtureRequest, feature: Any, scenario: Any) -> None:
+        record = r.ScenarioRecord(
+            id=r.scenario_id(self.feature_path(feature.filename), scenario.name),
+            feature_path=self.feature_path(feature.filename),
+            feature_name=feature.name,
+            name=scenario.name,
+            line=scenario.line_number,
+            tags=sorted(scenario.tags | feature.tags),
+            feature_tags=sorted(feature.tags),
+            steps=[
+                r.StepRecord(
+                    s.keyword,
+                    s.name,
+                    s.line_number,
+                    docstring=s.docstring,
+                    datatable=s.datatable.raw() if s.datatable else None,
+                )
+                for s in scenario.steps
+            ],
+            rerun=r.rerun_command(
+                self._node_id(request.node), {**self.settings, "out": self._rerun_out(scenario.name)}
+            ),
+        )
+        request.node.stash[RECORD] = record
+        why = request.node.stash.get(NOT_APPLICABLE_BECAUSE, None)
+        if why is not None:
+            pytest.skip(why)
+
+    def _node_id(self, node: Any) -> str:
+        """The node id sbtck run takes back: relative to the kit, or, where the session's rootdir is a project's
+        own (--features under its pytest configuration), by the test module's whole path."""
+        if self.config.rootpath.resolve() == kit_root().resolve():
+            return str(node.nodeid)
+        return f"{node.path}::{node.name}"
+
+    def _rerun_out(self, name: str) -> str:
+        out = self.config.getoption("--sbtck-out")
+        slug = "".join(ch if ch.isalnum() else "-" for ch in name).strip("-")[:60]
+        return str(Path(out or "out").resolve() / "reruns" / slug)
+
+    @pytest.hookimpl
+    def pytest_bdd_before_step(self, request: pytest.FixtureRequest, feature: Any, step: Any) -> None:
+        request.node.stash[STEP_AT] = (self.feature_path(feature.filename), step.line_number)
+        # real time: freezegun leaves this module alone (fixtures/clock.py)
+        request.node.stash[STEP_STARTED] = time.perf_counter()
+
+    def _step(self, request: pytest.FixtureRequest, step: Any, status: str) -> None:
+        record = request.node.stash.get(RECORD, None)
+        if record is None:
+            return
+        started = request.node.stash.get(STEP_STARTED, None)
+        world = request.node.stash.get(WORLD, None)
+        left_out, everything = world.left_out.get(step.line_number, ("", False)) if world else ("", False)
+        for s in record.steps:
+            if s.line == step.line_number and s.status == "not run":
+                s.status = r.LEFT_OUT if everything and status == "passed" else status
+                s.left_out = left_out
+                if started is not None:
+                    s.duration_s = round(time.perf_counter() - started, 6)
+                break
+
+    @pytest.hookimpl
+    def pytest_bdd_after_step(self, request: pytest.FixtureRequest, step: Any) -> None:
+        self._step(request, step, "passed")
+
+    @pytest.hookimpl
+    def pytest_bdd_step_error(self, request: pytest.FixtureRequest, step: Any, exception: Exception) -> None:
+        kind = r.FAILED if isinstance(exception, AssertionError) else r.ERROR
+        self._step(request, step, kind)  # the step that erred says error, as its scenario does
+        record = request.node.stash.get(RECORD, None)
+        if record is not None:
+            record.failure = {
+                "step": f"{step.keyword} {step.name}",
+                "line": step.line_number,
+                "kind": kind,
+                "message": str(exception) or type(exception).__name__,
+            }
+            if isinstance(exception, LogDiffers):  # the expected and the reported table, side by side in the page
+                record.failure["table"] = exception.table
+
+    @pytest.hookimpl
+    def pytest_bdd_step_func_lookup_error(
+        self, request: pytest.FixtureRequest, step: Any, exception: Exception
+    ) -> None:
+        feature = request.node.stash.get(STEP_AT, ("?", 0))[0]
+        said = StepDefinitionNotFoundError(unknown_step(f"{step.keyword} {step.name}", feature, step.line_number))
+        request.node.stash[SAID] = str(said)
+        self.pytest_bdd_step_error(request, step, said)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if call.excinfo is not None and report.failed:
+            # the kit's own words first and alone, not after pytest's frames of the fixture or step that raised
+            if isinstance(call.excinfo.value, StepDefinitionNotFoundError) and SAID in item.stash:
+                report.longrepr = item.stash[SAID]
+            elif isinstance(call.excinfo.value, ImplementationFault | DeclarationError):
+                report.longrepr = f"{type(call.excinfo.value).__name__}: {call.excinfo.value}"
+        record: r.ScenarioRecord | None = item.stash.get(RECORD, None)
+        if record is None and (report.skipped or report.failed) and call.when == "setup":
+            template = _template(item)
+            if template is not None:
+                self.pytest_bdd_before_scenario(_Request(item), template.feature, template)  # type: ignore[arg-type]
+                record = item.stash.get(RECORD, None)
+                if record is not None and report.failed and call.excinfo is not None:
+                    fault = call.excinfo.value
+                    message = str(fault) if isinstance(fault, ImplementationFault) else str(report.longrepr)[-4000:]
+                    record.failure = {"step": "", "line": record.line, "kind": r.ERROR, "message": message}
+        if record is None or (call.when != "call" and not (report.skipped or report.failed)):
+            return report
+        record.status, record.reason = _status(report, record)
+        if record.status == r.FAILED and r.INFORMATIVE in record.tags:
+            record.status, record.reason = r.DIFFERS, INFORMATIVE_REASON
+            # pytest's own exit status and summary then agree with the verdict, which a difference leaves alone
+            report.outcome, report.longrepr = "passed", None
+        record.duration_s = round(report.duration, 4)
+        world: World | None = item.stash.get(WORLD, None)
+        if world is not None:
+            events, record.events_not_kept = r.kept(world.log)
+            record.events = [{**e.to_json(), "second": world.second_of(e)} for e in events]
+        if report.failed and record.failure is None and record.status != r.UNEXPECTED_PASS:
+            record.failure = {"step": "", "line": record.line, "kind": r.ERROR, "message": str(report.longrepr)[-4000:]}
+        report.user_properties.append(("sbtck", record.to_json()))
+        del item.stash[RECORD]
+        # The scenario's world (every command, answer and event) is done with. pytest keeps the item, and the
+        # traceback of a failed step keeps the world, to the end of the run: let go of what it holds.
+        if world is not None:
+            world.forget()
+            del item.stash[WORLD]
+        return report
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for key, value in report.user_properties:
+            if key == "sbtck":
+                self._record(r.ScenarioRecord.from_json(dict(value)))  # type: ignore[call-overload]
+
+    def _record(self, record: r.ScenarioRecord) -> None:
+        """One row per scenario: a rerun (pytest-rerunfailures) replaces the attempt before it, marked flaky
+        when an earlier attempt did not pass."""
+        for i, earlier in enumerate(self.records):
+            if earlier.id == record.id:
+                record.flaky = earlier.flaky or earlier.status in r.AGAINST
+                record.earlier_failures = earlier.earlier_failures + (
+                    [{**(earlier.failure or {}), "status": earlier.status}] if earlier.status in r.AGAINST else []
+                )
+                self.records[i] = record
+                return
+        self.records.append(record)
+
+    @pytest.hookimpl
+    def pytest_keyboard_interrupt(self) -> None:
+        self.interrupted = True
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
+        self.interrupted = self.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED
+        if not hasattr(self.config, "workerinput"):
+            verdict = r.verdict({"interrupted": self.interrupted}, [rec.status for rec in self.records])
+            # only a session that collected scenarios of the kit has the kit's verdict: the plugin loads in every
+            # pytest session of its environment, and a project's own tests must keep their exit status
+            if verdict == r.NOTHING_RAN and self.records and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
+            if self.baseline is not None:
+                self.changes = baseline.compare(r.read(self.baseline)[1], self.records)
+                if self.changes.regressions and session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            out = self.config.getoption("--sbtck-out")
+            if out is not None:
+                self.write(Path(out))
+        return (yield)
+
+    def run_info(self) -> dict[str, Any]:
+        profile = self.profile
+        handshake = getattr(self, "handshake", None)
+        if handshake is None and self._implementation is not None:
+            with contextlib.suppress(ImplementationFault):
+                handshake = self._implementation.handshake()
+        return {
+            "kit": {"name": "sbtck", "version": __version__},
+            "implementation": {
+                "spec": self.spec,
+                "name": profile.name,
+                "version": profile.version,
+                "protocol": handshake.protocol if handshake else PROTOCOL_VERSION,
+            },
+            "profile": {
+                "source": profile.source,
+                "params": profile.params,
+                "capabilities": sorted(profile.capabilities),
+            },
+            "settings": os.environ.get(SETTINGS_FILE),
+            "started": self.started.isoformat(timespec="seconds"),
+            "wall_time_s": round(time.perf_counter() - self.t0, 3),
+            "interrupted": self.interrupted,
+        }
+
+    def write(self, out: Path) -> None:
+        from sbtck.reports import publish
+
+        # in the order of the features, whatever order the scenarios finished in (under xdist it changes)
+        records = sorted(self.records, key=lambda rec: (rec.feature_path, rec.line, rec.id))
+        publish.publish(out, self.run_info(), records, self.baseline, self._say)
+
+    def _say(self, line: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line)
+        else:
+            print(line, file=sys.stderr)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        out = self.config.getoption("--sbtck-out")
+        if out and self.records and not hasattr(self.config, "workerinput"):
+            counts: dict[str, int] = {}
+            for rec in self.records:
+                counts[rec.status] = counts.get(rec.status, 0) + 1
+            # in the statuses' own order, whatever order the scenarios finished in (under xdist it changes)
+            order = [s for s in r.STATUSES if s in counts] + sorted(set(counts) - set(r.STATUSES))
+            summary = ", ".join(f"{counts[s]} {s}" for s in order)
+            folder = interrupted(Path(out)) if self.interrupted else Path(out)
+            verdict = r.verdict({"interrupted": self.interrupted}, [rec.status for rec in self.records])
+            terminalreporter.write_line(f"sbtck: {verdict}: {summary}; report: {folder / 'index.html'}")
+        if self.changes is not None:
+            terminalreporter.write_line(f"sbtck: against the baseline {self.baseline}: {self.changes.summary()}")
+
+    def pytest_unconfigure(self) -> None:
+        if self._implementation is not None:
+            self._implementation.close()
+
+
+def _template(item: pytest.Item) -> Any:
+    """The pytest-bdd scenario ITEM runs, or None: an item of another kind may have no object, or one no weak
+    reference can name."""
+    obj = getattr(item, "obj", None)
+    try:
+        return scenario_wrapper_template_registry.get(obj)  # type: ignore[arg-type]
+    except TypeError:  # what no weak reference can name, None among them
+        return None
+
+
+class _Request:
+    """Enough of a FixtureRequest to record a scenario that never started."""
+
+    def __init__(self, item: pytest.Item) -> None:
+        self.node = item
+
+
+def _status(report: pytest.TestReport, record: r.ScenarioRecord) -> tuple[str, str]:
+    """The scenario's status and, for the statuses that need one, the reason in words."""
+    if hasattr(report, "wasxfail"):
+        return (r.EXPECTED_FAILURE if report.skipped else r.UNEXPECTED_PASS), str(report.wasxfail)
+    if report.failed and str(report.longrepr).startswith(XPASS_STRICT):
+        return r.UNEXPECTED_PASS, str(report.longrepr)[len(XPASS_STRICT) :].strip()
+    if report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if r.NOT_APPLICABLE_PREFIX in reason:
+            return r.NOT_APPLICABLE, reason.split(r.NOT_APPLICABLE_PREFIX, 1)[1]
+        return "skipped", reason
+    if report.failed:
+        return (record.failure["kind"] if record.failure else r.ERROR), ""
+    return r.PASSED, ""
+
+
+INFORMATIVE_REASON = (
+    "an @informative scenario: the documents leave this open and the implementation does otherwise "
+    "than the reference engine"
+)
+# how pytest words a strict xfail that passed
+XPASS_STRICT = "[XPASS(strict)]"
+KIT = pytest.StashKey[Kit]()
+RECORD = pytest.StashKey[r.ScenarioRecord]()
+WORLD = pytest.StashKey[World]()
+STEP_AT = pytest.StashKey[tuple[str, int]]()
+STEP_STARTED = pytest.StashKey[float]()
+# the settings file sbtck run found (sbtck.config), named in the report
+SETTINGS_FILE = "SBTCK_SETTINGS_FILE"
+SAID = pytest.StashKey[str]()
+NOT_APPLICABLE_BECAUSE = pytest.StashKey[str]()  # the kit's message for a step no definition reads
+
+
+def unknown_step(text: str, feature: str, line: int) -> str:
+    """What to say of a step no definition reads: where it is, and the kit's phrases nearest to it."""
+    keyword, _, words = text.partition(" ")
+    near = nearest_phrases(words)
+    return (
+        f"no step definition reads {keyword} {words!r} ({feature}, line {line})"
+        + ("; did you mean " + " or ".join(repr(p.example) for p in near) if near else "")
+        + ". The kit's phrases are listed in docs/steps.md (sbtck docs steps); a step of your own needs a step "
+        "definition in your conftest.py"
+    )
+
+
+def nearest_phrases(words: str, most: int = 3) -> list[Phrase]:
+    """The kit's phrases whose example reads most like WORDS, best first."""
+    examples = {phrase.example: phrase for phrase in PHRASES.values()}
+    return [examples[e] for e in difflib.get_close_matches(words, list(examples), n=most, cutoff=0.6)]
+
+
+@pytest.fixture
+def world(request: pytest.FixtureRequest) -> Iterator[World]:
+    kit = request.config.stash[KIT]
+    profile = kit.profile  # tried once per run: a handshake fault is then every scenario's error
+    if kit.handshake_fault is not None:
+        raise ImplementationFault(kit.handshake_fault)
+    with ScenarioClock() as clock:
+        w = World(kit.implementation, profile, clock, where=lambda: request.node.stash.get(STEP_AT, ("?", 0)))
+        request.node.stash[WORLD] = w
+        yield w
