@@ -14,6 +14,9 @@ and every scenario keeps its own status in ``sbtck_status``:
     expected failure  the failing step pending, with the reason; the steps after it skipped
     unexpected pass   every step passed, and an after hook failed saying why
     differs           the step that came out otherwise skipped, its output saying how; the steps after it skipped
+
+A scenario that failed before a rerun passed it (flaky) carries the tag
+``@flaky``, and its description tells the earlier attempts.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from sbtck.reports.results import (
 NS = 1_000_000_000
 # how a Cucumber reader ranks step results when it sums a scenario up
 _RANK = ["failed", "pending", "skipped", "passed"]
+# the tag of a scenario that passed only on a rerun
+FLAKY = "flaky"
 
 
 def slug(text: str) -> str:
@@ -107,8 +112,8 @@ def _scenario(record: ScenarioRecord, feature_id: str) -> dict[str, Any]:
         "name": record.name,
         "line": record.line,
         "type": "scenario",
-        "description": "",
-        "tags": [{"name": "@" + t, "line": record.line - 1} for t in own_tags],
+        "description": _attempts(record),
+        "tags": [{"name": "@" + t, "line": record.line - 1} for t in [*own_tags, *([FLAKY] if record.flaky else [])]],
         "steps": [_step(record, i, failing) for i in range(len(record.steps))],
         "sbtck_status": record.status,
     }
@@ -121,6 +126,15 @@ def _scenario(record: ScenarioRecord, feature_id: str) -> dict[str, Any]:
         result = {"status": hook[0], "duration": 0, "error_message": hook[1]}
         element["after"] = [{"match": {"location": "sbtck"}, "result": result}]
     return element
+
+
+def _attempts(record: ScenarioRecord) -> str:
+    """Cucumber JSON has no reruns: a flaky scenario carries the tag @flaky, and its earlier attempts are told in its
+    description."""
+    return "\n".join(
+        f"attempt {n} {earlier.get('status', '')}: {(str(earlier.get('message', '')).splitlines() or [''])[0]}"
+        for n, earlier in enumerate(record.earlier_failures, 1)
+    )
 
 
 def scenario_status(element: dict[str, Any]) -> str:

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from sbtck import catalogue
+from sbtck.errors import LOG_FOLLOWS
 from sbtck.reports import baseline as base
-from sbtck.reports import matrix, timeline, workload
+from sbtck.reports import matrix, sequence, timeline, workload
 from sbtck.reports import results as r
 from sbtck.reports.results import STATUSES, ScenarioRecord, read
 from sbtck.reports.text import LONG, escape, run_labels, shorten
@@ -44,15 +45,21 @@ td,th{border:1px solid #ddd;padding:3px 6px;vertical-align:top;text-align:left}
 white-space:nowrap;border:1px solid #bbb}.rid{white-space:nowrap}
 .changes td:first-child{width:60%}
 .scenario{border:1px solid #ddd;border-radius:4px;margin:.6em 0;padding:.4em .8em}
-.scenario:target{outline:3px solid #36c}.scenario{scroll-margin-top:6em}
+.scenario:target{outline:3px solid #36c}.scenario{scroll-margin-top:1em}
+.wide{overflow-x:auto;max-width:100%}.cause{white-space:pre-wrap;overflow-wrap:anywhere}
+.failures li{margin:.3em 0}.failures .why{display:block;color:#444;overflow-wrap:anywhere}
+.vs td.d{background:#fbe1e1;font-weight:bold}.vs th.gap,.vs td.gap{border:0;width:1em}
+.vs tr.d th{background:#fbe1e1}.sequence{max-width:none}
 .step{margin-left:1em;font-family:ui-monospace,monospace;white-space:pre-wrap;overflow-wrap:anywhere}
 pre{background:#f6f6f6;padding:.5em;overflow-x:auto;white-space:pre}
-.tags{color:#666;font-size:.85em}#filters{position:sticky;top:0;background:#fff;padding:.5em 0;z-index:1}
+.tags{color:#666;font-size:.85em;overflow-wrap:anywhere}
+td .s{white-space:normal}#filters{background:#f7f7f7;padding:.5em;border-radius:4px}
 #filters label{margin-right:.8em;white-space:nowrap}#filters input[type=search]{width:16em}
 .timeline{max-width:100%;border:1px solid #eee;margin:.4em 0}
 .counts{display:flex;flex-wrap:wrap;gap:.3em 1.2em;margin:.5em 0}code{overflow-wrap:anywhere}
 @media (max-width:600px){td,th{padding:2px 3px}.step{margin-left:.2em}#filters input[type=search]{width:100%}
-.s{white-space:normal;overflow-wrap:anywhere}td:nth-child(2){font-size:.9em}}
+.s{white-space:normal;overflow-wrap:anywhere}td:nth-child(2){font-size:.9em}td,th{overflow-wrap:anywhere}
+.rid{white-space:normal}.scenario{padding:.3em .4em}}
 """
 
 SCRIPT = """
@@ -150,6 +157,30 @@ def banner(run: dict[str, Any], records: list[ScenarioRecord], label: str | None
     )
 
 
+def first_line(record: ScenarioRecord) -> str:
+    """A failure's cause in one line: the first line of its message, or its reason."""
+    message = str((record.failure or {}).get("message", "")) or record.reason
+    return (message.strip().splitlines() or [""])[0]
+
+
+def failures(records: list[ScenarioRecord]) -> str:
+    """Right under the verdict: every scenario against the implementation, each with its rules, one line of cause
+    and a link to it."""
+    against = [rec for rec in sorted(records, key=lambda r: (r.feature_path, r.line)) if rec.status in r.AGAINST]
+    if not against:
+        return ""
+    items = "".join(
+        f'<li>{_badge(rec.status)} <a href="#{anchor(rec)}">{escape(shorten(_short(rec), 300))}</a> '
+        f'<span class="rid">{escape(" ".join(rec.rules))}</span>'
+        f'<span class="why">{escape(shorten(first_line(rec), 300))}</span></li>'
+        for rec in against
+    )
+    return (
+        f'<section aria-labelledby="failures"><h2 id="failures">What did not pass ({len(against)})</h2>'
+        f'<ol class="failures">{items}</ol></section>'
+    )
+
+
 def _summary(run: dict[str, Any], label: str) -> str:
     impl = run.get("implementation", {})
     params = "".join(
@@ -162,7 +193,8 @@ def _summary(run: dict[str, Any], label: str) -> str:
         f"<p>Kit {escape(str(run.get('kit', {}).get('version', '')))}, "
         f"protocol {escape(str(impl.get('protocol', '')))}, "
         f"IUT spec <code>{escape(str(impl.get('spec', '')))}</code>, "
-        f"run started {escape(str(run.get('started', '')))}, "
+        + (f"settings from <code>{escape(str(run['settings']))}</code>, " if run.get("settings") else "")
+        + f"run started {escape(str(run.get('started', '')))}, "
         f"wall time {escape(str(run.get('wall_time_s', '')))} s.</p>"
         f"<details><summary>Profile ({escape(str(run.get('profile', {}).get('source', '')))}): "
         f'capabilities {escape(caps)}</summary><table><tr><th scope="col">parameter</th>'
@@ -255,6 +287,39 @@ def _table(rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def side_by_side(table: dict[str, Any], name: str) -> str:
+    """A log table as expected and as reported, row by row; a row that differs is marked, and so are its cells."""
+    columns = [str(c) for c in table.get("columns", [])]
+    expected, got = list(table.get("expected", [])), list(table.get("got", []))
+
+    def cells(row: list[Any] | None, other: list[Any] | None) -> str:
+        if row is None:
+            return "".join('<td class="d">-</td>' for _ in columns)
+        marked = ['class="d"' if other is None or i >= len(other) or other[i] != v else "" for i, v in enumerate(row)]
+        return "".join(
+            f"<td {mark}>{escape(shorten(str(value), 200))}</td>" for mark, value in zip(marked, row, strict=True)
+        )
+
+    rows = []
+    for n in range(max(len(expected), len(got))):
+        want = expected[n] if n < len(expected) else None
+        have = got[n] if n < len(got) else None
+        differs = want != have
+        mark = ' class="d"' if differs else ""
+        label = f"{n + 1}" + ('<span class="sr"> differs</span> ✘' if differs else "")
+        rows.append(
+            f'<tr{mark}><th scope="row">{label}</th>{cells(want, have)}<td class="gap"></td>{cells(have, want)}</tr>'
+        )
+    heads = "".join(f'<th scope="col">{escape(c)}</th>' for c in columns)
+    return (
+        f'<div class="wide" tabindex="0" role="region" aria-label="expected and reported log of {escape(name)}">'
+        f'<table class="vs"><thead><tr><th scope="col" rowspan="2">row</th>'
+        f'<th scope="colgroup" colspan="{len(columns)}">expected</th><td class="gap"></td>'
+        f'<th scope="colgroup" colspan="{len(columns)}">reported</th></tr>'
+        f'<tr>{heads}<td class="gap"></td>{heads}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+    )
+
+
 def _events(events: list[dict[str, Any]], not_kept: int = 0) -> str:
     lines = []
     for i, e in enumerate(events):
@@ -279,13 +344,26 @@ def _scenario(record: ScenarioRecord) -> str:
             steps.append(f'<div class="step">{_table(step.datatable)}</div>')
     failure = ""
     if record.failure:
+        table = record.failure.get("table")
+        message = str(record.failure.get("message", ""))
+        if record.events:  # the event log is shown below: the message's copy of it is not repeated
+            message = message.split(LOG_FOLLOWS, 1)[0]
+        if isinstance(table, dict):  # the two tables side by side, instead of the message's two dumps
+            message = message.split("\n", 1)[0]
         failure = (
-            f"<p><b>Failed at:</b> {escape(str(record.failure.get('step', '')))} "
-            f"(line {escape(str(record.failure.get('line', '')))})</p>"
-            f'<pre tabindex="0">{escape(shorten(str(record.failure.get("message", ""))))}</pre>'
-            f"<p>Rerun: <code>{escape(record.rerun)}</code></p>"
+            f"<p><b>{'Erred' if record.status == r.ERROR else 'Failed'} at:</b> "
+            f"{escape(str(record.failure.get('step', '')))} (line {escape(str(record.failure.get('line', '')))})</p>"
+            f'<pre class="cause" tabindex="0">{escape(shorten(message))}</pre>'
+            + (side_by_side(table, record.name) if isinstance(table, dict) else "")
+            + f"<p>Rerun: <code>{escape(record.rerun)}</code></p>"
         )
     drawing = timeline.svg(record.events) if _area(record) in ("activation", "periodic") else ""
+    picture = sequence.svg(record.events, anchor(record))
+    if picture:
+        drawing += (
+            f'<div class="wide" tabindex="0" role="region" aria-label="where the messages of {escape(record.name)} '
+            f'went">{picture}</div>'
+        )
     log = (
         (
             f"<details><summary>Event log ({len(record.events) + record.events_not_kept} events"
@@ -340,6 +418,7 @@ def render(
     body = ["<h1>sbtck conformance report</h1>"]
     labels = run_labels([run for run, _ in runs])
     body.extend(banner(run, records, label) for (run, records), label in zip(runs, labels, strict=True))
+    body.append(failures(first_records))
     if baseline is not None:
         body.append(changes(base.compare(baseline[1], first_records), first_records, baseline[0]))
     body.append(rule_grid(first_records))

@@ -5,8 +5,17 @@ the feature's path; one ``<testcase>`` per scenario: ``classname`` the
 feature's path in dots, ``name`` the scenario's title with its ``[n]``.
 The schema allows neither attributes beyond name, classname, time and group
 nor properties on a test case, so the scenario's line, rules and required
-capabilities are properties of its suite, named after the scenario's ``[n]``
-(``[2] rules``), and are repeated in the test case's ``system-out``.
+capabilities are in the test case's ``system-out``; a suite's properties are
+the implementation and the feature's tags only.
+
+The root ``<testsuites>`` carries no totals: the schema has no ``skipped``
+there, and a reader that takes the root's totals (test-results-parser) would
+count skipped cases as passed; without them every reader sums the suites.
+
+A scenario rerun by pytest-rerunfailures keeps its earlier attempts as
+Maven Surefire writes them (Jenkins, GitLab and the Surefire schema read
+them; pytest's junit-10.xsd does not know them): ``<flakyFailure>`` in a
+case that passed in the end, ``<rerunFailure>`` in one that failed every time.
 
 The kit's seven statuses, as JUnit counts them (README, "Statuses"):
 
@@ -48,10 +57,6 @@ def _text(value: object) -> str:
     return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", visible(str(value)))
 
 
-def _number(record: ScenarioRecord) -> str:
-    return record.name.split(" ", 1)[0] if record.name.startswith("[") else record.name
-
-
 def _capabilities(record: ScenarioRecord) -> list[str]:
     return [t[len(REQUIRES_TAG) :] for t in record.tags if t.startswith(REQUIRES_TAG)]
 
@@ -85,6 +90,17 @@ def _outcome(case: ET.Element, record: ScenarioRecord) -> None:
         )
 
 
+def _attempts(case: ET.Element, record: ScenarioRecord) -> None:
+    kind = "rerunFailure" if record.status in (FAILED, ERROR) else "flakyFailure"
+    for earlier in record.earlier_failures:
+        message = str(earlier.get("message", ""))
+        child = ET.SubElement(
+            case, kind, type=_text(earlier.get("status", "")), message=_text(message.splitlines()[0] if message else "")
+        )
+        trace = ET.SubElement(child, "stackTrace")
+        trace.text = _text(f"{earlier.get('step', '')} (line {earlier.get('line', record.line)})\n{message}")
+
+
 def counts(records: list[ScenarioRecord]) -> dict[str, int]:
     """tests, failures, errors and skipped, as a JUnit reader counts them."""
     statuses = [r.status for r in records]
@@ -105,7 +121,7 @@ def _attributes(records: list[ScenarioRecord]) -> dict[str, str]:
 def render(run: dict[str, Any], records: list[ScenarioRecord]) -> ET.Element:
     implementation = run.get("implementation", {})
     root = ET.Element("testsuites", name=_text(f"sbtck: {implementation.get('name', '?')}"))
-    root.attrib.update({k: v for k, v in _attributes(records).items() if k != "skipped"})
+    root.set("time", _attributes(records)["time"])
     features: dict[str, list[ScenarioRecord]] = {}
     for record in sorted(records, key=lambda r: (r.feature_path, r.line)):
         features.setdefault(record.feature_path, []).append(record)
@@ -121,21 +137,13 @@ def render(run: dict[str, Any], records: list[ScenarioRecord]) -> ET.Element:
             ("feature tags", " ".join(scenarios[0].feature_tags)),
         ):
             ET.SubElement(properties, "property", name=key, value=_text(value))
-        for record in scenarios:
-            n = _number(record)
-            for key, value in (
-                ("line", record.line),
-                ("rules", " ".join(record.rules)),
-                ("capabilities", " ".join(_capabilities(record))),
-                ("status", record.status),
-            ):
-                ET.SubElement(properties, "property", name=_text(f"{n} {key}"), value=_text(value))
         classname = path.removesuffix(".feature").replace("/", ".")
         for record in scenarios:
             case = ET.SubElement(
                 suite, "testcase", classname=_text(classname), name=_text(record.name), time=f"{record.duration_s:.3f}"
             )
             _outcome(case, record)
+            _attempts(case, record)
             out = ET.SubElement(case, "system-out")
             out.text = _text(
                 f"{path}:{record.line}\nstatus: {record.status}\nrules: {' '.join(record.rules) or '-'}\n"

@@ -12,6 +12,9 @@ This module imports nothing, so every layer may import it.
 
 from __future__ import annotations
 
+# the words after which a failure's message repeats the scenario's log: a report that shows the log apart cuts there
+LOG_FOLLOWS = "\nlog:\n"
+
 __all__ = [
     "BrokerError",
     "ConfigError",
@@ -21,6 +24,7 @@ __all__ = [
     "IUTSpecError",
     "ImplementationFault",
     "KitDataMissing",
+    "LogDiffers",
     "MasterError",
     "NoStepFor",
     "OutputError",
@@ -112,6 +116,15 @@ class NoStepFor(SbtckError, ValueError):
 
 class Refused(SbtckError, AssertionError):
     """The implementation refused a command the scenario expected it to take: a failure of the implementation."""
+
+
+class LogDiffers(SbtckError, AssertionError):
+    """What the implementation reported is not the table a scenario expected: a failure of the implementation.
+    It keeps both tables, so that a report can set them side by side."""
+
+    def __init__(self, message: str, columns: list[str], expected: list[list[str]], got: list[list[str]]) -> None:
+        super().__init__(message)
+        self.table = {"columns": columns, "expected": expected, "got": got}
 
 
 class ImplementationFault(SbtckError):

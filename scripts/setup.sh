@@ -58,3 +58,15 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
   echo "$wanted" >"$stamp"
 fi
+
+# the JUnit readers of the Node.js world that the report's tests read junit.xml with (test-results-parser, as
+# GitHub actions use it, and xunit-viewer), in .venv, never in the checkout
+readers=.venv/junit-readers
+if command -v node >/dev/null && [ ! -d "$readers/node_modules/xunit-viewer" ]; then
+  command -v npm >/dev/null || { say "installing npm, for the JUnit readers"; apt_install npm || true; }
+  if command -v npm >/dev/null; then
+    say "installing the JUnit readers test-results-parser and xunit-viewer into $readers"
+    npm install -s --no-audit --no-fund --prefix "$readers" test-results-parser@0.4.6 xunit-viewer@10.6.1 >/dev/null \
+      || say "continuing without the JUnit readers: their test will be skipped (in CI it fails)"
+  fi
+fi

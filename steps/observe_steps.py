@@ -10,7 +10,7 @@ from typing import Any
 
 from sbtck import contract as c
 from sbtck.agreement import arrangement, asked, asked_field
-from sbtck.errors import ScenarioError
+from sbtck.errors import LOG_FOLLOWS, LogDiffers, ScenarioError
 from sbtck.observations import FIELDS, Kind
 from sbtck.steps import phrases as p
 from sbtck.steps.cells import NULL, as_compared, cell
@@ -36,10 +36,12 @@ def has_monitor(world: World, queue: str, no: str) -> None:
     rows = _rows_for(world, MONITORS, queue)
     if no == "a":
         assert len(rows) == 1, (
-            f"expected one row for queue {queue!r} in {MONITORS}, got {rows}\nlog:\n{world.log_text()}"
+            f"expected one row for queue {queue!r} in {MONITORS}, got {rows}{LOG_FOLLOWS}{world.log_text()}"
         )
     else:
-        assert rows == [], f"expected no row for queue {queue!r} in {MONITORS}, got {rows}\nlog:\n{world.log_text()}"
+        assert rows == [], (
+            f"expected no row for queue {queue!r} in {MONITORS}, got {rows}{LOG_FOLLOWS}{world.log_text()}"
+        )
 
 
 def _cell(world: World, column: str, value: Any) -> str:
@@ -61,7 +63,7 @@ def monitor_row(world: World, queue: str, datatable: list[list[str]]) -> None:
         assert column in row, f"{MONITORS} has no column {column!r}; it has {', '.join(row)}"
         got, want = _cell(world, column, row[column]), _expected(world, column, text)
         assert got == want, (
-            f"{MONITORS}.{column} for queue {queue!r}: expected {want}, got {got}\nlog:\n{world.log_text()}"
+            f"{MONITORS}.{column} for queue {queue!r}: expected {want}, got {got}{LOG_FOLLOWS}{world.log_text()}"
         )
 
 
@@ -70,7 +72,7 @@ def task_count(world: World, count: str, queue: str) -> None:
     rows = _rows_for(world, TASKS, queue)
     want = 0 if count == "no" else int(count)
     assert len(rows) == want, (
-        f"expected {want} row(s) for queue {queue!r} in {TASKS}, got {len(rows)}: {rows}\nlog:\n{world.log_text()}"
+        f"expected {want} row(s) for queue {queue!r} in {TASKS}, got {len(rows)}: {rows}{LOG_FOLLOWS}{world.log_text()}"
     )
 
 
@@ -80,7 +82,7 @@ def task_rows(world: World, queue: str, datatable: list[list[str]]) -> None:
     rows = _rows_for(world, TASKS, queue)
     got = [[_cell(world, col, row.get(col)) for col in header] for row in rows]
     assert got == expected, (
-        f"{TASKS} for queue {queue!r}:\nexpected {expected}\ngot      {got}\nlog:\n{world.log_text()}"
+        f"{TASKS} for queue {queue!r}:\nexpected {expected}\ngot      {got}{LOG_FOLLOWS}{world.log_text()}"
     )
 
 
@@ -254,9 +256,12 @@ def log_shows(
                 "  | " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + " |" for r in rows_
             )
 
-        raise AssertionError(
+        raise LogDiffers(
             f"the log{f' for queue {queue!r}' if queue else ''} differs.\nexpected:\n{table([header, *want])}\n"
-            f"got:\n{table([header, *got])}\nwhole log:\n{world.log_text()}"
+            f"got:\n{table([header, *got])}{LOG_FOLLOWS}{world.log_text()}",
+            header,
+            want,
+            got,
         )
 
 
@@ -266,7 +271,7 @@ def _last_answer(world: World, session: str) -> c.Event:
         for e in world.log
         if e.fields.get("session") == session and e.kind in (Kind.ROWS_RETURNED, Kind.EMPTY_RESULT, Kind.READER_WAITING)
     ]
-    assert answers, f"session {session!r} has run no RECEIVE or GET CONVERSATION GROUP\nlog:\n{world.log_text()}"
+    assert answers, f"session {session!r} has run no RECEIVE or GET CONVERSATION GROUP{LOG_FOLLOWS}{world.log_text()}"
     return answers[-1]
 
 
@@ -293,7 +298,7 @@ def session_rows(world: World, session: str, messages: str) -> None:
     allowed = [[m.strip() for m in answer.split(",")] for answer in messages.split(" or ")]
     assert last.kind == Kind.ROWS_RETURNED and got in allowed, (
         f"session {session!r}: expected {' or '.join(', '.join(want) for want in allowed)}, "
-        f"got {last.kind} {', '.join(got)}\nlog:\n{world.log_text()}"
+        f"got {last.kind} {', '.join(got)}{LOG_FOLLOWS}{world.log_text()}"
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sbtck import contract as c
-from sbtck.errors import ScenarioError
+from sbtck.errors import LOG_FOLLOWS, ScenarioError
 from sbtck.steps import phrases as p
 from sbtck.steps.vocabulary import step
 from sbtck.steps.world import World
@@ -56,7 +56,7 @@ def has_connection(world: World, instance: str, no: str, address: str) -> None:
     # an address names a host and port: the documents say nothing of case, so none is asked
     wanted = address.upper()
     rows = [r for r in _rows(world, "sys.dm_broker_connections", instance) if str(r["address"]).upper() == wanted]
-    assert len(rows) == (1 if no == "a" else 0), f"connections of {instance}: {rows}\nlog:\n{world.log_text()}"
+    assert len(rows) == (1 if no == "a" else 0), f"connections of {instance}: {rows}{LOG_FOLLOWS}{world.log_text()}"
 
 
 VIEW_COUNTS = {
@@ -70,7 +70,9 @@ VIEW_COUNTS = {
 def holds(world: World, what: str, instance: str, count: str) -> None:
     rows = _rows(world, VIEW_COUNTS[what], instance)
     want = 0 if count == "no" else int(count)
-    assert len(rows) == want, f"{what} {instance}: expected {want} message(s), got {rows}\nlog:\n{world.log_text()}"
+    assert len(rows) == want, (
+        f"{what} {instance}: expected {want} message(s), got {rows}{LOG_FOLLOWS}{world.log_text()}"
+    )
 
 
 def _message_rows(world: World, what: str, instance: str, message: str) -> list[dict[str, Any]]:
@@ -99,11 +101,14 @@ def holds_message(world: World, what: str, instance: str, none: str | None, mess
 def held_since(world: World, what: str, instance: str, message: str, second: str) -> None:
     rows = _message_rows(world, what, instance, message)
     want = world.clock.start_ms + round(world.seconds(second) * 1000)
-    assert len(rows) == 1, f"{what} {instance}: expected one row for {message}, got {rows}\nlog:\n{world.log_text()}"
+    assert len(rows) == 1, (
+        f"{what} {instance}: expected one row for {message}, got {rows}{LOG_FOLLOWS}{world.log_text()}"
+    )
     got = rows[0]["received_ms"]  # an integer: the answer checks hold columns to their declared types
     since = f"second {(got - world.clock.start_ms) / 1000:g}"
     assert got == want, (
-        f"{what} {instance}: {message} held since {since}, expected since second {second}\nlog:\n{world.log_text()}"
+        f"{what} {instance}: {message} held since {since}, expected since second {second}"
+        f"{LOG_FOLLOWS}{world.log_text()}"
     )
 
 
@@ -115,5 +120,5 @@ def running_handlers(world: World, instance: str, down: str | None) -> None:
     want = kept - int(down or 0)
     assert running == want, (
         f"{instance}: expected {want} running task handlers (of the {kept} it keeps), got {running}"
-        f"\nlog:\n{world.log_text()}"
+        f"{LOG_FOLLOWS}{world.log_text()}"
     )

@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from html import unescape
 from pathlib import Path
 
@@ -735,6 +736,19 @@ def test_reruns_give_one_row_per_scenario_marked_flaky(tmp_path: Path) -> None:
     flaky = [s for s in scenarios if s["flaky"]]
     assert flaky and all(s["status"] == r.PASSED for s in scenarios)
     assert proc.returncode == 0, proc.stdout[-2000:]
+    # JUnit as Maven Surefire writes a rerun that passed; Cucumber by a tag and the earlier attempt in words
+    cases = ET.parse(tmp_path / "o" / "junit.xml").getroot().iter("testcase")
+    marked = {c.get("name"): c.find("flakyFailure") for c in cases}
+    assert {n for n, f in marked.items() if f is not None} == {s["name"] for s in flaky}
+    earlier = flaky[0]["earlier_failures"]
+    assert len(earlier) == 1 and earlier[0]["status"] in r.AGAINST
+    first = marked[flaky[0]["name"]]
+    assert first is not None and first.get("type") == earlier[0]["status"]
+    assert "refused on the first attempt" in (first.findtext("stackTrace") or "")
+    elements = [e for f in json.loads((tmp_path / "o" / "cucumber.json").read_text()) for e in f["elements"]]
+    tagged = {e["name"]: e for e in elements if {"name": "@flaky", "line": e["line"] - 1} in e["tags"]}
+    assert set(tagged) == {s["name"] for s in flaky}
+    assert tagged[flaky[0]["name"]]["description"].startswith(f"attempt 1 {earlier[0]['status']}: ")
 
 
 def test_other_reporting_plugins_keep_real_time(tmp_path: Path) -> None:
@@ -763,6 +777,33 @@ def test_other_reporting_plugins_keep_real_time(tmp_path: Path) -> None:
     blob = json.loads(unescape(html_page.split('data-jsonblob="', 1)[1].split('"', 1)[0]))
     shown = [t["duration"] for tests in blob["tests"].values() for t in tests]
     assert shown and all(re.fullmatch(r"\d+ ms|00:00:\d\d", d) for d in shown), shown
+
+
+def test_allure_records_every_scenario_the_not_applicable_ones_too(tmp_path: Path) -> None:
+    """allure-pytest-bdd records a scenario once it starts: a scenario not applicable is skipped as it starts, so
+    it is in allure's results as skipped, as it is in the kit's own."""
+    profile = yaml.safe_load((ROOT / "engine" / "profile.yaml").read_text())
+    profile["capabilities"].remove("mirroring")
+    (tmp_path / "profile.yaml").write_text(yaml.safe_dump(profile))
+    allure = tmp_path / "allure"
+    proc = kit(
+        "run",
+        "--profile",
+        str(tmp_path / "profile.yaml"),
+        "--out",
+        str(tmp_path / "o"),
+        "--",
+        "--alluredir",
+        str(allure),
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    kits = {s["name"]: s["status"] for s in json.loads((tmp_path / "o" / "results.json").read_text())["scenarios"]}
+    results = [json.loads(f.read_text()) for f in allure.glob("*-result.json")]
+    assert len(results) == len(kits) and r.NOT_APPLICABLE in kits.values()
+    allures = {result["name"]: result["status"] for result in results}
+    assert {n for n, status in allures.items() if status == "skipped"} == {
+        n for n, status in kits.items() if status == r.NOT_APPLICABLE
+    }
 
 
 @pytest.mark.parametrize(

@@ -262,3 +262,66 @@ def test_axe_core_would_notice_the_old_page(browser: Any, passing_report: Path, 
     found = {v["id"] for v in Axe().run(page).response["violations"]}
     assert {"region", "landmark-one-main"} <= found, found
     page.close()
+
+
+@pytest.fixture(scope="module")
+def mixed_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run with failures and errors in every area (tests/fakes/mixed.py)."""
+    out = tmp_path_factory.mktemp("mixed")
+    assert sbtck("--iut", "python:tests.fakes.mixed:mixed", out=out).code == 1
+    return out / "index.html"
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280 px", "390 px"])
+def test_the_failures_are_listed_on_the_first_screen_and_nothing_overflows(
+    browser: Any, mixed_report: Path, viewport: dict[str, int]
+) -> None:
+    page, problems, _ = _open(browser, mixed_report, viewport)
+    listed = page.locator("ol.failures > li")
+    statuses = json.loads((mixed_report.parent / "results.json").read_text())["scenarios"]
+    assert listed.count() == sum(s["status"] in r.AGAINST for s in statuses)
+    box = listed.first.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= viewport["height"], box
+    # each with its rule, one line of cause and a link to the scenario, which the link scrolls to
+    first = listed.first
+    assert first.locator(".why").inner_text().strip() and first.locator(".rid").inner_text().strip()
+    target = str(first.locator("a").get_attribute("href"))
+    first.locator("a").click()
+    page.wait_for_function(f"document.getElementById('{target[1:]}').getBoundingClientRect().top < innerHeight")
+    # the page never scrolls sideways: wide tables and pictures scroll in their own region
+    assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+    shots = mixed_report.parent / "screenshots"
+    shots.mkdir(exist_ok=True)
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path=str(shots / f"mixed-{viewport['width']}.png"))
+    assert problems == []
+    page.close()
+
+
+def test_a_differing_log_is_set_side_by_side_and_a_routing_scenario_drawn(browser: Any, mixed_report: Path) -> None:
+    page, problems, _ = _open(browser, mixed_report, DESKTOP)
+    failed = page.locator('.scenario[data-status="failed"][data-area="routing"]').first
+    table = failed.locator("table.vs")
+    assert table.count() == 1
+    assert table.locator("tbody tr.d").count() >= 1 and table.locator("tbody tr:not(.d)").count() >= 1
+    # the cause is said once: not the log again above the event log
+    assert "second      0" not in failed.locator("pre.cause").inner_text()
+    picture = failed.locator("svg.sequence")
+    assert picture.count() == 1 and picture.locator("line[marker-end]").count() >= 1
+    # a scenario that erred says error at its step too
+    erred = page.locator('.scenario[data-status="error"]').first
+    assert erred.locator(".step .s.error").count() == 1 and erred.locator(".step .s.failed").count() == 0
+    assert problems == []
+    page.close()
+
+
+def test_axe_core_finds_no_violation_in_a_mixed_run(browser: Any, mixed_report: Path) -> None:
+    from axe_playwright_python.sync_playwright import Axe
+
+    for viewport in (DESKTOP, PHONE):
+        page, problems, _ = _open(browser, mixed_report, viewport)
+        page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        results = Axe().run(page)
+        assert results.violations_count == 0, results.generate_report()
+        assert problems == []
+        page.close()

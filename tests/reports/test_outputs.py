@@ -9,6 +9,7 @@ the README, and the exit status must agree with the verdict.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -103,6 +104,51 @@ def test_junit_counts_under_the_documented_mapping(mixed: Run) -> None:
             f"Skipped:{r.DIFFERS}": counts[r.DIFFERS],
         }
     )
+
+
+# the Node.js JUnit readers, installed by scripts/setup.sh where npm is
+READERS = ROOT / ".venv" / "junit-readers" / "node_modules"
+
+
+def test_junit_readers_give_the_totals_of_results_json(mixed: Run) -> None:
+    """test-results-parser takes the root's totals when they are there (and counted a skipped case as passed when
+    the root carried no ``skipped``); junitparser and xunit-viewer sum the cases. Each agrees with results.json."""
+    from junitparser import JUnitXml
+
+    if not (READERS / "test-results-parser").is_dir() or not (READERS / "xunit-viewer").is_dir():
+        message = f"no JUnit readers in {READERS}: bash scripts/setup.sh installs them (it needs npm)"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI runs the JUnit readers, but there are {message}")
+        pytest.skip(message)
+    counts = _statuses(mixed)
+    want = {
+        "passed": counts[r.PASSED],
+        "failed": counts[r.FAILED] + counts[r.UNEXPECTED_PASS],
+        "errors": counts[r.ERROR],
+        "skipped": counts[r.NOT_APPLICABLE] + counts[r.EXPECTED_FAILURE] + counts[r.DIFFERS],
+    }
+    assert all(want.values())
+    junit = mixed.out / "junit.xml"
+    read = subprocess.run(
+        ["node", str(Path(__file__).with_name("junit_readers.mjs")), str(READERS), str(junit)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    got = json.loads(read.stdout)
+    parsed = got["test-results-parser"]
+    # its total leaves the skipped cases out
+    assert parsed == {**want, "total": sum(want.values()) - want["skipped"]}
+    viewed = got["xunit-viewer"]
+    assert viewed == {k: v for k, v in zip(("passed", "failure", "error", "skipped"), want.values(), strict=True)}
+    suites = list(JUnitXml.fromfile(str(junit)))
+    assert {
+        "passed": sum(s.tests - s.failures - s.errors - s.skipped for s in suites),
+        "failed": sum(s.failures for s in suites),
+        "errors": sum(s.errors for s in suites),
+        "skipped": sum(s.skipped for s in suites),
+    } == want
 
 
 def _worst(element: dict[str, Any]) -> str:
@@ -301,3 +347,13 @@ def test_every_output_says_which_checks_were_left_out(tmp_path: Path) -> None:
     said = [s for f in features for e in f["elements"] for s in e["steps"] if s.get("output")]
     assert len(said) == sum(1 for rec in records for s in rec.steps if s.left_out)
     assert all(s["output"][0].startswith("not checked: ") for s in said)
+
+
+def test_under_xdist_the_results_keep_the_features_order_and_the_terminal_the_statuses(tmp_path: Path) -> None:
+    run = sbtck("--iut", MIXED, "--tags", "ACT-05 or RTE-04 or PER-5B", "--", "-n", "2", out=tmp_path)
+    scenarios = run.results()["scenarios"]
+    places = [(s["feature_path"], s["line"]) for s in scenarios]
+    assert len(places) > 10 and places == sorted(places)
+    (line,) = [line for line in run.output.splitlines() if line.startswith("sbtck: does not conform: ")]
+    said = [part.split(" ", 1)[1] for part in line.split(": ", 2)[2].split(";")[0].split(", ")]
+    assert said == [s for s in r.STATUSES if s in said] and len(said) >= 2
