@@ -1,6 +1,8 @@
-"""Renders the command reference of docs/protocol.md from the contract itself.
+"""Renders the command and event reference of docs/protocol.md from the contract itself.
 
-    python -m sbtck.iut.protocol_doc > /tmp/commands.md
+    python -m sbtck.iut.protocol_doc [PATH | -]     (default: the kit's docs/protocol.md; sbtck.generated)
+
+The document's written part, up to the reference, stays as it is.
 
 tests/contract/test_protocol_doc.py fails when the document and the contract differ.
 """
@@ -11,6 +13,7 @@ import dataclasses
 import json
 
 from sbtck import contract as c
+from sbtck import generated
 from sbtck.observations import (
     AREA,
     DECISION_FIELDS,
@@ -184,5 +187,12 @@ def render() -> str:
     return render_commands() + render_events()
 
 
+def document(written: str) -> str:
+    """docs/protocol.md: WRITTEN's part before the reference as it is, the reference anew."""
+    reference = render()
+    first = reference.split("\n", 1)[0]
+    return (written[: written.index(first)] if first in written else written) + reference
+
+
 if __name__ == "__main__":
-    print(render(), end="")
+    generated.main("protocol.md", document)

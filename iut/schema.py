@@ -1,6 +1,6 @@
 """A JSON Schema of the protocol, generated from the contract, for an implementer to validate lines against.
 
-    python -m sbtck.iut.schema > docs/protocol.schema.json
+    python -m sbtck.iut.schema [PATH | -]     (default: the kit's docs/protocol.schema.json; sbtck.generated)
 
 It says what docs/protocol.md says, from the same declarations: the requests
 the kit sends (``contract.COMMANDS``, each command's fields and JSON types),
@@ -24,6 +24,7 @@ import typing
 from typing import Any
 
 from sbtck import contract as c
+from sbtck import generated
 from sbtck.observations import FIELDS, VALUES, Kind
 from sbtck.views import COLUMN_TYPES, VIEW_COLUMN_TYPES, VIEW_COLUMNS
 
@@ -211,4 +212,4 @@ def text() -> str:
 
 
 if __name__ == "__main__":
-    print(text(), end="")
+    generated.main("protocol.schema.json", lambda _old: text())

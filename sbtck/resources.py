@@ -42,3 +42,8 @@ def suite_module() -> Path:
 def suite_ini() -> Path:
     """The pytest settings ``sbtck run`` uses wherever the kit is installed."""
     return kit_path("steps", "suite.ini")
+
+
+def docs() -> Path:
+    """The kit's documents: docs/ of the checkout, and the same files inside an installed wheel."""
+    return kit_path("docs")

@@ -1,13 +1,11 @@
-"""docs/steps.md, generated from the phrases: ``python -m sbtck.steps.phrases_doc [PATH]``.
+"""docs/steps.md, generated from the phrases: ``python -m sbtck.steps.phrases_doc [PATH | -]`` (sbtck.generated).
 
 tests/lint/test_phrases.py fails when the document and the phrases differ.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
+from sbtck import generated
 from sbtck.steps.phrases import PHRASES, SECTIONS
 
 NOTATIONS = """\
@@ -70,6 +68,4 @@ def markdown() -> str:
 
 
 if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("docs/steps.md")
-    target.write_text(markdown())
-    print(f"wrote {target}")
+    generated.main("steps.md", lambda _old: markdown())

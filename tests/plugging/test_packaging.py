@@ -23,7 +23,7 @@ import pytest
 from sbtck import __version__, cli
 from tests.helpers import ROOT
 
-KIT_FOLDERS = ("engine", "iut", "steps", "fixtures", "reports", "workloads")
+KIT_FOLDERS = ("engine", "iut", "steps", "fixtures", "reports", "workloads", "docs")
 PACKAGE_DATA = (
     "sbtck/features/activation/05_internal_activation.feature",
     "sbtck/features/routing/02_matching.feature",
@@ -34,6 +34,11 @@ PACKAGE_DATA = (
     "sbtck/steps/suite.ini",
     "sbtck/steps/test_features.py",
     "sbtck/py.typed",
+    "sbtck/docs/steps.md",
+    "sbtck/docs/protocol.md",
+    "sbtck/docs/protocol.schema.json",
+    "sbtck/docs/implementing.md",
+    "sbtck/docs/changes.md",
 )
 
 
@@ -149,13 +154,76 @@ def test_version_with_python_m_and_the_command(tmp_path: Path) -> None:
     assert proc.stdout.strip() == f"sbtck {__version__} (protocol {PROTOCOL_VERSION})"
 
 
-@pytest.mark.parametrize("command", ["run", "serve", "report", "workload", "expectations"])
+@pytest.mark.parametrize("command", ["run", "serve", "report", "workload", "expectations", "docs"])
 def test_every_subcommand_has_help_with_an_example(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:
         cli.main([command, "--help"])
     assert done.value.code == 0
     text = capsys.readouterr().out
     assert "example" in text and f"sbtck {command} " in text.split("example", 1)[1]
+
+
+def test_the_distribution_describes_itself(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as z:
+        metadata = z.read(f"sbtck-{__version__}.dist-info/METADATA").decode()
+    head, _, body = metadata.partition("\n\n")
+    fields = [line.split(":", 1)[0] for line in head.splitlines()]
+    assert {"Summary", "License", "Author", "Keywords", "Requires-Python", "Description-Content-Type"} <= set(fields)
+    assert fields.count("Classifier") >= 10 and "Classifier: Framework :: Pytest" in head
+    assert body.startswith("# sbtck - the Service Broker compatibility kit")  # the long description: the README
+
+
+def test_the_documents_travel_with_the_kit_and_the_command_prints_them(tmp_path: Path) -> None:
+    listed = _python("-m", "sbtck", "docs", cwd=tmp_path)
+    assert listed.returncode == 0
+    names = dict(line.split(None, 1) for line in listed.stdout.splitlines())
+    assert set(names) == set(cli.DOCUMENTS) and all(Path(path).is_file() for path in names.values())
+    for name, file in cli.DOCUMENTS.items():
+        shown = _python("-m", "sbtck", "docs", name, cwd=tmp_path)
+        assert shown.returncode == 0 and shown.stdout == (ROOT / "docs" / file).read_text()
+    said = _python("-m", "sbtck", "run", "--help", cwd=tmp_path).stdout
+    assert "sbtck docs protocol" in said
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("sbtck.steps.phrases_doc", "steps.md"),
+        ("sbtck.iut.protocol_doc", "protocol.md"),
+        ("sbtck.iut.schema", "protocol.schema.json"),
+    ],
+)
+def test_every_generator_writes_its_document_by_default_and_where_told(module: str, name: str, tmp_path: Path) -> None:
+    """Each generator makes the kit's own document from any folder: to a path given, to standard output for -,
+    and, by default, to the kit's docs/ (not run here: that would write the checkout)."""
+    printed = _python("-m", module, "-", cwd=tmp_path)
+    assert printed.returncode == 0 and printed.stdout == (ROOT / "docs" / name).read_text()
+    written = _python("-m", module, str(tmp_path / name), cwd=tmp_path)
+    assert written.returncode == 0 and (tmp_path / name).read_text() == printed.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_the_readme_counts_the_scenarios_there_are() -> None:
+    scenarios = [
+        (path, line)
+        for path in (ROOT / "features").rglob("*.feature")
+        for line in path.read_text().splitlines()
+        if line.strip().startswith(("Scenario:", "@"))
+    ]
+    informative, total, tagged = 0, 0, False
+    for _, line in scenarios:
+        if line.strip().startswith("@"):
+            tagged = "@informative" in line.split()
+            continue
+        total += 1
+        informative += tagged
+        tagged = False
+    readme = (ROOT / "README.md").read_text()
+    words = {2: "two", 3: "three"}
+    assert (
+        f"checked by {total - informative} scenarios; {words.get(informative, informative)} more are @informative"
+        in readme
+    )
 
 
 def test_the_readme_exit_code_table_matches_the_command() -> None:
