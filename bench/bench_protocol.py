@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from sbtck import contract as c
+from sbtck import contract
 from sbtck.fixtures import topology
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.reference import reference
@@ -26,8 +26,8 @@ START_MS = 1_767_225_600_000
 
 def per_request_us(implementation: Implementation, requests: int) -> float:
     implementation.handshake()
-    implementation.execute(c.Start(START_MS, topology.named("activation").plain))
-    command = c.AdvanceTime(START_MS)
+    implementation.execute(contract.Start(START_MS, topology.named("activation").plain))
+    command = contract.AdvanceTime(START_MS)
     begin = time.perf_counter()
     for _ in range(requests):
         implementation.execute(command)

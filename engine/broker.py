@@ -8,13 +8,13 @@ from typing import Any, ClassVar, TypeVar
 from sbtck.contract import Event, QueueRef
 from sbtck.engine import views
 from sbtck.engine.activation import ARRIVAL, QueueMonitors
+from sbtck.engine.administration import Administration
 from sbtck.engine.choosing import STALE_SPAN, Chooser, FirstChooser, Span
 from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context, command
 from sbtck.engine.dispatcher import Dispatcher
 from sbtck.engine.events import MESSAGE_ARRIVED, MESSAGE_SENT, TIMER_NOTIFICATION, EventLog
-from sbtck.engine.faults import Administration
 from sbtck.engine.model import Conversation, Database, Endpoint, Envelope, Instance, Message, Queue, ReaderBehaviour
 from sbtck.engine.params import EngineParams
 from sbtck.engine.periodic import SCHEDULE, Maintenance, Task, tasks_of

@@ -12,8 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from sbtck import contract as c
-from sbtck import generated
+from sbtck import contract, generated
 from sbtck.observations import (
     AREA,
     DECISION_FIELDS,
@@ -32,7 +31,7 @@ from sbtck.observations import (
 )
 from sbtck.views import COLUMN_MEANINGS, COLUMN_TYPES, VIEW_COLUMN_TYPES, VIEW_COLUMNS
 
-Q = c.QueueRef("sql1", "shop", "TargetQueue")
+Q = contract.QueueRef("sql1", "shop", "TargetQueue")
 ROUTE = {
     "name": "ToOrders",
     "service_name": "Target",
@@ -42,8 +41,8 @@ ROUTE = {
     "lifetime_s": None,
 }
 T = 1767225600000
-EXAMPLES: list[c.Command] = [
-    c.Start(
+EXAMPLES: list[contract.Command] = [
+    contract.Start(
         T,
         {
             "instances": [
@@ -58,33 +57,33 @@ EXAMPLES: list[c.Command] = [
             ]
         },
     ),
-    c.AdvanceTime(T + 12000),
-    c.BeginDialog(T, "D1", "sql1", "shop", "Initiator", "Target", None),
-    c.Send(T, "D1", "DEFAULT", "hello", False),
-    c.BeginTransaction(T, "S1"),
-    c.Commit(T, "S1"),
-    c.Rollback(T, "S1"),
-    c.Receive(T, "S1", Q, top=1, where_dialog=None, where_group=None, waitfor_ms=5000),
-    c.GetConversationGroup(T, "S1", Q, waitfor_ms=None),
-    c.AlterQueue(T, Q, status="ON", procedure_name="drain", max_queue_readers=2),
-    c.CreateEventNotification(T, "Activator", Q),
-    c.DropEventNotification(T, "Activator", Q),
-    c.ExitProcedure(T, Q, 1),
-    c.CreateRoute(T, "sql1", "shop", ROUTE),
-    c.AlterRoute(T, "sql1", "shop", {**ROUTE, "address": "LOCAL"}),
-    c.DropRoute(T, "sql1", None, "AutoCreatedLocal"),
-    c.AnswerRoutingRequest(T, "sql1", "shop", ROUTE),
-    c.SetMessageForwarding(T, "sql5", True),
-    c.SetReachable(T, "sql2", False),
-    c.Failover(T, "sql4", "ledger"),
-    c.FailTaskHandlers(T, "sql1", 2),
-    c.SetDispatcherSaving(T, "sql2", "stopped", 0),
-    c.LoseInTransit(T, "D1", 0, False),
-    c.DropConnection(T, "sql1", "TCP://sql2:4022"),
-    c.FailTransmission(T, "D1", "resource"),
-    c.CreateMasterKey(T, "sql2", "vault"),
-    c.StopAckCleanup(T, "sql1", "shop"),
-    c.QueryView(T, "sys.dm_broker_queue_monitors", None, None),
+    contract.AdvanceTime(T + 12000),
+    contract.BeginDialog(T, "D1", "sql1", "shop", "Initiator", "Target", None),
+    contract.Send(T, "D1", "DEFAULT", "hello", False),
+    contract.BeginTransaction(T, "S1"),
+    contract.Commit(T, "S1"),
+    contract.Rollback(T, "S1"),
+    contract.Receive(T, "S1", Q, top=1, where_dialog=None, where_group=None, waitfor_ms=5000),
+    contract.GetConversationGroup(T, "S1", Q, waitfor_ms=None),
+    contract.AlterQueue(T, Q, status="ON", procedure_name="drain", max_queue_readers=2),
+    contract.CreateEventNotification(T, "Activator", Q),
+    contract.DropEventNotification(T, "Activator", Q),
+    contract.ExitProcedure(T, Q, 1),
+    contract.CreateRoute(T, "sql1", "shop", ROUTE),
+    contract.AlterRoute(T, "sql1", "shop", {**ROUTE, "address": "LOCAL"}),
+    contract.DropRoute(T, "sql1", None, "AutoCreatedLocal"),
+    contract.AnswerRoutingRequest(T, "sql1", "shop", ROUTE),
+    contract.SetMessageForwarding(T, "sql5", True),
+    contract.SetReachable(T, "sql2", False),
+    contract.Failover(T, "sql4", "ledger"),
+    contract.FailTaskHandlers(T, "sql1", 2),
+    contract.SetDispatcherSaving(T, "sql2", "stopped", 0),
+    contract.LoseInTransit(T, "D1", 0, False),
+    contract.DropConnection(T, "sql1", "TCP://sql2:4022"),
+    contract.FailTransmission(T, "D1", "resource"),
+    contract.CreateMasterKey(T, "sql2", "vault"),
+    contract.StopAckCleanup(T, "sql1", "shop"),
+    contract.QueryView(T, "sys.dm_broker_queue_monitors", None, None),
 ]
 
 
@@ -105,7 +104,9 @@ def render_commands() -> str:
             + (f"{doc}\n\n" if doc else "")
             + f"Fields: {fields}.\n\nResult (`result_{cls.kind}` of the schema): {result}\n\n```json\n{example}\n```\n"
         )
-    views = "\n".join(f"| `{view}` | {', '.join(f'`{col}`' for col in VIEW_COLUMNS[view])} |" for view in c.VIEWS)
+    views = "\n".join(
+        f"| `{view}` | {', '.join(f'`{col}`' for col in VIEW_COLUMNS[view])} |" for view in contract.VIEWS
+    )
     own = "\n".join(f"- `{name}`: {text}." for name, text in sorted(COLUMN_MEANINGS.items()))
     by_type: dict[str, list[str]] = {}
     for column, json_type in sorted(COLUMN_TYPES.items()):
@@ -131,7 +132,7 @@ def render_events() -> str:
     """Every event kind: who reports it and the fields it carries, then what each field says."""
     rows = []
     for kind in Kind:
-        needs = ", ".join(f"`{c}`" for c in AREA[kind]) or "every implementation"
+        needs = ", ".join(f"`{cap}`" for cap in AREA[kind]) or "every implementation"
         if kind in ECHOES:
             needs += " (optional: an echo of the kit's own fault)"
         elif kind in MAY_OMIT:

@@ -23,8 +23,7 @@ import types
 import typing
 from typing import Any
 
-from sbtck import contract as c
-from sbtck import generated
+from sbtck import contract, generated
 from sbtck.observations import FIELDS, VALUES, Kind
 from sbtck.views import COLUMN_TYPES, VIEW_COLUMN_TYPES, VIEW_COLUMNS
 
@@ -40,7 +39,7 @@ def _column(text: str) -> dict[str, Any]:
 
 def _python(annotation: Any) -> dict[str, Any]:
     """A command field's annotation as a schema."""
-    if annotation is c.QueueRef:
+    if annotation is contract.QueueRef:
         return {"$ref": "#/$defs/queue"}
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
@@ -64,7 +63,7 @@ def _python(annotation: Any) -> dict[str, Any]:
     return {}
 
 
-def _command(cls: type[c.Command]) -> dict[str, Any]:
+def _command(cls: type[contract.Command]) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
     fields = dataclasses.fields(cls)
     properties: dict[str, Any] = {"kind": {"const": cls.kind}}
@@ -75,7 +74,7 @@ def _command(cls: type[c.Command]) -> dict[str, Any]:
     return {"type": "object", **described, "properties": properties, "required": required}
 
 
-def _result(cls: type[c.Result]) -> dict[str, Any]:
+def _result(cls: type[contract.Result]) -> dict[str, Any]:
     """A command's declared result: its fields required as typed, any others allowed (the kit does not read them)."""
     hints = typing.get_type_hints(cls)
     fields = dataclasses.fields(cls)
@@ -112,12 +111,12 @@ def _view(view: str) -> dict[str, Any]:
 
 
 def render() -> dict[str, Any]:
-    commands = {kind: _command(cls) for kind, cls in sorted(c.COMMANDS.items())}
+    commands = {kind: _command(cls) for kind, cls in sorted(contract.COMMANDS.items())}
     events = {kind.value: _event(kind) for kind in Kind}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,
-        "title": f"The sbtck protocol, version {c.PROTOCOL_VERSION}",
+        "title": f"The sbtck protocol, version {contract.PROTOCOL_VERSION}",
         "description": "One JSON object per line: a request of the kit (request) or an implementation's answer "
         "(answer). Generated from the contract by sbtck.iut.schema; docs/protocol.md says the same in prose.",
         "oneOf": [{"$ref": "#/$defs/request"}, {"$ref": "#/$defs/answer"}],
@@ -178,7 +177,7 @@ def render() -> dict[str, Any]:
                     "name": {"type": "string"},
                     "protocol": {"type": "string"},
                     "version": {"type": "string"},
-                    "capabilities": {"type": "array", "items": {"enum": list(c.CAPABILITIES)}},
+                    "capabilities": {"type": "array", "items": {"enum": list(contract.CAPABILITIES)}},
                     "params": {
                         "type": "object",
                         "additionalProperties": {"type": ["number", "string", "boolean", "null"]},
@@ -186,7 +185,7 @@ def render() -> dict[str, Any]:
                 },
                 "required": ["name", "protocol"],
             },
-            **{f"result_{kind}": _result(cls.result) for kind, cls in sorted(c.COMMANDS.items())},
+            **{f"result_{kind}": _result(cls.result) for kind, cls in sorted(contract.COMMANDS.items())},
             "event": {
                 "type": "object",
                 "properties": {"at_ms": {"type": "integer"}, "kind": {"enum": sorted(events)}},
@@ -202,7 +201,7 @@ def render() -> dict[str, Any]:
                 "properties": {"dialog": {"type": "string"}, "message_sequence_number": {"type": "integer"}},
                 "required": ["dialog", "message_sequence_number"],
             },
-            **{f"row_{view}": _view(view) for view in c.VIEWS},
+            **{f"row_{view}": _view(view) for view in contract.VIEWS},
         },
     }
 

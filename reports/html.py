@@ -21,8 +21,7 @@ from typing import Any
 from sbtck import catalogue
 from sbtck.errors import LOG_FOLLOWS
 from sbtck.reports import baseline as base
-from sbtck.reports import matrix, sequence, timeline, workload
-from sbtck.reports import results as r
+from sbtck.reports import matrix, results, sequence, timeline, workload
 from sbtck.reports.results import STATUSES, ScenarioRecord, read
 from sbtck.reports.text import LONG, escape, run_labels, shorten
 
@@ -90,11 +89,16 @@ def _cls(status: str) -> str:
     return "".join(ch if ch.isascii() and ch.isalnum() else "-" for ch in status)
 
 
-VERDICT_ICONS = {r.CONFORMS: "✔", r.DOES_NOT_CONFORM: "✘", r.NOTHING_RAN: "∅", r.INTERRUPTED: "⏸"}
+VERDICT_ICONS = {
+    results.CONFORMS: "✔",
+    results.DOES_NOT_CONFORM: "✘",
+    results.NOTHING_RAN: "∅",
+    results.INTERRUPTED: "⏸",
+}
 
 
 def _icon(status: str) -> str:
-    return f'<span aria-hidden="true">{r.ICONS.get(status, "•")}</span>'
+    return f'<span aria-hidden="true">{results.ICONS.get(status, "•")}</span>'
 
 
 def _badge(status: str, text: str | None = None) -> str:
@@ -130,20 +134,21 @@ def banner(run: dict[str, Any], records: list[ScenarioRecord], label: str | None
     """The verdict first: conforms, does not conform, nothing ran, or interrupted."""
     counts = Counter(rec.status for rec in records)
     impl = run.get("implementation", {})
-    said = r.verdict(run, [rec.status for rec in records])
-    ran = sum(n for s, n in counts.items() if s != r.NOT_APPLICABLE)
+    said = results.verdict(run, [rec.status for rec in records])
+    ran = sum(n for s, n in counts.items() if s != results.NOT_APPLICABLE)
     detail = {
-        r.CONFORMS: f"on the {ran} scenarios that apply ({counts.get(r.NOT_APPLICABLE, 0)} not applicable)",
-        r.DOES_NOT_CONFORM: ", ".join(f"{counts[s]} {s}" for s in r.AGAINST if counts.get(s)) + f" of {ran} run",
-        r.NOTHING_RAN: f"no scenario applies to the capabilities declared ({len(records)} not applicable)"
+        results.CONFORMS: f"on the {ran} scenarios that apply ({counts.get(results.NOT_APPLICABLE, 0)} not applicable)",
+        results.DOES_NOT_CONFORM: ", ".join(f"{counts[s]} {s}" for s in results.AGAINST if counts.get(s))
+        + f" of {ran} run",
+        results.NOTHING_RAN: f"no scenario applies to the capabilities declared ({len(records)} not applicable)"
         if records
         else "no scenario was collected",
-        r.INTERRUPTED: f"the run stopped after {len(records)} scenarios; this is not a verdict",
+        results.INTERRUPTED: f"the run stopped after {len(records)} scenarios; this is not a verdict",
     }[said]
     name = label or f"{impl.get('name', '?')} {impl.get('version', '')}".strip()
-    left = [rec for rec in records if rec.checks[r.LEFT_OUT] or rec.checks["in part"]]
+    left = [rec for rec in records if rec.checks[results.LEFT_OUT] or rec.checks["in part"]]
     checks = (
-        f"<p>{sum(rec.checks[r.LEFT_OUT] for rec in left)} checks left out and "
+        f"<p>{sum(rec.checks[results.LEFT_OUT] for rec in left)} checks left out and "
         f"{sum(rec.checks['in part'] for rec in left)} made in part, in {len(left)} scenarios: what a real broker "
         "does not show (the engine's reasoning) is not asked of an implementation without decision_trace.</p>"
         if left
@@ -166,7 +171,9 @@ def first_line(record: ScenarioRecord) -> str:
 def failures(records: list[ScenarioRecord]) -> str:
     """Right under the verdict: every scenario against the implementation, each with its rules, one line of cause
     and a link to it."""
-    against = [rec for rec in sorted(records, key=lambda r: (r.feature_path, r.line)) if rec.status in r.AGAINST]
+    against = [
+        rec for rec in sorted(records, key=lambda rec: (rec.feature_path, rec.line)) if rec.status in results.AGAINST
+    ]
     if not against:
         return ""
     items = "".join(
@@ -264,7 +271,7 @@ def _rule_table(records: list[ScenarioRecord]) -> str:
     rows = []
     for entry in cat.rules.values():
         checks = by_rule.get(entry.id, [])
-        cell = " ".join(f'<a href="#{anchor(r)}">{_badge(r.status, _short(r))}</a>' for r in checks) or _badge(
+        cell = " ".join(f'<a href="#{anchor(rec)}">{_badge(rec.status, _short(rec))}</a>' for rec in checks) or _badge(
             "uncovered", "no scenario"
         )
         rows.append(
@@ -351,7 +358,7 @@ def _scenario(record: ScenarioRecord) -> str:
         if isinstance(table, dict):  # the two tables side by side, instead of the message's two dumps
             message = message.split("\n", 1)[0]
         failure = (
-            f"<p><b>{'Erred' if record.status == r.ERROR else 'Failed'} at:</b> "
+            f"<p><b>{'Erred' if record.status == results.ERROR else 'Failed'} at:</b> "
             f"{escape(str(record.failure.get('step', '')))} (line {escape(str(record.failure.get('line', '')))})</p>"
             f'<pre class="cause" tabindex="0">{escape(shorten(message))}</pre>'
             + (side_by_side(table, record.name) if isinstance(table, dict) else "")
@@ -391,9 +398,9 @@ def _scenario(record: ScenarioRecord) -> str:
 
 def _living_specification(records: list[ScenarioRecord]) -> str:
     features: dict[str, list[ScenarioRecord]] = {}
-    for record in sorted(records, key=lambda r: (r.feature_path, r.line)):
+    for record in sorted(records, key=lambda rec: (rec.feature_path, rec.line)):
         features.setdefault(record.feature_path, []).append(record)
-    areas = sorted({_area(r) for r in records})
+    areas = sorted({_area(rec) for rec in records})
     filters = (
         '<div id="filters"><input type="search" id="search" placeholder="search the scenarios" aria-label="search">'
         ' <select id="area" aria-label="area"><option value="">every area</option>'
@@ -438,8 +445,10 @@ def render(
     )
 
 
-def build(results: list[Path], out: Path, workload_summary: Path | None = None, baseline: Path | None = None) -> Path:
-    runs = [read(path) for path in results]
+def build(
+    result_files: list[Path], out: Path, workload_summary: Path | None = None, baseline: Path | None = None
+) -> Path:
+    runs = [read(path) for path in result_files]
     work = workload.load(workload_summary) if workload_summary else None
     old = (str(baseline), read(baseline)[1]) if baseline is not None else None
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -16,21 +16,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sbtck.reports import cucumber, html, junit
-from sbtck.reports import results as r
+from sbtck.reports import cucumber, html, junit, results
 
 
-def build(folder: Path, run: dict[str, Any], records: list[r.ScenarioRecord], baseline: Path | None) -> None:
+def build(folder: Path, run: dict[str, Any], records: list[results.ScenarioRecord], baseline: Path | None) -> None:
     """results.json, and the others made from it: cucumber.json, junit.xml, index.html."""
-    results = folder / "results.json"
-    r.write(results, run, records)
+    written = folder / "results.json"
+    results.write(written, run, records)
     cucumber.write(records, folder / "cucumber.json")
-    junit.write(*r.read(results), folder / "junit.xml")
-    html.build([results], folder / "index.html", baseline=baseline)
+    junit.write(*results.read(written), folder / "junit.xml")
+    html.build([written], folder / "index.html", baseline=baseline)
 
 
 def publish(
-    out: Path, run: dict[str, Any], records: list[r.ScenarioRecord], baseline: Path | None, say: Callable[[str], None]
+    out: Path,
+    run: dict[str, Any],
+    records: list[results.ScenarioRecord],
+    baseline: Path | None,
+    say: Callable[[str], None],
 ) -> Path | None:
     """Where the report went (None when nothing was written); ``say`` tells the user why, when not to ``out``."""
     if not records:

@@ -30,8 +30,7 @@ from sbtck.iut import answers, protocol
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.loader import factory_for, implementation_made
 from sbtck.iut.profile import CAPABILITIES, Profile, from_handshake, load_expectations, load_file
-from sbtck.reports import baseline
-from sbtck.reports import results as r
+from sbtck.reports import baseline, results
 from sbtck.reports.publish import interrupted
 from sbtck.resources import features, kit_root
 from sbtck.steps.phrases import PHRASES, Phrase
@@ -56,7 +55,9 @@ def start(config: pytest.Config) -> Kit:
     for rule in catalogue.load().rules:
         config.addinivalue_line("markers", f"{rule}: checks rule {rule} of spec/rules.yaml")
     config.addinivalue_line(
-        "markers", f"{r.INFORMATIVE}: behaviour the documents leave open; failing it is {r.DIFFERS!r}, never a failure"
+        "markers",
+        f"{results.INFORMATIVE}: behaviour the documents leave open; failing it is {results.DIFFERS!r}, "
+        "never a failure",
     )
     config.addinivalue_line("markers", "workload: a reproducer the workload stage shrank from a failing world")
     for rule, meaning in catalogue.KIT_RULES.items():
@@ -94,7 +95,7 @@ class Kit:
         given = config.getoption("--sbtck-baseline")
         self.baseline = Path(given) if given else None
         if self.baseline is not None:
-            r.read(self.baseline)  # a wrong baseline is bad input, said before any scenario runs
+            results.read(self.baseline)  # a wrong baseline is bad input, said before any scenario runs
         self.interrupted = False
         self.changes: baseline.Changes | None = None  # against --sbtck-baseline, once the session finished
         self.handshake_fault: str | None = None
@@ -107,7 +108,7 @@ class Kit:
         }
         self._implementation: Implementation | None = None
         self._profile: Profile | None = None
-        self.records: list[r.ScenarioRecord] = []
+        self.records: list[results.ScenarioRecord] = []
         self.started = dt.datetime.now(dt.UTC)
         self.t0 = time.perf_counter()
 
@@ -192,14 +193,14 @@ class Kit:
             if missing:
                 # skipped as the scenario starts (pytest_bdd_before_scenario), not at collection: the reporting
                 # plugins of pytest-bdd (allure-pytest-bdd) record a scenario only once it has started
-                why = f"{r.NOT_APPLICABLE_PREFIX}{self.profile.name} does not declare {', '.join(missing)}"
+                why = f"{results.NOT_APPLICABLE_PREFIX}{self.profile.name} does not declare {', '.join(missing)}"
                 item.stash[NOT_APPLICABLE_BECAUSE] = why
-            sid = r.scenario_id(self.feature_path(template.feature.filename), template.name)
+            sid = results.scenario_id(self.feature_path(template.feature.filename), template.name)
             # strict: an unexpected pass fails the run, as junit.xml and cucumber.json say it does
             if sid in self.profile.expected_failures:
-                item.add_marker(pytest.mark.xfail(reason=r.LISTED_IN_PROFILE, strict=True))
+                item.add_marker(pytest.mark.xfail(reason=results.LISTED_IN_PROFILE, strict=True))
             elif sid in self.expected_failures:
-                item.add_marker(pytest.mark.xfail(reason=r.LISTED_IN_EXPECTATIONS, strict=True))
+                item.add_marker(pytest.mark.xfail(reason=results.LISTED_IN_EXPECTATIONS, strict=True))
 
     def _check_listed(self) -> None:
         """Every scenario an expectations file or the profile lists as expected to fail exists: a renamed one
@@ -207,7 +208,7 @@ class Kit:
         if os.environ.get("SBTCK_FEATURES"):
             return
         known = {
-            r.scenario_id(self.feature_path(t.feature.filename), t.name)
+            results.scenario_id(self.feature_path(t.feature.filename), t.name)
             for t in scenario_wrapper_template_registry.values()
         }
         if not known:
@@ -229,8 +230,8 @@ class Kit:
     # ------------------------------------------------------------- recording
     @pytest.hookimpl(trylast=True)
     def pytest_bdd_before_scenario(self, request: pytest.FixtureRequest, feature: Any, scenario: Any) -> None:
-        record = r.ScenarioRecord(
-            id=r.scenario_id(self.feature_path(feature.filename), scenario.name),
+        record = results.ScenarioRecord(
+            id=results.scenario_id(self.feature_path(feature.filename), scenario.name),
             feature_path=self.feature_path(feature.filename),
             feature_name=feature.name,
             name=scenario.name,
@@ -238,7 +239,7 @@ class Kit:
             tags=sorted(scenario.tags | feature.tags),
             feature_tags=sorted(feature.tags),
             steps=[
-                r.StepRecord(
+                results.StepRecord(
                     s.keyword,
                     s.name,
                     s.line_number,
@@ -247,7 +248,7 @@ class Kit:
                 )
                 for s in scenario.steps
             ],
-            rerun=r.rerun_command(
+            rerun=results.rerun_command(
                 self._node_id(request.node), {**self.settings, "out": self._rerun_out(scenario.name)}
             ),
         )
@@ -283,7 +284,7 @@ class Kit:
         left_out, everything = world.left_out.get(step.line_number, ("", False)) if world else ("", False)
         for s in record.steps:
             if s.line == step.line_number and s.status == "not run":
-                s.status = r.LEFT_OUT if everything and status == "passed" else status
+                s.status = results.LEFT_OUT if everything and status == "passed" else status
                 s.left_out = left_out
                 if started is not None:
                     s.duration_s = round(time.perf_counter() - started, 6)
@@ -295,7 +296,7 @@ class Kit:
 
     @pytest.hookimpl
     def pytest_bdd_step_error(self, request: pytest.FixtureRequest, step: Any, exception: Exception) -> None:
-        kind = r.FAILED if isinstance(exception, AssertionError) else r.ERROR
+        kind = results.FAILED if isinstance(exception, AssertionError) else results.ERROR
         self._step(request, step, kind)  # the step that erred says error, as its scenario does
         record = request.node.stash.get(RECORD, None)
         if record is not None:
@@ -328,7 +329,7 @@ class Kit:
                 report.longrepr = item.stash[SAID]
             elif isinstance(call.excinfo.value, ImplementationFault | DeclarationError):
                 report.longrepr = f"{type(call.excinfo.value).__name__}: {call.excinfo.value}"
-        record: r.ScenarioRecord | None = item.stash.get(RECORD, None)
+        record: results.ScenarioRecord | None = item.stash.get(RECORD, None)
         if record is None and (report.skipped or report.failed) and call.when == "setup":
             template = _template(item)
             if template is not None:
@@ -337,21 +338,26 @@ class Kit:
                 if record is not None and report.failed and call.excinfo is not None:
                     fault = call.excinfo.value
                     message = str(fault) if isinstance(fault, ImplementationFault) else str(report.longrepr)[-4000:]
-                    record.failure = {"step": "", "line": record.line, "kind": r.ERROR, "message": message}
+                    record.failure = {"step": "", "line": record.line, "kind": results.ERROR, "message": message}
         if record is None or (call.when != "call" and not (report.skipped or report.failed)):
             return report
         record.status, record.reason = _status(report, record)
-        if record.status == r.FAILED and r.INFORMATIVE in record.tags:
-            record.status, record.reason = r.DIFFERS, INFORMATIVE_REASON
+        if record.status == results.FAILED and results.INFORMATIVE in record.tags:
+            record.status, record.reason = results.DIFFERS, INFORMATIVE_REASON
             # pytest's own exit status and summary then agree with the verdict, which a difference leaves alone
             report.outcome, report.longrepr = "passed", None
         record.duration_s = round(report.duration, 4)
         world: World | None = item.stash.get(WORLD, None)
         if world is not None:
-            events, record.events_not_kept = r.kept(world.log)
+            events, record.events_not_kept = results.kept(world.log)
             record.events = [{**e.to_json(), "second": world.second_of(e)} for e in events]
-        if report.failed and record.failure is None and record.status != r.UNEXPECTED_PASS:
-            record.failure = {"step": "", "line": record.line, "kind": r.ERROR, "message": str(report.longrepr)[-4000:]}
+        if report.failed and record.failure is None and record.status != results.UNEXPECTED_PASS:
+            record.failure = {
+                "step": "",
+                "line": record.line,
+                "kind": results.ERROR,
+                "message": str(report.longrepr)[-4000:],
+            }
         report.user_properties.append(("sbtck", record.to_json()))
         del item.stash[RECORD]
         # The scenario's world (every command, answer and event) is done with. pytest keeps the item, and the
@@ -365,16 +371,16 @@ class Kit:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for key, value in report.user_properties:
             if key == "sbtck":
-                self._record(r.ScenarioRecord.from_json(dict(value)))  # type: ignore[call-overload]
+                self._record(results.ScenarioRecord.from_json(dict(value)))  # type: ignore[call-overload]
 
-    def _record(self, record: r.ScenarioRecord) -> None:
+    def _record(self, record: results.ScenarioRecord) -> None:
         """One row per scenario: a rerun (pytest-rerunfailures) replaces the attempt before it, marked flaky
         when an earlier attempt did not pass."""
         for i, earlier in enumerate(self.records):
             if earlier.id == record.id:
-                record.flaky = earlier.flaky or earlier.status in r.AGAINST
+                record.flaky = earlier.flaky or earlier.status in results.AGAINST
                 record.earlier_failures = earlier.earlier_failures + (
-                    [{**(earlier.failure or {}), "status": earlier.status}] if earlier.status in r.AGAINST else []
+                    [{**(earlier.failure or {}), "status": earlier.status}] if earlier.status in results.AGAINST else []
                 )
                 self.records[i] = record
                 return
@@ -388,13 +394,13 @@ class Kit:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
         self.interrupted = self.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED
         if not hasattr(self.config, "workerinput"):
-            verdict = r.verdict({"interrupted": self.interrupted}, [rec.status for rec in self.records])
+            verdict = results.verdict({"interrupted": self.interrupted}, [rec.status for rec in self.records])
             # only a session that collected scenarios of the kit has the kit's verdict: the plugin loads in every
             # pytest session of its environment, and a project's own tests must keep their exit status
-            if verdict == r.NOTHING_RAN and self.records and session.exitstatus == pytest.ExitCode.OK:
+            if verdict == results.NOTHING_RAN and self.records and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.NO_TESTS_COLLECTED
             if self.baseline is not None:
-                self.changes = baseline.compare(r.read(self.baseline)[1], self.records)
+                self.changes = baseline.compare(results.read(self.baseline)[1], self.records)
                 if self.changes.regressions and session.exitstatus == pytest.ExitCode.OK:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
             out = self.config.getoption("--sbtck-out")
@@ -448,10 +454,10 @@ class Kit:
             for rec in self.records:
                 counts[rec.status] = counts.get(rec.status, 0) + 1
             # in the statuses' own order, whatever order the scenarios finished in (under xdist it changes)
-            order = [s for s in r.STATUSES if s in counts] + sorted(set(counts) - set(r.STATUSES))
+            order = [s for s in results.STATUSES if s in counts] + sorted(set(counts) - set(results.STATUSES))
             summary = ", ".join(f"{counts[s]} {s}" for s in order)
             folder = interrupted(Path(out)) if self.interrupted else Path(out)
-            verdict = r.verdict({"interrupted": self.interrupted}, [rec.status for rec in self.records])
+            verdict = results.verdict({"interrupted": self.interrupted}, [rec.status for rec in self.records])
             terminalreporter.write_line(f"sbtck: {verdict}: {summary}; report: {folder / 'index.html'}")
         if self.changes is not None:
             terminalreporter.write_line(f"sbtck: against the baseline {self.baseline}: {self.changes.summary()}")
@@ -478,20 +484,20 @@ class _Request:
         self.node = item
 
 
-def _status(report: pytest.TestReport, record: r.ScenarioRecord) -> tuple[str, str]:
+def _status(report: pytest.TestReport, record: results.ScenarioRecord) -> tuple[str, str]:
     """The scenario's status and, for the statuses that need one, the reason in words."""
     if hasattr(report, "wasxfail"):
-        return (r.EXPECTED_FAILURE if report.skipped else r.UNEXPECTED_PASS), str(report.wasxfail)
+        return (results.EXPECTED_FAILURE if report.skipped else results.UNEXPECTED_PASS), str(report.wasxfail)
     if report.failed and str(report.longrepr).startswith(XPASS_STRICT):
-        return r.UNEXPECTED_PASS, str(report.longrepr)[len(XPASS_STRICT) :].strip()
+        return results.UNEXPECTED_PASS, str(report.longrepr)[len(XPASS_STRICT) :].strip()
     if report.skipped:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        if r.NOT_APPLICABLE_PREFIX in reason:
-            return r.NOT_APPLICABLE, reason.split(r.NOT_APPLICABLE_PREFIX, 1)[1]
+        if results.NOT_APPLICABLE_PREFIX in reason:
+            return results.NOT_APPLICABLE, reason.split(results.NOT_APPLICABLE_PREFIX, 1)[1]
         return "skipped", reason
     if report.failed:
-        return (record.failure["kind"] if record.failure else r.ERROR), ""
-    return r.PASSED, ""
+        return (record.failure["kind"] if record.failure else results.ERROR), ""
+    return results.PASSED, ""
 
 
 INFORMATIVE_REASON = (
@@ -501,7 +507,7 @@ INFORMATIVE_REASON = (
 # how pytest words a strict xfail that passed
 XPASS_STRICT = "[XPASS(strict)]"
 KIT = pytest.StashKey[Kit]()
-RECORD = pytest.StashKey[r.ScenarioRecord]()
+RECORD = pytest.StashKey[results.ScenarioRecord]()
 WORLD = pytest.StashKey[World]()
 STEP_AT = pytest.StashKey[tuple[str, int]]()
 STEP_STARTED = pytest.StashKey[float]()

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbtck import contract as c
+from sbtck import contract
 from sbtck.agreement import arrangement, asked, asked_field
 from sbtck.errors import LOG_FOLLOWS, LogDiffers, ScenarioError
 from sbtck.observations import FIELDS, Kind
-from sbtck.steps import phrases as p
+from sbtck.steps import phrases
 from sbtck.steps.cells import NULL, as_compared, cell
-from sbtck.steps.vocabulary import step
+from sbtck.steps.vocabulary import step_for
 from sbtck.steps.world import World
 
 KINDS = {kind.value for kind in Kind}
@@ -31,7 +31,7 @@ def _rows_for(world: World, view: str, queue: str) -> list[dict[str, Any]]:
     ]
 
 
-@step(p.HAS_MONITOR)
+@step_for(phrases.HAS_MONITOR)
 def has_monitor(world: World, queue: str, no: str) -> None:
     rows = _rows_for(world, MONITORS, queue)
     if no == "a":
@@ -54,7 +54,7 @@ def _expected(world: World, column: str, text: str) -> str:
     return as_compared(column, text)
 
 
-@step(p.MONITOR_ROW)
+@step_for(phrases.MONITOR_ROW)
 def monitor_row(world: World, queue: str, datatable: list[list[str]]) -> None:
     rows = _rows_for(world, MONITORS, queue)
     assert len(rows) == 1, f"expected one row for queue {queue!r} in {MONITORS}, got {rows}"
@@ -67,7 +67,7 @@ def monitor_row(world: World, queue: str, datatable: list[list[str]]) -> None:
         )
 
 
-@step(p.TASK_COUNT)
+@step_for(phrases.TASK_COUNT)
 def task_count(world: World, count: str, queue: str) -> None:
     rows = _rows_for(world, TASKS, queue)
     want = 0 if count == "no" else int(count)
@@ -76,7 +76,7 @@ def task_count(world: World, count: str, queue: str) -> None:
     )
 
 
-@step(p.TASK_ROWS)
+@step_for(phrases.TASK_ROWS)
 def task_rows(world: World, queue: str, datatable: list[list[str]]) -> None:
     header, *expected = datatable
     rows = _rows_for(world, TASKS, queue)
@@ -90,7 +90,7 @@ def _kind(name: str) -> str:
     return name.strip().replace(" ", "_")
 
 
-def _matches_queue(world: World, event: c.Event, queue: str | None) -> bool:
+def _matches_queue(world: World, event: contract.Event, queue: str | None) -> bool:
     if queue is None:
         return True
     ref = world.queue(queue)
@@ -101,7 +101,7 @@ def _matches_queue(world: World, event: c.Event, queue: str | None) -> bool:
     )
 
 
-def _mine(world: World, e: c.Event, queue: str | None, dialog: str | None, instance: str | None) -> bool:
+def _mine(world: World, e: contract.Event, queue: str | None, dialog: str | None, instance: str | None) -> bool:
     return (
         _matches_queue(world, e, queue)
         and dialog in (None, e.fields.get("dialog"))
@@ -109,13 +109,13 @@ def _mine(world: World, e: c.Event, queue: str | None, dialog: str | None, insta
     )
 
 
-def _span(world: World, since: str | None, until: str | None) -> list[c.Event]:
+def _span(world: World, since: str | None, until: str | None) -> list[contract.Event]:
     start = world.seconds(since) if since is not None else float("-inf")
     end = world.seconds(until) if until is not None else float("inf")
     return [e for e in world.log if start <= world.second_of(e) <= end]
 
 
-def _render(world: World, event: c.Event, header: list[str]) -> list[str]:
+def _render(world: World, event: contract.Event, header: list[str]) -> list[str]:
     """A row as the table reads it; a column applies only to the kinds that declare it as a field.
 
     An implementation may report more fields than a kind declares (a minor
@@ -141,7 +141,9 @@ def _allows(want: str, got: str) -> bool:
     return want == got or got in want.split(" or ")
 
 
-def _as_set_within_an_instant(events: list[c.Event], got: list[list[str]], want: list[list[str]]) -> list[list[str]]:
+def _as_set_within_an_instant(
+    events: list[contract.Event], got: list[list[str]], want: list[list[str]]
+) -> list[list[str]]:
     """GOT with the rows of each instant put in the order of WANT's rows at the same places, where they match.
 
     The documents order the events of different instants, never the events of one: those compare as a set.
@@ -160,8 +162,8 @@ def _as_set_within_an_instant(events: list[c.Event], got: list[list[str]], want:
 
 
 def _first(
-    events: list[c.Event], rendered: list[list[str]], want: list[list[str]]
-) -> tuple[list[c.Event], list[list[str]]]:
+    events: list[contract.Event], rendered: list[list[str]], want: list[list[str]]
+) -> tuple[list[contract.Event], list[list[str]]]:
     """The first len(WANT) events; of the last instant among them, those that match WANT's last rows if some do
     (the events of one instant compare as a set, so "first" cannot cut that instant by arrival)."""
     last_ms = events[len(want) - 1].at_ms
@@ -199,7 +201,7 @@ def _observable(world: World, header: list[str], rows: list[list[str]]) -> tuple
             counts[row[event]] = counts.get(row[event], 0) + 1
         said.append("the rows " + ", ".join(f"{kind} x{n}" for kind, n in counts.items()))
     if len(columns) < len(header):
-        said.append("the columns " + ", ".join(c for c in header if not asked_field(c, capabilities)))
+        said.append("the columns " + ", ".join(col for col in header if not asked_field(col, capabilities)))
     if said:
         world.leave_out(" and ".join(said), everything=not kept)
     return [header[i] for i in columns], kept
@@ -210,7 +212,7 @@ def _when(world: World, cell: str) -> str:
     return " or ".join(f"{world.seconds(part):g}" for part in cell.split(" or "))
 
 
-@step(p.LOG_SHOWS)
+@step_for(phrases.LOG_SHOWS)
 def log_shows(
     world: World,
     queue: str | None,
@@ -232,7 +234,10 @@ def log_shows(
     kinds = {_kind(row[header.index("event")]) for row in rows}
     events = [e for e in _span(world, since, until) if e.kind in kinds and _mine(world, e, queue, dialog, instance)]
     want = [
-        [_when(world, c) if col == "second" else as_compared(col, c) for col, c in zip(header, row, strict=True)]
+        [
+            _when(world, value) if col == "second" else as_compared(col, value)
+            for col, value in zip(header, row, strict=True)
+        ]
         for row in rows
     ]
     rendered = [_render(world, e, header) for e in events]
@@ -265,7 +270,7 @@ def log_shows(
         )
 
 
-def _last_answer(world: World, session: str) -> c.Event:
+def _last_answer(world: World, session: str) -> contract.Event:
     answers = [
         e
         for e in world.log
@@ -275,13 +280,13 @@ def _last_answer(world: World, session: str) -> c.Event:
     return answers[-1]
 
 
-@step(p.SESSION_WAITING)
+@step_for(phrases.SESSION_WAITING)
 def session_waiting(world: World, session: str) -> None:
     last = _last_answer(world, session)
     assert last.kind == Kind.READER_WAITING, f"session {session!r} is not waiting; its last answer: {last.to_json()}"
 
 
-@step(p.SESSION_EMPTY)
+@step_for(phrases.SESSION_EMPTY)
 def session_empty(world: World, session: str) -> None:
     last = _last_answer(world, session)
     assert last.kind == Kind.EMPTY_RESULT, (
@@ -289,7 +294,7 @@ def session_empty(world: World, session: str) -> None:
     )
 
 
-@step(p.SESSION_ROWS)
+@step_for(phrases.SESSION_ROWS)
 def session_rows(world: World, session: str, messages: str) -> None:
     """Messages are written DIALOG:SEQUENCE, comma-separated, in the order RECEIVE returned them; " or " separates
     answers that are equally allowed."""
@@ -302,7 +307,7 @@ def session_rows(world: World, session: str, messages: str) -> None:
     )
 
 
-@step(p.SESSION_GROUP)
+@step_for(phrases.SESSION_GROUP)
 def session_group(world: World, session: str, dialog: str) -> None:
     last = _last_answer(world, session)
     want = next(
@@ -320,7 +325,7 @@ def session_group(world: World, session: str, dialog: str) -> None:
     )
 
 
-@step(p.LOG_COUNTS)
+@step_for(phrases.LOG_COUNTS)
 def log_counts(
     world: World,
     queue: str | None,

@@ -4,54 +4,54 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbtck import contract as c
+from sbtck import contract
 from sbtck.errors import LOG_FOLLOWS, ScenarioError
-from sbtck.steps import phrases as p
-from sbtck.steps.vocabulary import step
+from sbtck.steps import phrases
+from sbtck.steps.vocabulary import step_for
 from sbtck.steps.world import World
 
 
-@step(p.HANDLERS_FAIL)
+@step_for(phrases.HANDLERS_FAIL)
 def handlers_fail(world: World, count: str, instance: str) -> None:
-    world.run(c.FailTaskHandlers(world.at(), world.instance(instance), int(count)))
+    world.run(contract.FailTaskHandlers(world.at(), world.instance(instance), int(count)))
 
 
-@step(p.DISPATCHER_SAVING)
+@step_for(phrases.DISPATCHER_SAVING)
 def dispatcher_saving(world: World, instance: str, how: str | None, delay: str | None) -> None:
     mode = "stopped" if how == "stops saving messages" else "running"
-    world.run(c.SetDispatcherSaving(world.at(), world.instance(instance), mode, float(delay or 0)))
+    world.run(contract.SetDispatcherSaving(world.at(), world.instance(instance), mode, float(delay or 0)))
 
 
-@step(p.LOSE)
+@step_for(phrases.LOSE)
 def lose(world: World, every: str | None, sequence: str, dialog: str) -> None:
-    world.run(c.LoseInTransit(world.at(), dialog, int(sequence), every=every is not None))
+    world.run(contract.LoseInTransit(world.at(), dialog, int(sequence), every=every is not None))
 
 
-@step(p.CONNECTION_DROPS)
+@step_for(phrases.CONNECTION_DROPS)
 def connection_drops(world: World, instance: str, address: str) -> None:
-    world.run(c.DropConnection(world.at(), world.instance(instance), address))
+    world.run(contract.DropConnection(world.at(), world.instance(instance), address))
 
 
-@step(p.TRANSMISSION_FAILS)
+@step_for(phrases.TRANSMISSION_FAILS)
 def transmission_fails(world: World, dialog: str, why: str) -> None:
-    world.run(c.FailTransmission(world.at(), dialog, "resource" if why.endswith("memory") else "security"))
+    world.run(contract.FailTransmission(world.at(), dialog, "resource" if why.endswith("memory") else "security"))
 
 
-@step(p.MASTER_KEY)
+@step_for(phrases.MASTER_KEY)
 def master_key(world: World, database: str, instance: str) -> None:
-    world.run(c.CreateMasterKey(world.at(), world.instance(instance), database))
+    world.run(contract.CreateMasterKey(world.at(), world.instance(instance), database))
 
 
-@step(p.CLEANUP_STOPS)
+@step_for(phrases.CLEANUP_STOPS)
 def cleanup_stops(world: World, database: str, instance: str) -> None:
-    world.run(c.StopAckCleanup(world.at(), world.instance(instance), database))
+    world.run(contract.StopAckCleanup(world.at(), world.instance(instance), database))
 
 
 def _rows(world: World, view: str, instance: str) -> list[dict[str, Any]]:
-    return list(world.run(c.QueryView(world.at(), view, world.instance(instance))).get("rows", []))
+    return list(world.run(contract.QueryView(world.at(), view, world.instance(instance))).get("rows", []))
 
 
-@step(p.HAS_CONNECTION)
+@step_for(phrases.HAS_CONNECTION)
 def has_connection(world: World, instance: str, no: str, address: str) -> None:
     # an address names a host and port: the documents say nothing of case, so none is asked
     wanted = address.upper()
@@ -66,7 +66,7 @@ VIEW_COUNTS = {
 }
 
 
-@step(p.HOLDS)
+@step_for(phrases.HOLDS)
 def holds(world: World, what: str, instance: str, count: str) -> None:
     rows = _rows(world, VIEW_COUNTS[what], instance)
     want = 0 if count == "no" else int(count)
@@ -86,7 +86,7 @@ def _message_rows(world: World, what: str, instance: str, message: str) -> list[
     ]
 
 
-@step(p.HOLDS_MESSAGE)
+@step_for(phrases.HOLDS_MESSAGE)
 def holds_message(world: World, what: str, instance: str, none: str | None, message: str, second: str) -> None:
     by = world.clock.start_ms + round(world.seconds(second) * 1000)
     rows = _message_rows(world, what, instance, message)
@@ -97,7 +97,7 @@ def holds_message(world: World, what: str, instance: str, none: str | None, mess
         assert received, f"{what} {instance}: expected {message} received by second {second}, got {rows}"
 
 
-@step(p.HELD_SINCE)
+@step_for(phrases.HELD_SINCE)
 def held_since(world: World, what: str, instance: str, message: str, second: str) -> None:
     rows = _message_rows(world, what, instance, message)
     want = world.clock.start_ms + round(world.seconds(second) * 1000)
@@ -112,7 +112,7 @@ def held_since(world: World, what: str, instance: str, message: str, second: str
     )
 
 
-@step(p.RUNNING_HANDLERS)
+@step_for(phrases.RUNNING_HANDLERS)
 def running_handlers(world: World, instance: str, down: str | None) -> None:
     rows = _rows(world, "sbtck.periodic_state", instance)
     assert rows, f"no periodic state for {instance}"

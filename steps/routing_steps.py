@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sbtck import contract as c
+from sbtck import contract
 from sbtck.errors import ScenarioError
 from sbtck.fixtures.routes import route_problem
-from sbtck.steps import phrases as p
-from sbtck.steps.vocabulary import step
+from sbtck.steps import phrases
+from sbtck.steps.vocabulary import step_for
 from sbtck.steps.world import World
 
 ROUTE_OPTION = re.compile(r"^\s*(SERVICE_NAME|BROKER_INSTANCE|ADDRESS|MIRROR_ADDRESS|LIFETIME)\s*=\s*(.+?)\s*$")
@@ -55,7 +55,7 @@ def _check(world: World, route: dict[str, Any]) -> None:
         raise ScenarioError(f"route {route['name']}: {problem[1]}")
 
 
-@step(p.ROUTES_ARE)
+@step_for(phrases.ROUTES_ARE)
 def routes_are(world: World, database: str | None, instance: str, datatable: list[list[str]]) -> None:
     """Replaces the whole table, AutoCreatedLocal included, with the rows given."""
     header, *rows = datatable
@@ -68,12 +68,14 @@ def routes_are(world: World, database: str | None, instance: str, datatable: lis
     table = world.route_table(instance, database)
     # the routes the scenario made, not those the view shows: a broker whose view is wrong must not keep old ones
     for name in list(table):
-        world.run(c.DropRoute(at, instance, database, name))
+        world.run(contract.DropRoute(at, instance, database, name))
         del table[name]
     for route in routes:
-        world.run(c.CreateRoute(at, instance, database, route))
+        world.run(contract.CreateRoute(at, instance, database, route))
         table[route["name"]] = route
-    shown = sorted(str(row.get("name")) for row in world.run(c.QueryView(at, "sys.routes", instance, database))["rows"])
+    shown = sorted(
+        str(row.get("name")) for row in world.run(contract.QueryView(at, "sys.routes", instance, database))["rows"]
+    )
     where = f"sys.routes of {database or 'msdb'} on {instance}"
     assert shown == sorted(table), (
         f"{where} shows {', '.join(shown) or 'no route'} once the table is replaced by {', '.join(sorted(table))}"
@@ -93,51 +95,51 @@ def _options(world: World, name: str, options: str) -> dict[str, Any]:
     return _route(world, name, values)
 
 
-@step(p.ROUTE_DDL)
+@step_for(phrases.ROUTE_DDL)
 def route_ddl(world: World, database: str | None, instance: str, verb: str, name: str, options: str) -> None:
     route = _options(world, name, options)
     at = world.at()
     table = world.route_table(instance, database)
     if verb == "CREATE":
         _check(world, route)
-        world.run(c.CreateRoute(at, instance, database, route))
+        world.run(contract.CreateRoute(at, instance, database, route))
         table[name] = route
     else:
-        world.run(c.AlterRoute(at, instance, database, route))
+        world.run(contract.AlterRoute(at, instance, database, route))
         table[name] = {**table.get(name, {}), **{k: v for k, v in route.items() if v is not None}}
 
 
-@step(p.DROP_ROUTE)
+@step_for(phrases.DROP_ROUTE)
 def drop_route(world: World, database: str | None, instance: str, name: str) -> None:
     table = world.route_table(instance, database)
-    world.run(c.DropRoute(world.at(), instance, database, name))
+    world.run(contract.DropRoute(world.at(), instance, database, name))
     table.pop(name, None)
 
 
-@step(p.ANSWER_ROUTING_REQUEST)
+@step_for(phrases.ANSWER_ROUTING_REQUEST)
 def answer_request(world: World, service: str, database: str | None, instance: str, address: str) -> None:
     route = _route(world, f"Dynamic_{service}", {"service_name": service, "address": address})
     _check(world, route)
-    world.run(c.AnswerRoutingRequest(world.at(), instance, database, route))
+    world.run(contract.AnswerRoutingRequest(world.at(), instance, database, route))
     world.route_table(instance, database)[route["name"]] = route
 
 
-@step(p.FORWARDING)
+@step_for(phrases.FORWARDING)
 def forwarding(world: World, state: str, instance: str) -> None:
-    world.run(c.SetMessageForwarding(world.at(), world.instance(instance), state == "enabled"))
+    world.run(contract.SetMessageForwarding(world.at(), world.instance(instance), state == "enabled"))
 
 
-@step(p.REACHABLE)
+@step_for(phrases.REACHABLE)
 def reachable(world: World, instance: str, state: str) -> None:
-    world.run(c.SetReachable(world.at(), world.instance(instance), state == "can be reached again"))
+    world.run(contract.SetReachable(world.at(), world.instance(instance), state == "can be reached again"))
 
 
-@step(p.FAILOVER)
+@step_for(phrases.FAILOVER)
 def failover(world: World, database: str, instance: str) -> None:
-    world.run(c.Failover(world.at(), world.instance(instance), database))
+    world.run(contract.Failover(world.at(), world.instance(instance), database))
 
 
-@step(p.REPLY)
+@step_for(phrases.REPLY)
 def reply(world: World, dialog: str, count: str | None) -> None:
     for _ in range(int(count or 1)):
-        world.run(c.Send(world.at(), dialog, from_target=True))
+        world.run(contract.Send(world.at(), dialog, from_target=True))

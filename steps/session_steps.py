@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from sbtck import contract as c
-from sbtck.steps import phrases as p
-from sbtck.steps.vocabulary import step
+from sbtck import contract
+from sbtck.steps import phrases
+from sbtck.steps.vocabulary import step_for
 from sbtck.steps.world import World
 
 
@@ -12,27 +12,27 @@ def _wait_ms(wait: str | None) -> int | None:
     return None if wait is None else int(float(wait) * 1000)
 
 
-@step(p.BEGIN_TRANSACTION)
+@step_for(phrases.BEGIN_TRANSACTION)
 def begin(world: World, session: str) -> None:
-    world.run(c.BeginTransaction(world.at(), session))
+    world.run(contract.BeginTransaction(world.at(), session))
 
 
-@step(p.COMMIT)
+@step_for(phrases.COMMIT)
 def commit(world: World, session: str) -> None:
-    world.run(c.Commit(world.at(), session))
+    world.run(contract.Commit(world.at(), session))
 
 
-@step(p.ROLLBACK)
+@step_for(phrases.ROLLBACK)
 def rollback(world: World, session: str) -> None:
-    world.run(c.Rollback(world.at(), session))
+    world.run(contract.Rollback(world.at(), session))
 
 
-@step(p.RECEIVE)
+@step_for(phrases.RECEIVE)
 def receive(
     world: World, session: str, top: str | None, queue: str, dialog: str | None, group: str | None, wait: str | None
 ) -> None:
     world.run(
-        c.Receive(
+        contract.Receive(
             world.at(),
             session,
             world.queue(queue),
@@ -44,6 +44,6 @@ def receive(
     )
 
 
-@step(p.GET_CONVERSATION_GROUP)
+@step_for(phrases.GET_CONVERSATION_GROUP)
 def get_conversation_group(world: World, session: str, queue: str, wait: str | None) -> None:
-    world.run(c.GetConversationGroup(world.at(), session, world.queue(queue), waitfor_ms=_wait_ms(wait)))
+    world.run(contract.GetConversationGroup(world.at(), session, world.queue(queue), waitfor_ms=_wait_ms(wait)))

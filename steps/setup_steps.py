@@ -4,55 +4,55 @@ from __future__ import annotations
 
 import re
 
-from sbtck import contract as c
+from sbtck import contract
 from sbtck.errors import ScenarioError
 from sbtck.fixtures import topology as topologies
-from sbtck.steps import phrases as p
-from sbtck.steps.vocabulary import step
+from sbtck.steps import phrases
+from sbtck.steps.vocabulary import step_for
 from sbtck.steps.world import World
 
 
-@step(p.NAMED_TOPOLOGY)
+@step_for(phrases.NAMED_TOPOLOGY)
 def named_topology(world: World, name: str) -> None:
     world.start(topologies.named(name))
 
 
-@step(p.INLINE_TOPOLOGY)
+@step_for(phrases.INLINE_TOPOLOGY)
 def inline_topology(world: World, docstring: str) -> None:
     path, line = world.step_at
     # the docstring's first line of text stands two lines below its step
     world.start(topologies.parse(docstring, path, line_offset=line + 1))
 
 
-@step(p.BEGIN_DIALOG)
+@step_for(phrases.BEGIN_DIALOG)
 def begin_dialog(world: World, dialog: str, initiator: str, target: str, broker: str | None) -> None:
     at = world.at()
     assert world.topology is not None
     instance, database, service = world.topology.service(initiator)
     to_broker = None if broker is None else world.broker_instance(broker)
-    world.run(c.BeginDialog(at, dialog, instance, database, service, target, to_broker))
+    world.run(contract.BeginDialog(at, dialog, instance, database, service, target, to_broker))
 
 
-@step(p.SEND)
+@step_for(phrases.SEND)
 def send(world: World, dialog: str, count: str | None) -> None:
     for _ in range(int(count or 1)):
-        world.run(c.Send(world.at(), dialog))
+        world.run(contract.Send(world.at(), dialog))
 
 
-@step(p.TIME_PASSES)
+@step_for(phrases.TIME_PASSES)
 def time_passes(world: World, second: str) -> None:
     world.at()
     try:
         world.clock.move_to_second(world.seconds(second))
     except ValueError as exc:
         raise ScenarioError(f"time passes to second {second}: {exc}") from None
-    world.run(c.AdvanceTime(world.clock.now_ms()))
+    world.run(contract.AdvanceTime(world.clock.now_ms()))
 
 
 OPTION = re.compile(r"^\s*(STATUS|PROCEDURE_NAME|MAX_QUEUE_READERS)\s*=\s*(\S+)\s*$")
 
 
-@step(p.ALTER_QUEUE)
+@step_for(phrases.ALTER_QUEUE)
 def alter_queue(world: World, queue: str, options: str) -> None:
     values: dict[str, str] = {}
     for option in options.split(","):
@@ -70,7 +70,7 @@ def alter_queue(world: World, queue: str, options: str) -> None:
     if readers is not None and not readers.isdigit():
         raise ScenarioError(f"MAX_QUEUE_READERS = {readers}: write a whole number")
     world.run(
-        c.AlterQueue(
+        contract.AlterQueue(
             world.at(),
             world.queue(queue),
             status=status,
@@ -80,16 +80,16 @@ def alter_queue(world: World, queue: str, options: str) -> None:
     )
 
 
-@step(p.CREATE_NOTIFICATION)
+@step_for(phrases.CREATE_NOTIFICATION)
 def create_notification(world: World, name: str, queue: str) -> None:
-    world.run(c.CreateEventNotification(world.at(), name, world.queue(queue)))
+    world.run(contract.CreateEventNotification(world.at(), name, world.queue(queue)))
 
 
-@step(p.DROP_NOTIFICATION)
+@step_for(phrases.DROP_NOTIFICATION)
 def drop_notification(world: World, name: str, queue: str) -> None:
-    world.run(c.DropEventNotification(world.at(), name, world.queue(queue)))
+    world.run(contract.DropEventNotification(world.at(), name, world.queue(queue)))
 
 
-@step(p.PROCEDURE_EXITS)
+@step_for(phrases.PROCEDURE_EXITS)
 def procedure_exits(world: World, task: str, queue: str) -> None:
-    world.run(c.ExitProcedure(world.at(), world.queue(queue), int(task)))
+    world.run(contract.ExitProcedure(world.at(), world.queue(queue), int(task)))

@@ -13,8 +13,9 @@ from sbtck.steps.template import PhraseParser
 F = TypeVar("F", bound=Callable[..., None])
 
 
-def step(phrase: Phrase) -> Callable[[F], F]:
-    """Registers the function for its phrase; an action reads the same as set-up (Given) and as the event (When)."""
+def step_for(phrase: Phrase) -> Callable[[F], F]:
+    """Registers the function for its phrase, bound as Given, When or Then by the phrase's kind (pytest-bdd's own
+    ``step`` binds one text to all three); an action reads the same as set-up (Given) and as the event (When)."""
 
     def register(func: F) -> F:
         # stacklevel 2: pytest-bdd registers the step in the module that applies @step, not in this helper

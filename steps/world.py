@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sbtck import contract as c
+from sbtck import contract
 from sbtck.errors import Refused, ScenarioError
 from sbtck.fixtures.clock import ScenarioClock
 from sbtck.fixtures.topology import Topology
@@ -23,7 +23,7 @@ class World:
     profile: Profile
     clock: ScenarioClock
     topology: Topology | None = None
-    log: list[c.Event] = field(default_factory=list)
+    log: list[contract.Event] = field(default_factory=list)
     where: Callable[[], tuple[str, int]] = lambda: ("the scenario", 0)
     # every command run and its answer, in the workload stage's trace form (its reproducers check them)
     commands: list[dict[str, Any]] = field(default_factory=list)
@@ -46,10 +46,10 @@ class World:
     def seconds(self, expression: str) -> float:
         return timeexpr.evaluate(expression, self.profile.param)
 
-    def second_of(self, event: c.Event) -> float:
+    def second_of(self, event: contract.Event) -> float:
         return (event.at_ms - self.clock.start_ms) / 1000
 
-    def run(self, command: c.Command) -> dict[str, Any]:
+    def run(self, command: contract.Command) -> dict[str, Any]:
         response = self.implementation.execute(command)
         self.log.extend(response.events)
         self.commands.append(command.to_json())
@@ -76,7 +76,7 @@ class World:
             self.routes[(instance["name"], None)] = {r["name"]: r for r in instance.get("msdb_routes", [])}
             for db in instance["databases"]:
                 self.routes[(instance["name"], db["name"])] = {r["name"]: r for r in db.get("routes", [])}
-        self.run(c.Start(self.clock.now_ms(), topology.plain))
+        self.run(contract.Start(self.clock.now_ms(), topology.plain))
 
     def route_table(self, instance: str, database: str | None) -> dict[str, dict[str, Any]]:
         """The routes the scenario has made in the table: the topology's and those its steps created since."""
@@ -110,13 +110,13 @@ class World:
                     return str(d["broker_instance"])
         raise ScenarioError(f"no database {text!r} in the topology, so no broker instance of it")
 
-    def queue(self, name: str) -> c.QueueRef:
+    def queue(self, name: str) -> contract.QueueRef:
         self.at()
         assert self.topology is not None
         return self.topology.queue(name)
 
     def view(self, name: str) -> list[dict[str, Any]]:
-        rows = self.run(c.QueryView(self.at(), name)).get("rows", [])
+        rows = self.run(contract.QueryView(self.at(), name)).get("rows", [])
         return list(rows)
 
     def forget(self) -> None:
@@ -125,7 +125,7 @@ class World:
         self.answers.clear()
         self.commands.clear()
 
-    def log_text(self, events: list[c.Event] | None = None, head: int = 100, tail: int = 300) -> str:
+    def log_text(self, events: list[contract.Event] | None = None, head: int = 100, tail: int = 300) -> str:
         """The events as the failure messages show them: the first HEAD and the last TAIL, a flood left out."""
         lines = []
         events = self.log if events is None else events
@@ -133,7 +133,7 @@ class World:
             left_out = len(events) - head - tail
             events = [
                 *events[:head],
-                c.Event(events[head].at_ms, f"... {left_out} more events ...", {}),
+                contract.Event(events[head].at_ms, f"... {left_out} more events ...", {}),
                 *events[-tail:],
             ]
         for event in events:

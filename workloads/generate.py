@@ -46,7 +46,10 @@ NEEDS = {
 
 
 @dataclass
-class World:
+class StageWorld:
+    """A world of the randomized stage: a topology and a script of contract commands, a function of its seed and the
+    generator version (steps.world.World is a scenario's, which runs one against an implementation)."""
+
     seed: int
     version: int
     topology: dict[str, Any]
@@ -272,7 +275,7 @@ def _allowed(fault: str, capabilities: frozenset[str]) -> bool:
 
 def generate(
     seed: int, conversations: int = 5, capabilities: Iterable[str] | None = None, areas: Iterable[str] | None = None
-) -> World:
+) -> StageWorld:
     """The world of this seed, drawn within the capabilities given (all of them by default).
 
     A world belongs to one area (``AREAS``): routing worlds have several
@@ -288,7 +291,7 @@ def generate(
     if area == "periodic_tasks":
         return _periodic_world(seed, rng, periodic_landscape(rng, caps), conversations)
     land = landscape(rng, caps) if area == "routing" else local_landscape(rng, caps)
-    world = World(seed, GENERATOR_VERSION, land.plain)
+    world = StageWorld(seed, GENERATOR_VERSION, land.plain)
     s = _Script(rng, land, conversations)
     s.add("start", topology=land.plain)
     steps = conversations * 6
@@ -354,9 +357,9 @@ def area_of(seed: int, capabilities: frozenset[str], areas: Iterable[str] | None
     return asked[seed % len(asked)]
 
 
-def _periodic_world(seed: int, rng: Draw, land: Landscape, conversations: int) -> World:
+def _periodic_world(seed: int, rng: Draw, land: Landscape, conversations: int) -> StageWorld:
     """Dialogs (so that clean-up has work), failing task handlers, master keys, stopped clean-ups, time."""
-    world = World(seed, GENERATOR_VERSION, land.plain)
+    world = StageWorld(seed, GENERATOR_VERSION, land.plain)
     s = _Script(rng, land, conversations)
     s.add("start", topology=land.plain)
     databases = [(i["name"], d["name"]) for i in land.plain["instances"] for d in i["databases"]]
@@ -391,7 +394,7 @@ def _periodic_world(seed: int, rng: Draw, land: Landscape, conversations: int) -
     return world
 
 
-def needs(world: World) -> set[str]:
+def needs(world: StageWorld) -> set[str]:
     """The capabilities an implementation must declare to run this world."""
     found = {NEEDS[op["kind"]] for op in world.script if op["kind"] in NEEDS}
     instances = world.topology["instances"]

@@ -12,7 +12,7 @@ from typing import Any
 
 from sbtck.engine.params import EngineParams
 from sbtck.observations import Kind
-from sbtck.workloads.generate import WAITING_VIEWS, World
+from sbtck.workloads.generate import WAITING_VIEWS, StageWorld
 from sbtck.workloads.trace import Trace
 
 # The kinds ``step`` looks at, as the plain strings events carry: naming a member of the enum costs a lookup
@@ -53,7 +53,7 @@ def _both(fields: dict[str, Any]) -> tuple[Msg, Msg]:
     return (dialog, False, sequence), (dialog, True, sequence)
 
 
-def _max_readers(world: World) -> dict[tuple[str, str, str], int]:
+def _max_readers(world: StageWorld) -> dict[tuple[str, str, str], int]:
     return {
         (i["name"], d["name"], q["name"]): int(q["activation"]["max_queue_readers"])
         for i in world.topology["instances"]
@@ -70,7 +70,7 @@ class Invariants:
     world is over.
     """
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: StageWorld) -> None:
         self.world = world
         self.start_ms = world.start_ms  # read for every timer notification, the most frequent event
         self.limit = _max_readers(world)
@@ -223,7 +223,7 @@ class Invariants:
         return found
 
 
-def check(world: World, trace: Trace) -> list[Violation]:
+def check(world: StageWorld, trace: Trace) -> list[Violation]:
     """Every invariant over a whole trace."""
     invariants = Invariants(world)
     found: list[Violation] = []

@@ -21,12 +21,12 @@ import yaml
 
 from sbtck.errors import DeclarationError, NoStepFor
 from sbtck.observations import DECISION_TRACE, reported_by
-from sbtck.steps import phrases as p
+from sbtck.steps import phrases
 from sbtck.steps.cells import cell
 from sbtck.steps.phrases import Phrase
-from sbtck.workloads.generate import WAITING_VIEWS, World
+from sbtck.workloads.generate import WAITING_VIEWS, StageWorld
 
-THEN = f"    Then {p.INVARIANTS_HOLD.source}\n    And {p.SAME_AS_REFERENCE.source}\n"
+THEN = f"    Then {phrases.INVARIANTS_HOLD.source}\n    And {phrases.SAME_AS_REFERENCE.source}\n"
 # the columns a stated log may have, in this order; one no row fills is left out
 COLUMNS = ("instance", "database", "queue", "dialog", "message_sequence_number", "session", "reason")
 # and where the difference lies in the engine's reasoning, the fields that carry it
@@ -42,7 +42,7 @@ def topology_yaml(plain: dict[str, Any]) -> str:
         for d in i["databases"]:
             db: dict[str, Any] = {"broker_instance": d["broker_instance"]}
             if d["procedures"]:
-                db["procedures"] = {p["name"]: _procedure(p) for p in d["procedures"]}
+                db["procedures"] = {proc["name"]: _procedure(proc) for proc in d["procedures"]}
             db["queues"] = {q["name"]: {"activation": _activation(q["activation"])} for q in d["queues"]}
             db["services"] = {s["name"]: {"queue": s["queue"]} for s in d["services"]}
             if d["event_notifications"]:
@@ -73,12 +73,12 @@ def writable(plain: dict[str, Any]) -> bool:
     return True
 
 
-def _procedure(p: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"receives": p["receives"], "receive_top": p["receive_top"]}
-    if p["waitfor_ms"] is not None:
-        out["waitfor_s"] = p["waitfor_ms"] / 1000
-    if p["work_ms"]:
-        out["work_s"] = p["work_ms"] / 1000
+def _procedure(proc: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"receives": proc["receives"], "receive_top": proc["receive_top"]}
+    if proc["waitfor_ms"] is not None:
+        out["waitfor_s"] = proc["waitfor_ms"] / 1000
+    if proc["work_ms"]:
+        out["work_s"] = proc["work_ms"] / 1000
     return out
 
 
@@ -152,9 +152,9 @@ def _route_ddl(op: dict[str, Any], verb: str) -> dict[str, Any]:
 
 # Each contract command the generator writes: the phrase that says it, and its slot values.
 SAYS: dict[str, Callable[[dict[str, Any], int], tuple[Phrase, dict[str, Any]]]] = {
-    "advance_time": lambda op, start: (p.TIME_PASSES, {"second": f"{(op['at_ms'] - start) / 1000:g}"}),
+    "advance_time": lambda op, start: (phrases.TIME_PASSES, {"second": f"{(op['at_ms'] - start) / 1000:g}"}),
     "begin_dialog": lambda op, _: (
-        p.BEGIN_DIALOG,
+        phrases.BEGIN_DIALOG,
         {
             "dialog": op["dialog"],
             "initiator": op["from_service"],
@@ -162,12 +162,12 @@ SAYS: dict[str, Callable[[dict[str, Any], int], tuple[Phrase, dict[str, Any]]]] 
             "broker": op["to_broker_instance"],
         },
     ),
-    "send": lambda op, _: (p.REPLY if op["from_target"] else p.SEND, {"dialog": op["dialog"]}),
-    "begin_transaction": lambda op, _: (p.BEGIN_TRANSACTION, {"session": op["session"]}),
-    "commit": lambda op, _: (p.COMMIT, {"session": op["session"]}),
-    "rollback": lambda op, _: (p.ROLLBACK, {"session": op["session"]}),
+    "send": lambda op, _: (phrases.REPLY if op["from_target"] else phrases.SEND, {"dialog": op["dialog"]}),
+    "begin_transaction": lambda op, _: (phrases.BEGIN_TRANSACTION, {"session": op["session"]}),
+    "commit": lambda op, _: (phrases.COMMIT, {"session": op["session"]}),
+    "rollback": lambda op, _: (phrases.ROLLBACK, {"session": op["session"]}),
     "receive": lambda op, _: (
-        p.RECEIVE,
+        phrases.RECEIVE,
         {
             "session": op["session"],
             "queue": op["queue"]["queue"],
@@ -177,40 +177,43 @@ SAYS: dict[str, Callable[[dict[str, Any], int], tuple[Phrase, dict[str, Any]]]] 
         },
     ),
     "get_conversation_group": lambda op, _: (
-        p.GET_CONVERSATION_GROUP,
+        phrases.GET_CONVERSATION_GROUP,
         {"session": op["session"], "queue": op["queue"]["queue"], "wait": _seconds(op["waitfor_ms"])},
     ),
-    "alter_queue": lambda op, _: (p.ALTER_QUEUE, {"queue": op["queue"]["queue"], "options": _alter_options(op)}),
+    "alter_queue": lambda op, _: (phrases.ALTER_QUEUE, {"queue": op["queue"]["queue"], "options": _alter_options(op)}),
     "create_event_notification": lambda op, _: (
-        p.CREATE_NOTIFICATION,
+        phrases.CREATE_NOTIFICATION,
         {"name": op["name"], "queue": op["queue"]["queue"]},
     ),
-    "drop_event_notification": lambda op, _: (p.DROP_NOTIFICATION, {"name": op["name"], "queue": op["queue"]["queue"]}),
+    "drop_event_notification": lambda op, _: (
+        phrases.DROP_NOTIFICATION,
+        {"name": op["name"], "queue": op["queue"]["queue"]},
+    ),
     "set_reachable": lambda op, _: (
-        p.REACHABLE,
+        phrases.REACHABLE,
         {"instance": op["instance"], "state": "can be reached again" if op["reachable"] else "cannot be reached"},
     ),
     "set_message_forwarding": lambda op, _: (
-        p.FORWARDING,
+        phrases.FORWARDING,
         {"instance": op["instance"], "state": "enabled" if op["active"] else "disabled"},
     ),
-    "failover": lambda op, _: (p.FAILOVER, {"database": op["database"], "instance": op["instance"]}),
-    "fail_task_handlers": lambda op, _: (p.HANDLERS_FAIL, {"count": op["count"], "instance": op["instance"]}),
-    "set_dispatcher_saving": lambda op, _: (p.DISPATCHER_SAVING, {"instance": op["instance"], **_saving(op)}),
-    "drop_connection": lambda op, _: (p.CONNECTION_DROPS, {"instance": op["instance"], "address": op["address"]}),
+    "failover": lambda op, _: (phrases.FAILOVER, {"database": op["database"], "instance": op["instance"]}),
+    "fail_task_handlers": lambda op, _: (phrases.HANDLERS_FAIL, {"count": op["count"], "instance": op["instance"]}),
+    "set_dispatcher_saving": lambda op, _: (phrases.DISPATCHER_SAVING, {"instance": op["instance"], **_saving(op)}),
+    "drop_connection": lambda op, _: (phrases.CONNECTION_DROPS, {"instance": op["instance"], "address": op["address"]}),
     "fail_transmission": lambda op, _: (
-        p.TRANSMISSION_FAILS,
+        phrases.TRANSMISSION_FAILS,
         {"dialog": op["dialog"], "why": "for lack of memory" if op["reason"] == "resource" else "security validation"},
     ),
-    "create_master_key": lambda op, _: (p.MASTER_KEY, {"database": op["database"], "instance": op["instance"]}),
-    "create_route": lambda op, _: (p.ROUTE_DDL, _route_ddl(op, "CREATE")),
-    "alter_route": lambda op, _: (p.ROUTE_DDL, _route_ddl(op, "ALTER")),
+    "create_master_key": lambda op, _: (phrases.MASTER_KEY, {"database": op["database"], "instance": op["instance"]}),
+    "create_route": lambda op, _: (phrases.ROUTE_DDL, _route_ddl(op, "CREATE")),
+    "alter_route": lambda op, _: (phrases.ROUTE_DDL, _route_ddl(op, "ALTER")),
     "drop_route": lambda op, _: (
-        p.DROP_ROUTE,
+        phrases.DROP_ROUTE,
         {"database": op["database"], "instance": op["instance"], "name": op["name"]},
     ),
     "answer_routing_request": lambda op, _: (
-        p.ANSWER_ROUTING_REQUEST,
+        phrases.ANSWER_ROUTING_REQUEST,
         {
             "service": op["route"]["service_name"],
             "database": op["database"],
@@ -227,7 +230,7 @@ def step(op: dict[str, Any], start_ms: int) -> str | None:
         return None
     says = SAYS.get(op["kind"])
     if op["kind"] == "lose_in_transit" and not op["from_target"]:
-        return p.LOSE.text(sequence=op["sequence"], dialog=op["dialog"])
+        return phrases.LOSE.text(sequence=op["sequence"], dialog=op["dialog"])
     if says is None:
         raise NoStepFor(f"no step in the vocabulary writes a {op['kind']!r} command: {op}")
     phrase, values = says(op, start_ms)
@@ -289,13 +292,13 @@ def then_steps(
             break
     else:
         return THEN
-    lines = [f"    Then {p.LOG_SHOWS.text(how='exactly')}", *_table(want)]
-    lines += [f"    And {p.LOG_COUNTS.text(count='no', event=kind.replace('_', ' '))}" for kind in absent]
-    lines.append(f"    And {p.INVARIANTS_HOLD.source}")
+    lines = [f"    Then {phrases.LOG_SHOWS.text(how='exactly')}", *_table(want)]
+    lines += [f"    And {phrases.LOG_COUNTS.text(count='no', event=kind.replace('_', ' '))}" for kind in absent]
+    lines.append(f"    And {phrases.INVARIANTS_HOLD.source}")
     return "\n".join(lines) + "\n"
 
 
-def feature(world: World, rules: list[str], implementation: str, found_by: str, then: str = THEN) -> str:
+def feature(world: StageWorld, rules: list[str], implementation: str, found_by: str, then: str = THEN) -> str:
     """A feature with one scenario: the shrunk world, tagged with the rules it breaks."""
     start = world.start_ms
     steps = [s for s in (step(op, start) for op in world.script[1:]) if s is not None]

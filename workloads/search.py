@@ -78,7 +78,7 @@ from sbtck.engine.broker import CONNECTING_CHOICES
 from sbtck.engine.choosing import OPEN_WITH, OPEN_WITHOUT, READINGS, Addresses, FirstChooser
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.workloads.differential import Carried, FollowingChooser, difference, reference_params
-from sbtck.workloads.generate import World
+from sbtck.workloads.generate import StageWorld
 from sbtck.workloads.invariants import Violation
 from sbtck.workloads.landscape import ALL
 from sbtck.workloads.trace import Trace, execute
@@ -181,7 +181,7 @@ class _Ran:
 
 
 def _run(
-    world: World,
+    world: StageWorld,
     trace: Trace,
     params: dict[str, Any],
     capabilities: frozenset[str],
@@ -209,7 +209,7 @@ def _run(
 
 
 def search(
-    world: World,
+    world: StageWorld,
     trace: Trace,
     params: dict[str, Any],
     capabilities: frozenset[str] = ALL,

@@ -45,15 +45,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sbtck.workloads.generate import WAITING_VIEWS, World
+from sbtck.workloads.generate import WAITING_VIEWS, StageWorld
 
-Test = Callable[[World], bool]
+Test = Callable[[StageWorld], bool]
 Op = dict[str, Any]
 
 
 @dataclass
 class Shrunk:
-    world: World
+    world: StageWorld
     tests: int
     seconds: float
 
@@ -83,7 +83,7 @@ def ddmin(items: list[Any], test: Callable[[list[Any]], bool], budget: list[int]
     return items
 
 
-def _with_script(world: World, script: list[Op]) -> World:
+def _with_script(world: StageWorld, script: list[Op]) -> StageWorld:
     return replace(world, script=_explicit(script), topology=script[0]["topology"])
 
 
@@ -99,7 +99,7 @@ def _explicit(script: list[Op]) -> list[Op]:
     return out
 
 
-def _body(world: World) -> tuple[Op, list[Op], list[Op]]:
+def _body(world: StageWorld) -> tuple[Op, list[Op], list[Op]]:
     """The start, the operations a shrinker may drop, and the closing queries of the waiting views."""
     start, *rest = world.script
     tail = [op for op in rest if op["kind"] == "query_view" and op["view"] in WAITING_VIEWS]
@@ -112,7 +112,7 @@ def _retime(start: Op, ops: list[Op], tail: list[Op]) -> list[Op]:
     return [{**op, "at_ms": end} for op in tail]
 
 
-def _prefix(world: World, test: Test, budget: list[int]) -> World:
+def _prefix(world: StageWorld, test: Test, budget: list[int]) -> StageWorld:
     """The shortest beginning of the world that still fails, found by halving.
 
     The largest cut first: a long world usually breaks its rule early, and a
@@ -134,7 +134,7 @@ def _prefix(world: World, test: Test, budget: list[int]) -> World:
     return world if high == len(body) else _with_script(world, script(high))
 
 
-def _conversations(world: World, test: Test, budget: list[int]) -> World:
+def _conversations(world: StageWorld, test: Test, budget: list[int]) -> StageWorld:
     start, body, tail = _body(world)
     dialogs = sorted({op["dialog"] for op in body if op["kind"] == "begin_dialog"})
 
@@ -150,7 +150,7 @@ def _conversations(world: World, test: Test, budget: list[int]) -> World:
     return _with_script(world, script(kept))
 
 
-def _operations(world: World, test: Test, budget: list[int]) -> World:
+def _operations(world: StageWorld, test: Test, budget: list[int]) -> StageWorld:
     start, body, tail = _body(world)
 
     def script(ops: list[Op]) -> list[Op]:
@@ -195,7 +195,7 @@ def _without(topology: dict[str, Any], gone: set[tuple[str, ...]]) -> dict[str, 
     return out
 
 
-def _topology(world: World, test: Test, budget: list[int]) -> World:
+def _topology(world: StageWorld, test: Test, budget: list[int]) -> StageWorld:
     start, *rest = world.script
     elements = _elements(world.topology)
 
@@ -207,7 +207,7 @@ def _topology(world: World, test: Test, budget: list[int]) -> World:
     return _with_script(world, script(kept))
 
 
-def _time(world: World, test: Test, budget: list[int]) -> World:
+def _time(world: StageWorld, test: Test, budget: list[int]) -> StageWorld:
     """Each gap between two instants, made as short as the failure allows: none, then halved."""
     script = world.script
     index = 1
@@ -230,7 +230,7 @@ def _time(world: World, test: Test, budget: list[int]) -> World:
 PASSES = (_prefix, _conversations, _operations, _topology, _time)
 
 
-def _tidy(world: World, refused: Callable[[World], list[int]], tidy: Test, budget: list[int]) -> World:
+def _tidy(world: StageWorld, refused: Callable[[StageWorld], list[int]], tidy: Test, budget: list[int]) -> StageWorld:
     """Drops the commands both sides refuse: a reproducer's steps must all be taken by the reference."""
     for _ in range(len(world.script)):
         junk = refused(world)
@@ -245,10 +245,10 @@ def _tidy(world: World, refused: Callable[[World], list[int]], tidy: Test, budge
 
 
 def shrink(
-    world: World,
+    world: StageWorld,
     test: Test,
     max_tests: int = 3000,
-    refused: Callable[[World], list[int]] | None = None,
+    refused: Callable[[StageWorld], list[int]] | None = None,
     tidy: Test | None = None,
 ) -> Shrunk:
     """Runs every pass until none makes the world smaller (or the budget of test runs is spent)."""

@@ -23,7 +23,7 @@ from sbtck.iut.reference import ReferenceImplementation
 # the suite's statuses, so that summary.json and Parquet spell them as every other output does
 from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
 from sbtck.workloads.differential import Carried, FollowingChooser, differ, reference_params
-from sbtck.workloads.generate import GENERATOR_VERSION, World, area_of, generate, needs
+from sbtck.workloads.generate import GENERATOR_VERSION, StageWorld, area_of, generate, needs
 from sbtck.workloads.invariants import Invariants, Violation, check
 from sbtck.workloads.reproduce import THEN, feature, then_steps, writable
 from sbtck.workloads.search import search
@@ -85,7 +85,7 @@ class Checked:
         return self.invariants if self.undecided else self.found
 
 
-def violations(world: World, trace: Trace, handshake: Handshake | None) -> Checked:
+def violations(world: StageWorld, trace: Trace, handshake: Handshake | None) -> Checked:
     """The invariants always; the search of allowed histories when the implementation is not the reference itself."""
     found = check(world, trace)
     if handshake is None:
@@ -141,7 +141,7 @@ class Checker:
             self.handshake = self.implementation.handshake()
         return self.implementation
 
-    def world(self, seed: int) -> World:
+    def world(self, seed: int) -> StageWorld:
         """The seed's world, drawn within what the implementation declares (everything, until it has said)."""
         capabilities = None if self.handshake is None else self.handshake.capabilities
         return generate(seed, self.conversations, capabilities, self.areas)
@@ -210,7 +210,7 @@ class Checker:
             base.reference_trace = None if expected is None else _json(expected.steps)
         return base
 
-    def _verdict(self, world: World) -> tuple[set[str], list[int]]:
+    def _verdict(self, world: StageWorld) -> tuple[set[str], list[int]]:
         """The rules this world breaks, and the commands both sides refuse."""
         try:
             trace = run(world, self._open())
@@ -222,7 +222,7 @@ class Checker:
         refused = [i for i, (a, b) in enumerate(zip(trace.steps, theirs, strict=True)) if a["error"] and b["error"]]
         return {v.rule for v in checked.broken}, refused
 
-    def breaks(self, world: World, rule: str, tidy: bool = False) -> bool:
+    def breaks(self, world: StageWorld, rule: str, tidy: bool = False) -> bool:
         """Does this world still break RULE (and, when TIDY, with no command that both sides refuse)?
 
         A topology the kit's own files would refuse cannot be a reproducer, however the implementation takes it.
@@ -242,7 +242,7 @@ class Checker:
             self._seen[key] = self._breaks_early(world, rule)
         return self._seen[key]
 
-    def _breaks_early(self, world: World, rule: str) -> bool:
+    def _breaks_early(self, world: StageWorld, rule: str) -> bool:
         """RULE broken, found running the implementation and the reference in step, stopping where it shows.
 
         The same verdict as the whole check, at the cost of the world's prefix
@@ -277,7 +277,7 @@ class Checker:
                     chooser.feed(got["events"])
                     differences.append(differ(index, got, execute(op, reference), shown, carried))
                 if references and all(differences):
-                    prefix = World(world.seed, world.version, world.topology, world.script[: index + 1])
+                    prefix = StageWorld(world.seed, world.version, world.topology, world.script[: index + 1])
                     verdict = search(prefix, trace, self.handshake.params, shown)
                     if not verdict.violations:
                         return self._finishes_broken(world, trace, rule)
@@ -291,7 +291,7 @@ class Checker:
             self.close()
             return False
 
-    def _finishes_broken(self, world: World, trace: Trace, rule: str) -> bool:
+    def _finishes_broken(self, world: StageWorld, trace: Trace, rule: str) -> bool:
         """The whole check of WORLD, whose TRACE so far the search explained."""
         assert self.implementation is not None
         trace.steps += [execute(op, self.implementation) for op in world.script[len(trace.steps) :]]

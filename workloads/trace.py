@@ -13,7 +13,7 @@ import msgspec
 from sbtck.contract import command_from_json
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.reference import ReferenceImplementation
-from sbtck.workloads.generate import World
+from sbtck.workloads.generate import StageWorld
 
 # The bytes a trace's hash is taken of: compact JSON with every object's keys sorted, so that the hash
 # says what the implementation did, not the order its JSON happened to list fields in. msgspec writes
@@ -77,5 +77,5 @@ def _snapshot(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
-def run(world: World, implementation: Implementation) -> Trace:
+def run(world: StageWorld, implementation: Implementation) -> Trace:
     return Trace(world.seed, [execute(op, implementation) for op in world.script])

@@ -7,59 +7,59 @@ import json
 
 import pytest
 
-from sbtck import contract as c
+from sbtck import contract
 from sbtck.errors import ContractError
 from sbtck.observations import Kind
 
-Q = c.QueueRef("sql1", "shop", "Q")
-EXAMPLES: list[c.Command] = [
-    c.Start(1, {"instances": []}),
-    c.AdvanceTime(2),
-    c.BeginDialog(3, "D1", "sql1", "shop", "Initiator", "Target"),
-    c.Send(4, "D1", "DEFAULT", "hello"),
-    c.BeginTransaction(5, "S1"),
-    c.Commit(6, "S1"),
-    c.Rollback(7, "S1"),
-    c.Receive(8, "S1", Q, top=1, where_dialog="D1", waitfor_ms=5000),
-    c.GetConversationGroup(9, "S1", Q, waitfor_ms=None),
-    c.AlterQueue(10, Q, status="ON", procedure_name="p", max_queue_readers=2),
-    c.CreateEventNotification(11, "N", Q),
-    c.DropEventNotification(12, "N", Q),
-    c.ExitProcedure(13, Q, 1),
-    c.CreateRoute(14, "sql1", "shop", {"name": "R", "service_name": "S", "address": "LOCAL"}),
-    c.AlterRoute(15, "sql1", None, {"name": "R", "address": "TRANSPORT"}),
-    c.DropRoute(16, "sql1", "shop", "R"),
-    c.AnswerRoutingRequest(17, "sql1", "shop", {"name": "D", "service_name": "S", "address": "LOCAL"}),
-    c.SetMessageForwarding(18, "sql1", True),
-    c.SetReachable(19, "sql2", False),
-    c.Failover(20, "sql4", "ledger"),
-    c.FailTaskHandlers(21, "sql1", 2),
-    c.SetDispatcherSaving(22, "sql2", "running", 6.0),
-    c.LoseInTransit(23, "D1", 0),
-    c.DropConnection(24, "sql1", "TCP://sql2:4022"),
-    c.FailTransmission(25, "D1", "resource"),
-    c.CreateMasterKey(26, "sql2", "vault"),
-    c.StopAckCleanup(27, "sql1", "shop"),
-    c.QueryView(28, "sys.routes", "sql1", None),
+Q = contract.QueueRef("sql1", "shop", "Q")
+EXAMPLES: list[contract.Command] = [
+    contract.Start(1, {"instances": []}),
+    contract.AdvanceTime(2),
+    contract.BeginDialog(3, "D1", "sql1", "shop", "Initiator", "Target"),
+    contract.Send(4, "D1", "DEFAULT", "hello"),
+    contract.BeginTransaction(5, "S1"),
+    contract.Commit(6, "S1"),
+    contract.Rollback(7, "S1"),
+    contract.Receive(8, "S1", Q, top=1, where_dialog="D1", waitfor_ms=5000),
+    contract.GetConversationGroup(9, "S1", Q, waitfor_ms=None),
+    contract.AlterQueue(10, Q, status="ON", procedure_name="p", max_queue_readers=2),
+    contract.CreateEventNotification(11, "N", Q),
+    contract.DropEventNotification(12, "N", Q),
+    contract.ExitProcedure(13, Q, 1),
+    contract.CreateRoute(14, "sql1", "shop", {"name": "R", "service_name": "S", "address": "LOCAL"}),
+    contract.AlterRoute(15, "sql1", None, {"name": "R", "address": "TRANSPORT"}),
+    contract.DropRoute(16, "sql1", "shop", "R"),
+    contract.AnswerRoutingRequest(17, "sql1", "shop", {"name": "D", "service_name": "S", "address": "LOCAL"}),
+    contract.SetMessageForwarding(18, "sql1", True),
+    contract.SetReachable(19, "sql2", False),
+    contract.Failover(20, "sql4", "ledger"),
+    contract.FailTaskHandlers(21, "sql1", 2),
+    contract.SetDispatcherSaving(22, "sql2", "running", 6.0),
+    contract.LoseInTransit(23, "D1", 0),
+    contract.DropConnection(24, "sql1", "TCP://sql2:4022"),
+    contract.FailTransmission(25, "D1", "resource"),
+    contract.CreateMasterKey(26, "sql2", "vault"),
+    contract.StopAckCleanup(27, "sql1", "shop"),
+    contract.QueryView(28, "sys.routes", "sql1", None),
 ]
 
 
 def test_every_command_kind_has_an_example() -> None:
-    assert {type(e) for e in EXAMPLES} == set(c.COMMANDS.values())
+    assert {type(e) for e in EXAMPLES} == set(contract.COMMANDS.values())
 
 
 @pytest.mark.parametrize("command", EXAMPLES, ids=lambda cmd: cmd.kind)
-def test_a_command_round_trips_through_json(command: c.Command) -> None:
-    assert c.command_from_json(json.loads(json.dumps(command.to_json()))) == command
+def test_a_command_round_trips_through_json(command: contract.Command) -> None:
+    assert contract.command_from_json(json.loads(json.dumps(command.to_json()))) == command
 
 
 @pytest.mark.parametrize("command", EXAMPLES, ids=lambda cmd: cmd.kind)
-def test_a_commands_values_are_its_fields_with_the_defaults_filled_in(command: c.Command) -> None:
+def test_a_commands_values_are_its_fields_with_the_defaults_filled_in(command: contract.Command) -> None:
     # what the reference runs a workload's JSON from, without building the command
     # the fields left at their defaults are left out, as a hand-written command leaves them out
     defaults = {f.name: f.default for f in dataclasses.fields(command)}
     written = {k: v for k, v in command.to_json().items() if k not in defaults or v != defaults[k]}
-    assert c.command_values(json.loads(json.dumps(written))) == {"kind": command.kind, **command.__dict__}
+    assert contract.command_values(json.loads(json.dumps(written))) == {"kind": command.kind, **command.__dict__}
 
 
 def test_the_reference_refuses_bad_json_as_the_contract_does() -> None:
@@ -72,7 +72,7 @@ def test_the_reference_refuses_bad_json_as_the_contract_does() -> None:
 
 def test_a_queue_is_written_as_an_object_of_its_three_names() -> None:
     """QueueRef is a named tuple, which JSON would write as a list; the protocol documents an object."""
-    command = c.Receive(1, "S1", c.QueueRef("sql1", "shop", "TargetQueue"), top=1)
+    command = contract.Receive(1, "S1", contract.QueueRef("sql1", "shop", "TargetQueue"), top=1)
     assert command.to_json()["queue"] == {"instance": "sql1", "database": "shop", "queue": "TargetQueue"}
 
 
@@ -96,10 +96,10 @@ def test_a_queue_is_written_as_an_object_of_its_three_names() -> None:
 )
 def test_bad_commands_are_refused(data: dict[str, object], message: str) -> None:
     with pytest.raises(ContractError) as caught:
-        c.command_from_json(data)
+        contract.command_from_json(data)
     assert message in str(caught.value)
 
 
 def test_an_event_round_trips() -> None:
-    event = c.Event(5, Kind.PROCEDURE_STARTED, {"task": 1, "queue": "Q"})
-    assert c.Event.from_json(json.loads(json.dumps(event.to_json()))) == event
+    event = contract.Event(5, Kind.PROCEDURE_STARTED, {"task": 1, "queue": "Q"})
+    assert contract.Event.from_json(json.loads(json.dumps(event.to_json()))) == event

@@ -16,7 +16,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sbtck import contract as c
+from sbtck import contract
 from sbtck.errors import ContractError, DeclarationError, ImplementationFault, ProtocolError
 from sbtck.fixtures.topology import parse
 from sbtck.fixtures.yamlfile import load as checked_yaml
@@ -83,7 +83,11 @@ class _Script:
 
 GOOD_HELLO = (
     json.dumps(
-        {"id": 1, "ok": True, "result": {"name": "x", "protocol": c.PROTOCOL_VERSION, "capabilities": ["routing"]}}
+        {
+            "id": 1,
+            "ok": True,
+            "result": {"name": "x", "protocol": contract.PROTOCOL_VERSION, "capabilities": ["routing"]},
+        }
     )
     + "\n"
 ).encode()
@@ -98,8 +102,8 @@ def test_any_hello_answer_is_a_handshake_or_a_fault(line: bytes) -> None:
     except ImplementationFault as fault:
         assert str(fault)
     else:
-        assert isinstance(handshake, c.Handshake) and handshake.name
-        assert set(handshake.capabilities) <= set(c.CAPABILITIES)
+        assert isinstance(handshake, contract.Handshake) and handshake.name
+        assert set(handshake.capabilities) <= set(contract.CAPABILITIES)
 
 
 @FUZZ
@@ -107,11 +111,11 @@ def test_any_hello_answer_is_a_handshake_or_a_fault(line: bytes) -> None:
 def test_any_execute_answer_is_a_response_or_a_fault(line: bytes) -> None:
     remote = RemoteImplementation(lambda: cast(Channel, _Script([GOOD_HELLO, line])), timeout_s=0.1)
     try:
-        response = remote.execute(c.Start(0, {"instances": []}))
+        response = remote.execute(contract.Start(0, {"instances": []}))
     except ImplementationFault as fault:
         assert str(fault)
     else:
-        assert isinstance(response, c.Response)
+        assert isinstance(response, contract.Response)
         assert all(isinstance(e.at_ms, int) and isinstance(e.kind, str) for e in response.events)
 
 
@@ -169,7 +173,7 @@ profiles = st.fixed_dictionaries(
         | json_values,
         "params": st.dictionaries(st.sampled_from(["delayed_retry_s", "forward_hop_limit", "x"]), json_values)
         | json_values,
-        "capabilities": st.lists(st.sampled_from([*c.CAPABILITIES, "x"])) | json_values,
+        "capabilities": st.lists(st.sampled_from([*contract.CAPABILITIES, "x"])) | json_values,
         "expected_failures": st.lists(st.text(max_size=10)) | json_values,
     },
 )
@@ -209,8 +213,8 @@ def test_deep_yaml_nesting_is_refused_in_one_line(depth: int) -> None:
 @st.composite
 def _commands(draw: st.DrawFn) -> dict[str, Any]:
     """A command of a known kind whose every field holds any JSON value: the closest to right are the likeliest."""
-    kind = draw(st.sampled_from(sorted(c.COMMANDS)))
-    fields = sorted(c.SHAPES[kind].names - {"kind"})
+    kind = draw(st.sampled_from(sorted(contract.COMMANDS)))
+    fields = sorted(contract.SHAPES[kind].names - {"kind"})
     return {"kind": kind, **draw(st.fixed_dictionaries({}, optional={f: json_values for f in fields}))}
 
 
@@ -219,7 +223,7 @@ def _commands(draw: st.DrawFn) -> dict[str, Any]:
 def test_a_clients_command_is_typed_or_refused_by_name(command: dict[str, Any]) -> None:
     """What sbtck serve takes from a client: a command of declared types, or a ContractError, never a TypeError."""
     try:
-        built = c.typed_command(command)
+        built = contract.typed_command(command)
     except ContractError as refused:
         assert str(refused).startswith(f"command {command['kind']!r}")
     else:

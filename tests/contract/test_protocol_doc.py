@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from sbtck import contract as c
+from sbtck import contract
 from sbtck.iut.protocol_doc import EXAMPLES, render
 from tests.helpers import ROOT
 
@@ -12,20 +12,22 @@ DOC = ROOT / "docs" / "protocol.md"
 
 
 def test_the_document_lists_every_command_as_generated_from_the_contract() -> None:
-    assert {type(e) for e in EXAMPLES} == set(c.COMMANDS.values())
+    assert {type(e) for e in EXAMPLES} == set(contract.COMMANDS.values())
     assert DOC.read_text().endswith(render()), "regenerate: python -m sbtck.iut.protocol_doc"
 
 
 def test_every_example_in_the_document_is_a_valid_command() -> None:
     for example in EXAMPLES:
-        assert c.command_from_json(json.loads(json.dumps(example.to_json()))) == example
+        assert contract.command_from_json(json.loads(json.dumps(example.to_json()))) == example
 
 
 def test_the_implementers_guide_names_every_capability_parameter_and_view() -> None:
     from sbtck import catalogue
 
     guide = (ROOT / "docs" / "implementing.md").read_text()
-    missing = [name for name in (*c.CAPABILITIES, *catalogue.load().params, *c.VIEWS) if f"`{name}`" not in guide]
+    missing = [
+        name for name in (*contract.CAPABILITIES, *catalogue.load().params, *contract.VIEWS) if f"`{name}`" not in guide
+    ]
     assert missing == []
     for link in ("protocol.md", "steps.md", "protocol.md#events"):
         assert f"]({link})" in guide and (ROOT / "docs" / link.split("#")[0]).exists()

@@ -8,7 +8,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from sbtck import contract as c
+from sbtck import contract
 from sbtck.iut import schema
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.workloads.generate import generate
@@ -34,10 +34,10 @@ def test_the_file_is_the_schema_the_contract_gives_today() -> None:
 
 def test_every_command_event_kind_and_view_is_declared() -> None:
     defined = SCHEMA["$defs"]
-    assert {k.removeprefix("command_") for k in defined if k.startswith("command_")} == set(c.COMMANDS)
-    assert {k.removeprefix("result_") for k in defined if k.startswith("result_")} == set(c.COMMANDS)
+    assert {k.removeprefix("command_") for k in defined if k.startswith("command_")} == set(contract.COMMANDS)
+    assert {k.removeprefix("result_") for k in defined if k.startswith("result_")} == set(contract.COMMANDS)
     assert not _valid("result_query_view", {}) and not _valid("result_query_view", {"rows": 3})
-    assert all(f"row_{view}" in defined for view in c.VIEWS)
+    assert all(f"row_{view}" in defined for view in contract.VIEWS)
 
 
 @pytest.mark.parametrize("capabilities", [None, ["routing"], ["activation"], ["periodic_tasks"]])

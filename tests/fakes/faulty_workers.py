@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from sbtck import contract as c
+from sbtck import contract
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.workloads.generate import generate
 
@@ -25,8 +25,8 @@ class _Dying(ReferenceImplementation):
         super().__init__(name="dies")
         self.always = always
 
-    def execute(self, command: c.Command) -> c.Response:
-        if isinstance(command, c.Start):
+    def execute(self, command: contract.Command) -> contract.Response:
+        if isinstance(command, contract.Start):
             if self.always:
                 os._exit(17)
             try:
@@ -51,8 +51,8 @@ class _Crashing(ReferenceImplementation):
         super().__init__(name="crashes on one world")
         self.fatal = generate(CRASH_SEED).topology
 
-    def execute(self, command: c.Command) -> c.Response:
-        if isinstance(command, c.Start) and command.topology == self.fatal:
+    def execute(self, command: contract.Command) -> contract.Response:
+        if isinstance(command, contract.Start) and command.topology == self.fatal:
             os._exit(3)
         return super().execute(command)
 

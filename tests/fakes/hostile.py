@@ -8,7 +8,7 @@ first attempt and passes on its rerun (pytest-rerunfailures).
 
 from __future__ import annotations
 
-from sbtck import contract as c
+from sbtck import contract
 from sbtck.iut.reference import ReferenceImplementation
 
 
@@ -19,11 +19,11 @@ def not_an_implementation() -> object:
 class _FailsOnce(ReferenceImplementation):
     starts = 0
 
-    def execute(self, command: c.Command) -> c.Response:
-        if isinstance(command, c.Start):
+    def execute(self, command: contract.Command) -> contract.Response:
+        if isinstance(command, contract.Start):
             self.starts += 1
             if self.starts % 2:
-                return c.Response(error="refused on the first attempt")
+                return contract.Response(error="refused on the first attempt")
         return super().execute(command)
 
 
@@ -34,9 +34,9 @@ def fails_once() -> ReferenceImplementation:
 class _Escapes(ReferenceImplementation):
     """Refuses SEND with words that would clear the screen and set the terminal's title."""
 
-    def execute(self, command: c.Command) -> c.Response:
-        if isinstance(command, c.Send):
-            return c.Response(error="\x1b[2J\x1b]0;pwned\x07 no sends today \u202e \ud800")
+    def execute(self, command: contract.Command) -> contract.Response:
+        if isinstance(command, contract.Send):
+            return contract.Response(error="\x1b[2J\x1b]0;pwned\x07 no sends today \u202e \ud800")
         return super().execute(command)
 
 

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from sbtck import contract as c
+from sbtck import contract
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import Kind
 
@@ -21,7 +21,7 @@ class _Answering(ReferenceImplementation):
         super().__init__(name=name)
         self.view, self.change = view, change
 
-    def execute(self, command: c.Command) -> c.Response:
+    def execute(self, command: contract.Command) -> contract.Response:
         response = super().execute(command)
         if self.view is None:
             events = [
@@ -31,7 +31,7 @@ class _Answering(ReferenceImplementation):
                 for e in response.events
             ]
             return dataclasses.replace(response, events=events)
-        if isinstance(command, c.QueryView) and command.view == self.view:
+        if isinstance(command, contract.QueryView) and command.view == self.view:
             return dataclasses.replace(
                 response, result={**response.result, "rows": self.change(response.result["rows"])}
             )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbtck import contract as c
+from sbtck import contract
 from sbtck.engine import Broker
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import DECISION_FIELDS, TRACE, reported_by
@@ -39,17 +39,17 @@ class Partial(ReferenceImplementation):
         self.capabilities = capabilities
         self.declared = declared or {}  # parameters its broker runs with, beside the reference's (resend_after_s)
 
-    def handshake(self) -> c.Handshake:
+    def handshake(self) -> contract.Handshake:
         full = super().handshake()
         params = {**full.params, **self.declared}
-        return c.Handshake(full.name, full.version, capabilities=self.capabilities, params=params)
+        return contract.Handshake(full.name, full.version, capabilities=self.capabilities, params=params)
 
-    def execute(self, command: c.Command) -> c.Response:
+    def execute(self, command: contract.Command) -> contract.Response:
         response = super().execute(command)
         shown = frozenset(self.capabilities)
         traced = TRACE in shown
         response.events = [
-            c.Event(e.at_ms, e.kind, {k: v for k, v in e.fields.items() if traced or k not in DECISION_FIELDS})
+            contract.Event(e.at_ms, e.kind, {k: v for k, v in e.fields.items() if traced or k not in DECISION_FIELDS})
             for e in response.events
             if reported_by(e.kind, shown)
         ]
@@ -68,7 +68,7 @@ def periodic_only() -> Partial:
     return Partial(PERIODIC, "periodic tasks only")
 
 
-BLACK_BOX = tuple(capability for capability in c.CAPABILITIES if capability != TRACE)
+BLACK_BOX = tuple(capability for capability in contract.CAPABILITIES if capability != TRACE)
 
 
 def black_box(

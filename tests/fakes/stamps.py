@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from sbtck import contract as c
+from sbtck import contract
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import Kind
 
@@ -15,9 +15,9 @@ class _Stamping(ReferenceImplementation):
         super().__init__(name="stamps events outside their answer's time")
         self.shift_ms = shift_ms
 
-    def execute(self, command: c.Command) -> c.Response:
+    def execute(self, command: contract.Command) -> contract.Response:
         response = super().execute(command)
-        if not isinstance(command, c.Send):
+        if not isinstance(command, contract.Send):
             return response
         arrival = next((e for e in response.events if e.kind == Kind.MESSAGE_ARRIVED), None)
         if arrival is None:

@@ -13,7 +13,7 @@ import dataclasses
 import os
 from typing import Any
 
-from sbtck import contract as c
+from sbtck import contract
 from sbtck.engine import Broker, EngineParams
 from sbtck.iut.reference import ReferenceImplementation
 from tests.variants.allowed import connects_on_the_next_notification
@@ -25,7 +25,7 @@ class Tuned(ReferenceImplementation):
         super().__init__(params=params, broker_class=broker_class, name="reference, tuned")
         self.values = values
 
-    def handshake(self) -> c.Handshake:
+    def handshake(self) -> contract.Handshake:
         base = super().handshake()
         return dataclasses.replace(base, params={**base.params, **self.values})
 

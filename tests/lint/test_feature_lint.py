@@ -15,7 +15,7 @@ from sbtck.catalogue import RULE_ID
 from sbtck.iut.profile import CAPABILITIES
 from sbtck.observations import ECHOES, FIELDS, REASONS, RULE_FIELDS, VALUES, Kind
 from sbtck.reports.results import INFORMATIVE
-from sbtck.steps import phrases as p
+from sbtck.steps import phrases
 from sbtck.views import VIEW_COLUMNS
 
 FEATURES = Path(__file__).resolve().parents[2] / "features"
@@ -87,8 +87,8 @@ def _echo(kind: Kind) -> str:
 def observation_problems(step: dict[str, Any]) -> list[str]:
     """A log table or count names declared event kinds and fields only (sbtck/observations.py)."""
     text = step["text"]
-    if p.LOG_COUNTS.template.match(text):
-        values = p.LOG_COUNTS.template.match(text) or {}
+    if phrases.LOG_COUNTS.template.match(text):
+        values = phrases.LOG_COUNTS.template.match(text) or {}
         kind = _kind(str(values["event"]))
         if kind is None:
             return [f"no event kind {values['event']!r} is declared"]
@@ -102,12 +102,12 @@ def observation_problems(step: dict[str, Any]) -> list[str]:
         return []
     table = [[c["value"] for c in row["cells"]] for row in step.get("dataTable", {}).get("rows", [])]
     for phrase, view, columns in (
-        (p.MONITOR_ROW, "sys.dm_broker_queue_monitors", [row[0] for row in table]),
-        (p.TASK_ROWS, "sys.dm_broker_activated_tasks", table[0] if table else []),
+        (phrases.MONITOR_ROW, "sys.dm_broker_queue_monitors", [row[0] for row in table]),
+        (phrases.TASK_ROWS, "sys.dm_broker_activated_tasks", table[0] if table else []),
     ):
         if phrase.template.match(text):
             return [f"{view} has no column {col!r}" for col in columns if col not in VIEW_COLUMNS[view]]
-    if not p.LOG_SHOWS.template.match(text) or "dataTable" not in step:
+    if not phrases.LOG_SHOWS.template.match(text) or "dataTable" not in step:
         return []
     header, *rows = [[c["value"] for c in row["cells"]] for row in step["dataTable"]["rows"]]
     if "event" not in header:
@@ -155,7 +155,7 @@ def test_there_are_features() -> None:
     assert len(FILES) >= 6
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(FEATURES)))
+@pytest.mark.parametrize("path", FILES, ids=lambda path: str(path.relative_to(FEATURES)))
 def test_feature_follows_house_style(path: Path) -> None:
     assert lint(path, path.read_text()) == []
 
@@ -179,7 +179,7 @@ Feature: bad
 
 
 def test_lint_catches_every_kind_of_problem() -> None:
-    found = [p.what for p in lint(Path("features/x/bad.feature"), BAD)]
+    found = [problem.what for problem in lint(Path("features/x/bad.feature"), BAD)]
     assert any("pytest-bdd would merge" in w for w in found)
     assert any("@NOPE-1 names no rule" in w for w in found)
     assert any("one When per scenario" in w for w in found)
@@ -233,6 +233,6 @@ def test_a_log_table_cell_must_be_one_of_its_fields_values() -> None:
 
 def test_untagged_scenario_is_refused() -> None:
     text = 'Feature: f\n  Scenario: [1] nothing\n    Given the topology "activation"\n'
-    assert [p.what for p in lint(Path("features/a/01_f.feature"), text)] == [
+    assert [problem.what for problem in lint(Path("features/a/01_f.feature"), text)] == [
         "a scenario names the rules it checks (@ACT-06) or is @informative"
     ]

@@ -70,7 +70,7 @@ def test_the_engine_reports_only_declared_fields_and_values_and_every_field_says
 
 
 def test_every_view_answers_the_declared_columns_of_their_types_and_every_column_says_what_it_is() -> None:
-    from sbtck import contract as c
+    from sbtck import contract
     from sbtck.iut.answers import RECEIVED_ROW, check_result
     from sbtck.iut.reference import reference
     from sbtck.observations import FIELD_MEANINGS
@@ -86,9 +86,9 @@ def test_every_view_answers_the_declared_columns_of_their_types_and_every_column
             execute(op, implementation)
             if index % 4 or index == 0:
                 continue
-            for view in c.VIEWS:  # in the middle of the world, where messages wait on their way
+            for view in contract.VIEWS:  # in the middle of the world, where messages wait on their way
                 instance = "sql1" if view in ("sys.routes", "sys.transmission_queue") else None
-                command = c.QueryView(op["at_ms"], view, instance, None)
+                command = contract.QueryView(op["at_ms"], view, instance, None)
                 answer = implementation.execute(command)
                 check_result(command, answer)  # every column of its declared type
                 for row in answer.result.get("rows", []):

@@ -30,7 +30,7 @@ from sbtck.contract import PROTOCOL_VERSION
 from sbtck.engine.params import PROFILE_PATH
 from sbtck.errors import DeclarationError, OutputError
 from sbtck.iut.profile import load_expectations, load_file
-from sbtck.reports import results as r
+from sbtck.reports import results
 from tests.helpers import ROOT, kit, processes_with, sbtck
 
 FAKE = ROOT / "tests" / "fakes" / "misbehaving.py"
@@ -53,7 +53,7 @@ def test_a_grandchild_holding_stdout_does_not_hold_the_run(tmp_path: Path, monke
     began = time.monotonic()
     run = sbtck("--iut", _fake("grandchild"), "--tags", SENDING, out=tmp_path, timeout=120)
     took = time.monotonic() - began
-    errors = [s for s in run.results()["scenarios"] if s["status"] == r.ERROR]
+    errors = [s for s in run.results()["scenarios"] if s["status"] == results.ERROR]
     assert errors and run.code == 1
     # the implementation's exit is noticed at once, not after the request's time-out, and its status said
     assert all("exited with status 0 while answering send" in s["failure"]["message"] for s in errors)
@@ -80,9 +80,9 @@ def test_a_daemonised_grandchild_cannot_hang_the_run(tmp_path: Path, monkeypatch
 def test_an_endless_line_is_an_error_naming_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SBTCK_MAX_LINE_BYTES", "1000000")
     run = sbtck("--iut", _fake("endless"), "--tags", "ACT-02 or ACT-09", out=tmp_path, timeout=120)
-    errors = [s for s in run.results()["scenarios"] if s["status"] == r.ERROR]
+    errors = [s for s in run.results()["scenarios"] if s["status"] == results.ERROR]
     assert errors and all("longer than 1000000 bytes" in s["failure"]["message"] for s in errors)
-    assert any(s["status"] == r.PASSED for s in run.results()["scenarios"])
+    assert any(s["status"] == results.PASSED for s in run.results()["scenarios"])
 
 
 def _peak_kib(run_args: list[str], **env: str) -> int:
@@ -161,7 +161,7 @@ def test_a_flood_on_stderr_is_kept_to_its_tail(tmp_path: Path) -> None:
     peak_kib = _peak_kib(["--iut", _fake("stderr_flood"), "--tags", "ACT-02", "--out", str(tmp_path / "o")])
     assert peak_kib < 300 * 1024, f"the kit (or its implementation) reached {peak_kib} KiB"
     scenarios = json.loads((tmp_path / "o" / "results.json").read_text())["scenarios"]
-    errors = [s["failure"]["message"] for s in scenarios if s["status"] == r.ERROR]
+    errors = [s["failure"]["message"] for s in scenarios if s["status"] == results.ERROR]
     assert errors and all(m.endswith("the last words of the flood") and "exited with status 4" in m for m in errors)
     assert all(len(m) < 16 * 1024 for m in errors)  # fifteen lines, each cut to a thousand characters
 
@@ -174,13 +174,13 @@ def test_an_event_flood_is_bounded_per_answer_per_scenario_and_in_the_report(tmp
         SBTCK_MAX_EVENTS_PER_SCENARIO="150000",
     )
     assert peak_kib < 600 * 1024, f"the kit reached {peak_kib} KiB"
-    results = tmp_path / "o" / "results.json"
-    scenarios = json.loads(results.read_text())["scenarios"]
-    errors = [s["failure"]["message"] for s in scenarios if s["status"] == r.ERROR]
+    written = tmp_path / "o" / "results.json"
+    scenarios = json.loads(written.read_text())["scenarios"]
+    errors = [s["failure"]["message"] for s in scenarios if s["status"] == results.ERROR]
     assert errors and all("more than 150000 (SBTCK_MAX_EVENTS_PER_SCENARIO)" in m for m in errors)
     assert all(len(s["events"]) <= 2000 for s in scenarios)
     assert any(s["events_not_kept"] > 0 for s in scenarios)
-    assert results.stat().st_size < 10 * 2**20
+    assert written.stat().st_size < 10 * 2**20
     assert "not kept (SBTCK_REPORT_EVENTS)" in (tmp_path / "o" / "index.html").read_text()
 
 
@@ -202,7 +202,7 @@ def test_an_implementation_that_stops_reading_its_input_is_an_error_not_a_hang(t
     _one_line(proc.stdout + proc.stderr)
     assert proc.returncode == 1 and time.monotonic() - started < 200
     scenarios = json.loads((tmp_path / "o" / "results.json").read_text())["scenarios"]
-    stopped = [s["failure"]["message"] for s in scenarios if s["status"] == r.ERROR]
+    stopped = [s["failure"]["message"] for s in scenarios if s["status"] == results.ERROR]
     stopped = [m for m in stopped if "stopped reading its input" in m]
     assert stopped and all(re.search(r"\(\d+ bytes\) could not be written within 2 seconds", m) for m in stopped)
     time.sleep(1.5)
@@ -241,7 +241,7 @@ def test_a_wrong_handshake_is_every_scenarios_error_naming_the_field(mode: str, 
     _one_line(run.output)
     assert run.code == 1
     scenarios = run.results()["scenarios"]
-    assert scenarios and all(s["status"] == r.ERROR and field in s["failure"]["message"] for s in scenarios)
+    assert scenarios and all(s["status"] == results.ERROR and field in s["failure"]["message"] for s in scenarios)
 
 
 def test_a_factory_that_returns_no_implementation(tmp_path: Path) -> None:
@@ -521,7 +521,7 @@ def test_a_scenario_that_jumps_years_ahead_is_an_error_at_once(tmp_path: Path) -
     run = sbtck("--features", str(tmp_path / "far.feature"), out=tmp_path / "o", timeout=60)
     assert time.monotonic() - started < 30
     [scenario] = run.results()["scenarios"]
-    assert scenario["status"] == r.ERROR
+    assert scenario["status"] == results.ERROR
     assert (
         "the reference moves its clock at most 86400 s at once (SBTCK_MAX_ADVANCE_S)" in scenario["failure"]["message"]
     )
@@ -625,7 +625,7 @@ def test_an_interrupted_runs_report_is_not_written_through_a_planted_link(tmp_pa
     before = _decoys(user)
     (tmp_path / "report.interrupted").symlink_to(user)
     said: list[str] = []
-    record = results_module.ScenarioRecord("f::s", "f.feature", "F", "s", 1, [], status=r.PASSED)
+    record = results_module.ScenarioRecord("f::s", "f.feature", "F", "s", 1, [], status=results.PASSED)
     where = publish.publish(tmp_path / "report", {"interrupted": True}, [record], None, said.append)
     assert where is None and "is a symbolic link" in said[-1]
     assert _decoys(user) == before
@@ -666,7 +666,7 @@ def test_the_page_shows_hidden_characters_and_shortens_huge_values(tmp_path: Pat
     from sbtck.reports import html
 
     huge = "y" * 10_000_000
-    record = r.ScenarioRecord(
+    record = results.ScenarioRecord(
         "f.feature::[1] a\u202egnp.exe",
         "features/activation/01_f.feature",
         "F",
@@ -674,10 +674,10 @@ def test_the_page_shows_hidden_characters_and_shortens_huge_values(tmp_path: Pat
         1,
         [],
         [],
-        r.FAILED,
-        failure={"step": "", "line": 1, "kind": r.FAILED, "message": huge},
+        results.FAILED,
+        failure={"step": "", "line": 1, "kind": results.FAILED, "message": huge},
     )
-    r.write(tmp_path / "results.json", {"implementation": {"name": "x"}}, [record])
+    results.write(tmp_path / "results.json", {"implementation": {"name": "x"}}, [record])
     page = html.build([tmp_path / "results.json"], tmp_path / "index.html").read_text()
     assert "\u202e" not in page and "\x07" not in page
     assert "[U+202E]" in page and "[U+0007]" in page
@@ -685,7 +685,7 @@ def test_the_page_shows_hidden_characters_and_shortens_huge_values(tmp_path: Pat
     assert len(json.loads((tmp_path / "results.json").read_text())["scenarios"][0]["failure"]["message"]) == len(huge)
     from sbtck.reports import junit
 
-    junit.write(*r.read(tmp_path / "results.json"), tmp_path / "junit.xml")
+    junit.write(*results.read(tmp_path / "results.json"), tmp_path / "junit.xml")
     xml = (tmp_path / "junit.xml").read_text()
     assert "\u202e" not in xml and "[U+202E]" in xml and "[U+0007]" in xml  # as the page shows them
 
@@ -734,14 +734,14 @@ def test_reruns_give_one_row_per_scenario_marked_flaky(tmp_path: Path) -> None:
     ids = [s["id"] for s in scenarios]
     assert len(ids) == len(set(ids))
     flaky = [s for s in scenarios if s["flaky"]]
-    assert flaky and all(s["status"] == r.PASSED for s in scenarios)
+    assert flaky and all(s["status"] == results.PASSED for s in scenarios)
     assert proc.returncode == 0, proc.stdout[-2000:]
     # JUnit as Maven Surefire writes a rerun that passed; Cucumber by a tag and the earlier attempt in words
     cases = ET.parse(tmp_path / "o" / "junit.xml").getroot().iter("testcase")
     marked = {c.get("name"): c.find("flakyFailure") for c in cases}
     assert {n for n, f in marked.items() if f is not None} == {s["name"] for s in flaky}
     earlier = flaky[0]["earlier_failures"]
-    assert len(earlier) == 1 and earlier[0]["status"] in r.AGAINST
+    assert len(earlier) == 1 and earlier[0]["status"] in results.AGAINST
     first = marked[flaky[0]["name"]]
     assert first is not None and first.get("type") == earlier[0]["status"]
     assert "refused on the first attempt" in (first.findtext("stackTrace") or "")
@@ -798,11 +798,11 @@ def test_allure_records_every_scenario_the_not_applicable_ones_too(tmp_path: Pat
     )
     assert proc.returncode == 0, proc.stdout[-2000:]
     kits = {s["name"]: s["status"] for s in json.loads((tmp_path / "o" / "results.json").read_text())["scenarios"]}
-    results = [json.loads(f.read_text()) for f in allure.glob("*-result.json")]
-    assert len(results) == len(kits) and r.NOT_APPLICABLE in kits.values()
-    allures = {result["name"]: result["status"] for result in results}
+    recorded = [json.loads(f.read_text()) for f in allure.glob("*-result.json")]
+    assert len(recorded) == len(kits) and results.NOT_APPLICABLE in kits.values()
+    allures = {result["name"]: result["status"] for result in recorded}
     assert {n for n, status in allures.items() if status == "skipped"} == {
-        n for n, status in kits.items() if status == r.NOT_APPLICABLE
+        n for n, status in kits.items() if status == results.NOT_APPLICABLE
     }
 
 

@@ -114,7 +114,7 @@ def test_settings_are_found_walking_up_and_the_report_goes_beside_them(tmp_path:
 def test_last_failed_and_failed_first_work_under_sbtck_run(tmp_path: Path) -> None:
     project = _project(tmp_path)
     (project / "half.py").write_text(
-        "from sbtck import contract as c\nfrom sbtck.iut.reference import ReferenceImplementation\n\n\n"
+        "from sbtck import contract\nfrom sbtck.iut.reference import ReferenceImplementation\n\n\n"
         "class Half(ReferenceImplementation):\n"
         "    def execute(self, command):\n"
         "        if isinstance(command, c.Send) and command.dialog == 'D2':\n"

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from sbtck.reports import html
-from sbtck.reports import results as r
+from sbtck.reports import html, results
 from tests.helpers import sbtck, scenarios_tagged
 
 CHROMIUM = shutil.which("chromium")
@@ -136,7 +135,7 @@ def test_a_link_to_the_failing_scenario_scrolls_to_it(browser: Any, failing_repo
 
 def test_markup_from_an_implementation_does_not_run(browser: Any, tmp_path: Path) -> None:
     evil = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">'
-    record = r.ScenarioRecord(
+    record = results.ScenarioRecord(
         id="features/activation/01_x.feature::[1] a",
         feature_path="features/activation/01_x.feature",
         feature_name=evil,
@@ -144,12 +143,12 @@ def test_markup_from_an_implementation_does_not_run(browser: Any, tmp_path: Path
         line=3,
         tags=["ACT-02"],
         status="error",
-        steps=[r.StepRecord("Given", evil, 4, "failed")],
+        steps=[results.StepRecord("Given", evil, 4, "failed")],
         failure={"step": evil, "line": 4, "kind": "error", "message": "stderr:\n" + evil},
         events=[{"at_ms": 0, "second": 0, "kind": evil, "queue": evil}],
     )
     path = tmp_path / "results.json"
-    r.write(path, {"implementation": {"name": evil, "version": evil, "spec": evil}}, [record])
+    results.write(path, {"implementation": {"name": evil, "version": evil, "spec": evil}}, [record])
     page_file = html.build([path], tmp_path / "index.html")
     page, problems, requests = _open(browser, page_file, DESKTOP)
     assert page.evaluate("window.pwned") is None
@@ -197,8 +196,8 @@ def test_axe_core_finds_no_violation(browser: Any, which: str, request: pytest.F
     page, problems, _ = _open(browser, page_file, DESKTOP)
     # the details a reader opens are checked too
     page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
-    results = Axe().run(page)
-    assert results.violations_count == 0, results.generate_report()
+    checked = Axe().run(page)
+    assert checked.violations_count == 0, checked.generate_report()
     assert problems == []
     page.close()
 
@@ -240,9 +239,9 @@ def test_failed_and_error_look_different_and_each_status_has_an_icon(browser: An
         )
 
     assert background("failed") != background("error")
-    for status in r.STATUSES:
+    for status in results.STATUSES:
         badge = page.locator(f".count[data-status='{status}'] .s").first
-        assert badge.locator("span[aria-hidden=true]").inner_text().strip() == r.ICONS[status]
+        assert badge.locator("span[aria-hidden=true]").inner_text().strip() == results.ICONS[status]
         assert status in badge.inner_text()
     # every table has header cells with a scope; every scrolling block takes the keyboard
     assert page.evaluate("[...document.querySelectorAll('table')].every(t => t.querySelector('th[scope]'))")
@@ -279,7 +278,7 @@ def test_the_failures_are_listed_on_the_first_screen_and_nothing_overflows(
     page, problems, _ = _open(browser, mixed_report, viewport)
     listed = page.locator("ol.failures > li")
     statuses = json.loads((mixed_report.parent / "results.json").read_text())["scenarios"]
-    assert listed.count() == sum(s["status"] in r.AGAINST for s in statuses)
+    assert listed.count() == sum(s["status"] in results.AGAINST for s in statuses)
     box = listed.first.bounding_box()
     assert box is not None and box["y"] + box["height"] <= viewport["height"], box
     # each with its rule, one line of cause and a link to the scenario, which the link scrolls to
@@ -321,7 +320,7 @@ def test_axe_core_finds_no_violation_in_a_mixed_run(browser: Any, mixed_report: 
     for viewport in (DESKTOP, PHONE):
         page, problems, _ = _open(browser, mixed_report, viewport)
         page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
-        results = Axe().run(page)
-        assert results.violations_count == 0, results.generate_report()
+        checked = Axe().run(page)
+        assert checked.violations_count == 0, checked.generate_report()
         assert problems == []
         page.close()

@@ -22,8 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sbtck.reports import baseline
-from sbtck.reports import results as r
+from sbtck.reports import baseline, results
 from tests.helpers import ROOT, Run, kit, sbtck
 
 MIXED = "python:tests.fakes.mixed:mixed"
@@ -45,7 +44,10 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Run:
     profile = _profile(folder)
     first = sbtck("--iut", MIXED, "--profile", str(profile), out=folder / "first").statuses()
     # one error listed as expected (an expected failure), one pass listed as expected (an unexpected pass)
-    listed = [next(i for i, s in first.items() if s == r.ERROR), next(i for i, s in first.items() if s == r.PASSED)]
+    listed = [
+        next(i for i, s in first.items() if s == results.ERROR),
+        next(i for i, s in first.items() if s == results.PASSED),
+    ]
     (folder / "expected.yaml").write_text(yaml.safe_dump({"expected_failures": listed}))
     return sbtck(
         "--iut", MIXED, "--profile", str(profile), "--expectations", str(folder / "expected.yaml"), out=folder / "run"
@@ -58,20 +60,20 @@ def _statuses(run: Run) -> Counter[str]:
 
 def test_the_mixed_run_has_every_status(mixed: Run) -> None:
     counts = _statuses(mixed)
-    assert set(counts) == set(r.STATUSES), counts
+    assert set(counts) == set(results.STATUSES), counts
 
 
 def test_the_exit_status_agrees_with_the_verdict(mixed: Run) -> None:
     statuses = list(mixed.statuses().values())
-    verdict = r.verdict(mixed.results(), statuses)
-    assert verdict == r.DOES_NOT_CONFORM
-    assert mixed.code == r.VERDICT_EXIT[verdict] == 1
+    verdict = results.verdict(mixed.results(), statuses)
+    assert verdict == results.DOES_NOT_CONFORM
+    assert mixed.code == results.VERDICT_EXIT[verdict] == 1
 
 
 def test_the_page_counts_what_results_json_counts(mixed: Run) -> None:
     page = (mixed.out / "index.html").read_text()
     shown = {m[0]: int(m[1]) for m in re.findall(r'data-status="([a-z ]+)" data-count="(\d+)"', page)}
-    assert shown == {s: _statuses(mixed).get(s, 0) for s in r.STATUSES}
+    assert shown == {s: _statuses(mixed).get(s, 0) for s in results.STATUSES}
     assert 'data-verdict="does not conform"' in page
 
 
@@ -82,9 +84,12 @@ def test_junit_counts_under_the_documented_mapping(mixed: Run) -> None:
     xml = JUnitXml.fromfile(str(mixed.out / "junit.xml"))
     suites = list(xml)
     assert sum(s.tests for s in suites) == sum(counts.values())
-    assert sum(s.failures for s in suites) == counts[r.FAILED] + counts[r.UNEXPECTED_PASS]
-    assert sum(s.errors for s in suites) == counts[r.ERROR]
-    assert sum(s.skipped for s in suites) == counts[r.NOT_APPLICABLE] + counts[r.EXPECTED_FAILURE] + counts[r.DIFFERS]
+    assert sum(s.failures for s in suites) == counts[results.FAILED] + counts[results.UNEXPECTED_PASS]
+    assert sum(s.errors for s in suites) == counts[results.ERROR]
+    assert (
+        sum(s.skipped for s in suites)
+        == counts[results.NOT_APPLICABLE] + counts[results.EXPECTED_FAILURE] + counts[results.DIFFERS]
+    )
     kinds: Counter[str] = Counter()
     for suite in suites:
         assert suite.name and not suite.name.startswith("pytest")
@@ -96,12 +101,12 @@ def test_junit_counts_under_the_documented_mapping(mixed: Run) -> None:
                 assert "_pytest" not in (result.text or "") and "FixtureRequest" not in (result.text or "")
     assert kinds == Counter(
         {
-            f"Failure:{r.FAILED}": counts[r.FAILED],
-            f"Failure:{r.UNEXPECTED_PASS}": counts[r.UNEXPECTED_PASS],
-            f"Error:{r.ERROR}": counts[r.ERROR],
-            f"Skipped:{r.NOT_APPLICABLE}": counts[r.NOT_APPLICABLE],
-            f"Skipped:{r.EXPECTED_FAILURE}": counts[r.EXPECTED_FAILURE],
-            f"Skipped:{r.DIFFERS}": counts[r.DIFFERS],
+            f"Failure:{results.FAILED}": counts[results.FAILED],
+            f"Failure:{results.UNEXPECTED_PASS}": counts[results.UNEXPECTED_PASS],
+            f"Error:{results.ERROR}": counts[results.ERROR],
+            f"Skipped:{results.NOT_APPLICABLE}": counts[results.NOT_APPLICABLE],
+            f"Skipped:{results.EXPECTED_FAILURE}": counts[results.EXPECTED_FAILURE],
+            f"Skipped:{results.DIFFERS}": counts[results.DIFFERS],
         }
     )
 
@@ -122,10 +127,10 @@ def test_junit_readers_give_the_totals_of_results_json(mixed: Run) -> None:
         pytest.skip(message)
     counts = _statuses(mixed)
     want = {
-        "passed": counts[r.PASSED],
-        "failed": counts[r.FAILED] + counts[r.UNEXPECTED_PASS],
-        "errors": counts[r.ERROR],
-        "skipped": counts[r.NOT_APPLICABLE] + counts[r.EXPECTED_FAILURE] + counts[r.DIFFERS],
+        "passed": counts[results.PASSED],
+        "failed": counts[results.FAILED] + counts[results.UNEXPECTED_PASS],
+        "errors": counts[results.ERROR],
+        "skipped": counts[results.NOT_APPLICABLE] + counts[results.EXPECTED_FAILURE] + counts[results.DIFFERS],
     }
     assert all(want.values())
     junit = mixed.out / "junit.xml"
@@ -153,11 +158,11 @@ def test_junit_readers_give_the_totals_of_results_json(mixed: Run) -> None:
 
 def _worst(element: dict[str, Any]) -> str:
     """How Cucumber readers sum a scenario up: failed over pending over skipped over passed."""
-    results = [s["result"]["status"] for s in element["steps"]] + [
+    statuses = [s["result"]["status"] for s in element["steps"]] + [
         h["result"]["status"] for h in element.get("after", [])
     ]
     for status in ("failed", "pending", "skipped"):
-        if status in results:
+        if status in statuses:
             return status
     return "passed"
 
@@ -168,10 +173,10 @@ def test_cucumber_counts_under_the_documented_mapping(mixed: Run) -> None:
     summed = Counter(_worst(e) for f in features for e in f["elements"])
     assert summed == Counter(
         {
-            "passed": counts[r.PASSED],
-            "failed": counts[r.FAILED] + counts[r.ERROR] + counts[r.UNEXPECTED_PASS],
-            "skipped": counts[r.NOT_APPLICABLE] + counts[r.DIFFERS],
-            "pending": counts[r.EXPECTED_FAILURE],
+            "passed": counts[results.PASSED],
+            "failed": counts[results.FAILED] + counts[results.ERROR] + counts[results.UNEXPECTED_PASS],
+            "skipped": counts[results.NOT_APPLICABLE] + counts[results.DIFFERS],
+            "pending": counts[results.EXPECTED_FAILURE],
         }
     )
 
@@ -193,8 +198,10 @@ def test_cucumber_keeps_durations_tables_docstrings_tags_and_ids(mixed: Run) -> 
 def test_cucumber_carries_a_docstring() -> None:
     from sbtck.reports import cucumber
 
-    step = r.StepRecord("Given", "the topology:", 7, "passed", docstring="instances:\n  sql1: {}", duration_s=0.25)
-    record = r.ScenarioRecord("f.feature::[1] x", "f.feature", "F", "[1] x", 6, ["a"], [step], r.PASSED)
+    step = results.StepRecord(
+        "Given", "the topology:", 7, "passed", docstring="instances:\n  sql1: {}", duration_s=0.25
+    )
+    record = results.ScenarioRecord("f.feature::[1] x", "f.feature", "F", "[1] x", 6, ["a"], [step], results.PASSED)
     (feature,) = cucumber.render([record])
     (out,) = feature["elements"][0]["steps"]
     assert out["doc_string"] == {"value": "instances:\n  sql1: {}", "content_type": "", "line": 8}
@@ -230,7 +237,7 @@ def test_junit_is_valid_against_pytests_schema(mixed: Run, pytest_junit_schema: 
 
 
 def test_the_rerun_command_keeps_the_runs_settings_and_reruns_with_the_same_status(mixed: Run, tmp_path: Path) -> None:
-    expected = next(s for s in mixed.results()["scenarios"] if s["status"] == r.EXPECTED_FAILURE)
+    expected = next(s for s in mixed.results()["scenarios"] if s["status"] == results.EXPECTED_FAILURE)
     command = expected["rerun"]
     for option in ("--iut", "--profile", "--expectations", "--out"):
         assert option in command
@@ -240,7 +247,7 @@ def test_the_rerun_command_keeps_the_runs_settings_and_reruns_with_the_same_stat
     proc = kit("run", *argv)
     out = Path(argv[argv.index("--out") + 1])
     rerun = json.loads((out / "results.json").read_text())["scenarios"]
-    assert [(s["id"], s["status"]) for s in rerun] == [(expected["id"], r.EXPECTED_FAILURE)], proc.stdout[-2000:]
+    assert [(s["id"], s["status"]) for s in rerun] == [(expected["id"], results.EXPECTED_FAILURE)], proc.stdout[-2000:]
     assert out != mixed.out and (mixed.out / "results.json").is_file()
 
 
@@ -249,7 +256,9 @@ def test_a_baseline_puts_regressions_first_and_fails_the_run(mixed: Run, tmp_pat
     assert reference.code == 0
     # the reference as the baseline: every scenario the mixed implementation breaks is a regression
     against = sbtck("--iut", MIXED, "--baseline", str(reference.out / "results.json"), out=tmp_path / "b")
-    changes = baseline.compare(r.read(reference.out / "results.json")[1], r.read(against.out / "results.json")[1])
+    changes = baseline.compare(
+        results.read(reference.out / "results.json")[1], results.read(against.out / "results.json")[1]
+    )
     assert changes.regressions and against.code == 1
     assert f"{len(changes.regressions)} regression" in against.output
     page = (against.out / "index.html").read_text()
@@ -270,11 +279,16 @@ def test_a_baseline_puts_regressions_first_and_fails_the_run(mixed: Run, tmp_pat
 def test_changes_are_listed_regressions_then_fixes_then_the_rest() -> None:
     from sbtck.reports import html
 
-    def record(n: int, status: str) -> r.ScenarioRecord:
-        return r.ScenarioRecord(f"f.feature::[{n}] s", "f.feature", "F", f"[{n}] s", n, [], [], status)
+    def record(n: int, status: str) -> results.ScenarioRecord:
+        return results.ScenarioRecord(f"f.feature::[{n}] s", "f.feature", "F", f"[{n}] s", n, [], [], status)
 
-    before = [record(1, r.PASSED), record(2, r.FAILED), record(3, r.PASSED), record(4, r.ERROR)]
-    after = [record(1, r.NOT_APPLICABLE), record(2, r.PASSED), record(3, r.ERROR), record(5, r.PASSED)]
+    before = [record(1, results.PASSED), record(2, results.FAILED), record(3, results.PASSED), record(4, results.ERROR)]
+    after = [
+        record(1, results.NOT_APPLICABLE),
+        record(2, results.PASSED),
+        record(3, results.ERROR),
+        record(5, results.PASSED),
+    ]
     changed = baseline.compare(before, after)
     assert [c.id for c in changed.regressions] == ["f.feature::[3] s"]
     assert [c.id for c in changed.fixes] == ["f.feature::[2] s"]
@@ -288,7 +302,7 @@ def test_expectations_from_a_run_make_the_next_run_conform(mixed: Run, tmp_path:
     made = kit("expectations", "--from", str(mixed.out / "results.json"))
     assert made.returncode == 0, made.stderr
     listed = yaml.safe_load(made.stdout)["expected_failures"]
-    broken = {i for i, s in mixed.statuses().items() if s in (r.FAILED, r.ERROR, r.EXPECTED_FAILURE)}
+    broken = {i for i, s in mixed.statuses().items() if s in (results.FAILED, results.ERROR, results.EXPECTED_FAILURE)}
     assert set(listed) == broken
     (tmp_path / "known.yaml").write_text(made.stdout)
     profile = _profile(tmp_path)
@@ -297,7 +311,7 @@ def test_expectations_from_a_run_make_the_next_run_conform(mixed: Run, tmp_path:
     )
     assert again.code == 0, again.output[-2000:]
     # the informative difference stays: it was never held against the implementation
-    assert set(_statuses(again)) == {r.PASSED, r.NOT_APPLICABLE, r.EXPECTED_FAILURE, r.DIFFERS}
+    assert set(_statuses(again)) == {results.PASSED, results.NOT_APPLICABLE, results.EXPECTED_FAILURE, results.DIFFERS}
     bad = kit("expectations", "--from", str(tmp_path / "nothing.json"))
     assert bad.returncode == 2 and "nothing.json" in bad.stderr and "Traceback" not in bad.stderr
 
@@ -307,7 +321,7 @@ def test_nothing_ran_is_said_and_is_not_success(tmp_path: Path) -> None:
     data["capabilities"] = []
     (tmp_path / "none.yaml").write_text(yaml.safe_dump(data))
     run = sbtck("--profile", str(tmp_path / "none.yaml"), "--tags", "ACT-13", out=tmp_path / "o")
-    assert run.code == r.VERDICT_EXIT[r.NOTHING_RAN] == 2
+    assert run.code == results.VERDICT_EXIT[results.NOTHING_RAN] == 2
     assert 'data-verdict="nothing ran"' in (run.out / "index.html").read_text()
     # one account of it: scenarios matched the tags, and none applied, which is not "no scenario matches"
     assert "nothing ran: " in run.output and "no scenario matches" not in run.output
@@ -325,20 +339,20 @@ def test_the_workload_spells_statuses_as_the_suite_does() -> None:
             pass
 
     outcome = Checker(_Nothing, differential=False).check(0)  # type: ignore[arg-type]
-    assert outcome.outcome == r.NOT_APPLICABLE == "not applicable"
+    assert outcome.outcome == results.NOT_APPLICABLE == "not applicable"
 
 
 def test_every_output_says_which_checks_were_left_out(tmp_path: Path) -> None:
     """A black box (no decision_trace): its left-out checks pass in every output, and every output says so."""
     run = sbtck("--iut", "python:tests.fakes.partial:black_box", out=tmp_path)
     assert run.code == 0, run.output[-2000:]
-    records = [r.ScenarioRecord.from_json(s) for s in run.results()["scenarios"]]
-    left = next(rec for rec in records if rec.checks[r.LEFT_OUT])
-    step = next(s for s in left.steps if s.status == r.LEFT_OUT)
+    records = [results.ScenarioRecord.from_json(s) for s in run.results()["scenarios"]]
+    left = next(rec for rec in records if rec.checks[results.LEFT_OUT])
+    step = next(s for s in left.steps if s.status == results.LEFT_OUT)
     assert "does not declare decision_trace" in step.left_out
     page = (tmp_path / "index.html").read_text()
     assert page.count("not checked: ") == sum(1 for rec in records for s in rec.steps if s.left_out)
-    left_out = sum(rec.checks[r.LEFT_OUT] for rec in records)
+    left_out = sum(rec.checks[results.LEFT_OUT] for rec in records)
     assert f"{left_out} checks left out and " in page and "without decision_trace" in page
     junit = (tmp_path / "junit.xml").read_text()
     assert f"line {step.line} not checked: " in junit and "checks: " in junit
@@ -356,4 +370,4 @@ def test_under_xdist_the_results_keep_the_features_order_and_the_terminal_the_st
     assert len(places) > 10 and places == sorted(places)
     (line,) = [line for line in run.output.splitlines() if line.startswith("sbtck: does not conform: ")]
     said = [part.split(" ", 1)[1] for part in line.split(": ", 2)[2].split(";")[0].split(", ")]
-    assert said == [s for s in r.STATUSES if s in said] and len(said) >= 2
+    assert said == [s for s in results.STATUSES if s in said] and len(said) >= 2

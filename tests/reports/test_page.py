@@ -8,21 +8,20 @@ from pathlib import Path
 import pytest
 
 from sbtck import catalogue
-from sbtck.reports import html
-from sbtck.reports import results as r
+from sbtck.reports import html, results
 
 EVIL = "<script>alert(1)</script>"
 
 
-def _record(status: str, **extra: object) -> r.ScenarioRecord:
-    return r.ScenarioRecord(
+def _record(status: str, **extra: object) -> results.ScenarioRecord:
+    return results.ScenarioRecord(
         id="features/activation/01_x.feature::[1] a",
         feature_path="features/activation/01_x.feature",
         feature_name="Activation 01",
         name="[1] a",
         line=3,
         tags=["ACT-02"],
-        steps=[r.StepRecord("Given", 'the topology "activation"', 4, "passed")],
+        steps=[results.StepRecord("Given", 'the topology "activation"', 4, "passed")],
         status=status,
         **extra,  # type: ignore[arg-type]
     )
@@ -30,7 +29,7 @@ def _record(status: str, **extra: object) -> r.ScenarioRecord:
 
 def test_every_rule_has_a_row_and_uncovered_rules_say_so(tmp_path: Path) -> None:
     path = tmp_path / "results.json"
-    r.write(path, {"implementation": {"name": "x"}}, [_record("passed")])
+    results.write(path, {"implementation": {"name": "x"}}, [_record("passed")])
     page = html.build([path], tmp_path / "index.html").read_text()
     rows = re.findall(r'<tr id="rule-([A-Z]+-[0-9A-Z]+)"', page)
     assert rows == list(catalogue.load().rules)
@@ -44,7 +43,7 @@ def test_implementation_strings_are_escaped(tmp_path: Path) -> None:
         events=[{"at_ms": 0, "second": 0, "kind": EVIL, "queue": EVIL}],
     )
     path = tmp_path / "results.json"
-    r.write(path, {"implementation": {"name": EVIL, "version": '"><img src=x onerror=alert(1)>'}}, [record])
+    results.write(path, {"implementation": {"name": EVIL, "version": '"><img src=x onerror=alert(1)>'}}, [record])
     page = html.build([path], tmp_path / "index.html").read_text()
     assert EVIL not in page
     assert "<img" not in page
@@ -58,8 +57,8 @@ def test_sbtck_report_combines_runs_into_a_matrix_with_a_workload(tmp_path: Path
     from sbtck.cli import main
 
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
-    r.write(good, {"implementation": {"name": "alpha", "version": "1"}}, [_record("passed")])
-    r.write(bad, {"implementation": {"name": "beta", "version": "2"}}, [_record("failed")])
+    results.write(good, {"implementation": {"name": "alpha", "version": "1"}}, [_record("passed")])
+    results.write(bad, {"implementation": {"name": "beta", "version": "2"}}, [_record("failed")])
     summary = tmp_path / "workload.json"
     summary.write_text(
         json.dumps(
@@ -92,7 +91,7 @@ def test_sbtck_report_refuses_missing_or_wrong_files(tmp_path: Path) -> None:
 
     assert main(["report", str(tmp_path / "nope.json")]) == 2
     good = tmp_path / "good.json"
-    r.write(good, {"implementation": {"name": "alpha"}}, [_record("passed")])
+    results.write(good, {"implementation": {"name": "alpha"}}, [_record("passed")])
     (tmp_path / "w.json").write_text('{"kind": "something else"}')
     assert main(["report", str(good), "--workload", str(tmp_path / "w.json"), "--out", str(tmp_path / "o")]) == 2
 
@@ -101,8 +100,8 @@ def test_sbtck_report_refuses_one_run_given_twice_and_leaves_no_earlier_reports_
     from sbtck.cli import main
 
     first, second = tmp_path / "a.json", tmp_path / "b.json"
-    r.write(first, {"implementation": {"name": "alpha"}}, [_record("passed")])
-    r.write(second, {"implementation": {"name": "beta"}}, [_record("failed")])
+    results.write(first, {"implementation": {"name": "alpha"}}, [_record("passed")])
+    results.write(second, {"implementation": {"name": "beta"}}, [_record("failed")])
     out = tmp_path / "o"
     assert main(["report", str(first), str(tmp_path / "." / "a.json"), "--out", str(out)]) == 2
     assert not out.exists()
@@ -119,17 +118,17 @@ def test_sbtck_report_that_cannot_be_written_whole_leaves_the_earlier_page(
     from sbtck.cli import main
     from sbtck.reports import cucumber
 
-    results = tmp_path / "a.json"
-    r.write(results, {"implementation": {"name": "alpha"}}, [_record("passed")])
+    written = tmp_path / "a.json"
+    results.write(written, {"implementation": {"name": "alpha"}}, [_record("passed")])
     out = tmp_path / "o"
-    assert main(["report", str(results), "--out", str(out)]) == 0
+    assert main(["report", str(written), "--out", str(out)]) == 0
     earlier = {path.name: path.read_bytes() for path in out.iterdir()}
 
     def full_disk(*args: object) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(cucumber, "write", full_disk)  # after the page is written: a page alone would be half
-    assert main(["report", str(results), "--out", str(out)]) == 2
+    assert main(["report", str(written), "--out", str(out)]) == 2
     assert {path.name: path.read_bytes() for path in out.iterdir()} == earlier
 
 
@@ -168,9 +167,9 @@ def test_a_status_from_a_results_file_never_leaves_its_class_attribute(tmp_path:
     """A hand-edited results.json: its statuses reach class names as letters, digits and dashes only."""
     evil = 'x"><svg/onload=alert(1)>'
     record = _record(evil)
-    record.steps = [r.StepRecord("Given", 'the topology "activation"', 4, evil)]
+    record.steps = [results.StepRecord("Given", 'the topology "activation"', 4, evil)]
     path = tmp_path / "results.json"
-    r.write(path, {"implementation": {"name": "x"}}, [record])
+    results.write(path, {"implementation": {"name": "x"}}, [record])
     page = html.build([path], tmp_path / "index.html").read_text()
     assert "<svg" not in page and 'x"><' not in page
     assert "x---svg-onload-alert-1--" in page

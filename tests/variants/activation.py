@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from sbtck import contract as c
+from sbtck import contract
 from sbtck.contract import QueueRef
 from sbtck.engine import Broker
 from sbtck.engine.activation import ARRIVAL, TIME_OUT, ActivatedTask, QueueMonitor, QueueMonitors
@@ -326,8 +326,8 @@ VARIANTS = [
 
 
 class _Crashes(ReferenceImplementation):
-    def execute(self, command: c.Command) -> c.Response:
-        if isinstance(command, c.Send) and command.dialog == "D2":
+    def execute(self, command: contract.Command) -> contract.Response:
+        if isinstance(command, contract.Send) and command.dialog == "D2":
             raise RuntimeError("the implementation fell over")
         return super().execute(command)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from sbtck import contract as c
+from sbtck import contract
 from sbtck.engine import Broker, EngineParams
 from sbtck.engine import routing as r
 from sbtck.engine.activation import ActivatedTask, QueueMonitor, QueueMonitors
@@ -42,15 +42,15 @@ EXTRA = {"reason": "extra", "rule": "extra", "step": "extra", "trigger": "extra"
 
 
 class _Rewriting(ReferenceImplementation):
-    def rewrite(self, command: c.Command, response: c.Response) -> c.Response:
+    def rewrite(self, command: contract.Command, response: contract.Response) -> contract.Response:
         return response
 
-    def execute(self, command: c.Command) -> c.Response:
+    def execute(self, command: contract.Command) -> contract.Response:
         return self.rewrite(command, super().execute(command))
 
 
 class _ExtraFields(_Rewriting):
-    def rewrite(self, command: c.Command, response: c.Response) -> c.Response:
+    def rewrite(self, command: contract.Command, response: contract.Response) -> contract.Response:
         events = []
         for event in response.events:
             declared = set(FIELDS[Kind(event.kind)])
@@ -60,8 +60,8 @@ class _ExtraFields(_Rewriting):
 
 
 class _LowerCaseAddresses(_Rewriting):
-    def rewrite(self, command: c.Command, response: c.Response) -> c.Response:
-        if isinstance(command, c.QueryView) and command.view == "sys.dm_broker_connections":
+    def rewrite(self, command: contract.Command, response: contract.Response) -> contract.Response:
+        if isinstance(command, contract.QueryView) and command.view == "sys.dm_broker_connections":
             rows = [{**row, "address": str(row["address"]).lower()} for row in response.result.get("rows", [])]
             return dataclasses.replace(response, result={**response.result, "rows": rows})
         return response
@@ -72,12 +72,12 @@ class _AcknowledgesEveryMessage(_Rewriting):
 
     def __init__(self, name: str) -> None:
         super().__init__(name=name)
-        self.first: dict[str, c.Event] = {}
+        self.first: dict[str, contract.Event] = {}
 
-    def rewrite(self, command: c.Command, response: c.Response) -> c.Response:
-        if isinstance(command, c.Start):
+    def rewrite(self, command: contract.Command, response: contract.Response) -> contract.Response:
+        if isinstance(command, contract.Start):
             self.first.clear()
-        events: list[c.Event] = []
+        events: list[contract.Event] = []
         for event in response.events:
             events.append(event)
             dialog = str(event.fields.get("dialog"))
@@ -93,7 +93,7 @@ class _ReordersWithinAnInstant(_Rewriting):
 
     UNORDERED = ((Kind.PROCEDURE_STARTED, Kind.EVENT_NOTIFICATION), (Kind.ROUTING_REQUESTED, Kind.CONVERSATION_DELAYED))
 
-    def rewrite(self, command: c.Command, response: c.Response) -> c.Response:
+    def rewrite(self, command: contract.Command, response: contract.Response) -> contract.Response:
         events = list(response.events)
         for i in range(len(events) - 1):
             first, second = events[i], events[i + 1]
@@ -312,7 +312,7 @@ class _DeclaresResending(ReferenceImplementation):
         super().__init__(**kwargs)
         self.first_ms = first_ms
 
-    def handshake(self) -> c.Handshake:
+    def handshake(self) -> contract.Handshake:
         base = super().handshake()
         return dataclasses.replace(base, params={**base.params, "resend_after_s": self.first_ms / 1000})
 
@@ -470,17 +470,17 @@ def exclusive_boundaries() -> ReferenceImplementation:
 
 
 class _Dropping(_Rewriting):
-    def drops(self, event: c.Event) -> bool:
+    def drops(self, event: contract.Event) -> bool:
         return False
 
-    def rewrite(self, command: c.Command, response: c.Response) -> c.Response:
+    def rewrite(self, command: contract.Command, response: contract.Response) -> contract.Response:
         return dataclasses.replace(response, events=[e for e in response.events if not self.drops(e)])
 
 
 class _EchoesNoFault(_Dropping):
     """Reports nothing of the faults the kit made: the kit knows when it made them."""
 
-    def drops(self, event: c.Event) -> bool:
+    def drops(self, event: contract.Event) -> bool:
         return event.kind in ECHOES
 
 
@@ -496,7 +496,7 @@ class _QuietAboutNotices(_Dropping):
         super().__init__(name=name)
         self.failed: set[tuple[object, object]] = set()
 
-    def drops(self, event: c.Event) -> bool:
+    def drops(self, event: contract.Event) -> bool:
         if event.kind == Kind.BROKER_CONFIGURATION_NOTIFICATION:
             return True
         if event.kind == Kind.DATABASE_BROKER_START_FAILED:
@@ -506,8 +506,8 @@ class _QuietAboutNotices(_Dropping):
             return again
         return False
 
-    def rewrite(self, command: c.Command, response: c.Response) -> c.Response:
-        if isinstance(command, c.Start):
+    def rewrite(self, command: contract.Command, response: contract.Response) -> contract.Response:
+        if isinstance(command, contract.Start):
             self.failed.clear()
         return super().rewrite(command, response)
 

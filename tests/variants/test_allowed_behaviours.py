@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sbtck.reports import results as r
+from sbtck.reports import results
 from tests.helpers import sbtck
 from tests.variants import allowed
 
@@ -16,15 +16,15 @@ def test_the_suite_passes_on_an_allowed_behaviour(name: str, tmp_path: Path) -> 
     run = sbtck("--iut", f"python:tests.variants.allowed:{name}", out=tmp_path)
     assert run.code == 0, run.output[-3000:]
     scenarios = run.results()["scenarios"]
-    assert {s["status"] for s in scenarios if r.INFORMATIVE not in s["tags"]} == {r.PASSED}
+    assert {s["status"] for s in scenarios if results.INFORMATIVE not in s["tags"]} == {results.PASSED}
     # an informative scenario shows what the reference engine chose where the documents are silent
-    assert {s["status"] for s in scenarios if r.INFORMATIVE in s["tags"]} <= {r.PASSED, r.DIFFERS}
+    assert {s["status"] for s in scenarios if results.INFORMATIVE in s["tags"]} <= {results.PASSED, results.DIFFERS}
 
 
 def test_an_informative_scenario_that_comes_out_otherwise_differs_and_the_run_conforms(tmp_path: Path) -> None:
     run = sbtck("--iut", "python:tests.variants.allowed:connects_on_the_next_notification", out=tmp_path)
     assert run.code == 0, run.output[-3000:]
-    differs = {s["id"]: s for s in run.results()["scenarios"] if s["status"] == r.DIFFERS}
+    differs = {s["id"]: s for s in run.results()["scenarios"] if s["status"] == results.DIFFERS}
     assert list(differs) == [
         "features/periodic/04_transport.feature::[8] The reference engine connects at once when a message is sent "
         "to an unsuppressed destination"

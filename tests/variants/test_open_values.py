@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sbtck import catalogue
-from sbtck.reports import results as r
+from sbtck.reports import results
 from tests.helpers import Run, kit
 
 OPEN = {name: param for name, param in catalogue.load().params.items() if not param.fixed}
@@ -99,7 +99,7 @@ def _passes(name: str, value: float, factory: str, out: Path) -> None:
     run = Run(proc.returncode, proc.stdout + proc.stderr, out)
     assert run.code == 0, f"{name}={value:g} ({factory}):\n{run.output[-3000:]}"
     scenarios = run.results()["scenarios"]
-    assert {s["status"] for s in scenarios if r.INFORMATIVE not in s["tags"]} == {r.PASSED}
+    assert {s["status"] for s in scenarios if results.INFORMATIVE not in s["tags"]} == {results.PASSED}
     assert run.results()["profile"]["params"][name] == value
 
 

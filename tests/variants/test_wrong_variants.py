@@ -9,7 +9,7 @@ import yaml
 
 from sbtck.engine.params import PROFILE_PATH
 from sbtck.observations import TRACE
-from sbtck.reports import results as r
+from sbtck.reports import results
 from tests.helpers import sbtck
 from tests.variants import activation, periodic, routing
 
@@ -69,10 +69,10 @@ def test_no_scenario_depends_on_which_allowed_choice_is_made(tmp_path: Path) -> 
     run = sbtck("--iut", "python:tests.variants.routing:last_choices", out=tmp_path)
     assert run.code == 0, run.output[-3000:]
     scenarios = run.results()["scenarios"]
-    assert {s["status"] for s in scenarios if r.INFORMATIVE not in s["tags"]} == {r.PASSED}
+    assert {s["status"] for s in scenarios if results.INFORMATIVE not in s["tags"]} == {results.PASSED}
     # an informative scenario shows what the reference engine chose where the documents are silent (which ready
     # group GET CONVERSATION GROUP answers with): the other choice differs there, and the run conforms
-    assert {s["status"] for s in scenarios if r.INFORMATIVE in s["tags"]} <= {r.PASSED, r.DIFFERS}
+    assert {s["status"] for s in scenarios if results.INFORMATIVE in s["tags"]} <= {results.PASSED, results.DIFFERS}
 
 
 @pytest.mark.parametrize("variant", routing.CRASHES)

@@ -31,7 +31,7 @@ from sbtck.engine.choosing import (
 from sbtck.iut.reference import ReferenceImplementation, reference
 from sbtck.reports.results import FAILED
 from sbtck.workloads.differential import FollowingChooser
-from sbtck.workloads.generate import World, generate
+from sbtck.workloads.generate import StageWorld, generate
 from sbtck.workloads.search import BUDGET, Branch, search
 from sbtck.workloads.stage import UNDECIDED, Checker
 from sbtck.workloads.trace import Trace, run
@@ -71,7 +71,7 @@ def test_a_pick_the_guide_misreads_is_found_by_searching() -> None:
     assert verdict.violations == [] and verdict.branches > 1 and not verdict.undecided
 
 
-def _never_asks_again_in_world_383() -> tuple[World, Trace]:
+def _never_asks_again_in_world_383() -> tuple[StageWorld, Trace]:
     wrong = routing.never_asks_a_lost_principal_again()
     implementation = partial.Partial(ROUTING_AREA, "never asks again", wrong.broker_class)
     world = generate(383, capabilities=ROUTING_AREA)
