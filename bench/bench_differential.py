@@ -2,7 +2,7 @@
 
 ``sbtck workload --iut SPEC`` checks every world differentially: the
 reference runs beside the implementation's trace, searching the allowed
-picks (workloads/search.py) until a branch explains it, and each step's
+picks (sbtck/workloads/search.py) until a branch explains it, and each step's
 events are paired up with the reference's. Here the implementation is the
 reference itself, in process, so both checks run the same engine and the
 ratio is the differential check's own cost: the reference's second run, the

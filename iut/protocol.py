@@ -4,7 +4,7 @@ See docs/protocol.md. Requests are {"id", "op", ...} with op "hello",
 "execute" or "bye"; responses echo the id with "ok" and either "result"
 (and "events") or "error". This module is what a server needs (the
 reference image has nothing but Python and PyYAML); the kit's side checks
-answers against their declared shapes in iut/answers.py.
+answers against their declared shapes in sbtck/iut/answers.py.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """When what an implementation shows agrees with what the rules allow: one answer for the suite and the stage.
 
-The suite compares a feature's table with an implementation's events (``steps/observe_steps.py``,
-``steps/cells.py``); the randomized stage compares an implementation's trace with the reference's
-(``workloads/differential.py``). The latitude the contract gives is written here once, so that the two
+The suite compares a feature's table with an implementation's events (``sbtck/steps/observe_steps.py``,
+``sbtck/steps/cells.py``); the randomized stage compares an implementation's trace with the reference's
+(``sbtck/workloads/differential.py``). The latitude the contract gives is written here once, so that the two
 cannot drift apart:
 
 - An implementation is asked only for the kinds its capabilities report, never for an echo of the kit's own

@@ -104,11 +104,11 @@ class TimeExpressionError(ScenarioError):
 
 
 class TemplateError(SbtckError, ValueError):
-    """A step phrase in steps/phrases.py that its notation cannot read or say: mend the phrase named."""
+    """A step phrase in sbtck/steps/phrases.py that its notation cannot read or say: mend the phrase named."""
 
 
 class NoStepFor(SbtckError, ValueError):
-    """A workload operation the step vocabulary cannot say: add a phrase for it to steps/phrases.py."""
+    """A workload operation the step vocabulary cannot say: add a phrase for it to sbtck/steps/phrases.py."""
 
 
 # ---------------------------------------------------------------- what an implementation does

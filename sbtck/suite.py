@@ -272,7 +272,7 @@ class Kit:
     @pytest.hookimpl
     def pytest_bdd_before_step(self, request: pytest.FixtureRequest, feature: Any, step: Any) -> None:
         request.node.stash[STEP_AT] = (self.feature_path(feature.filename), step.line_number)
-        # real time: freezegun leaves this module alone (fixtures/clock.py)
+        # real time: freezegun leaves this module alone (sbtck/fixtures/clock.py)
         request.node.stash[STEP_STARTED] = time.perf_counter()
 
     def _step(self, request: pytest.FixtureRequest, step: Any, status: str) -> None:

@@ -71,7 +71,7 @@ VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
     ),
 }
 # The JSON type of every column, by name as its meaning is: a value of another type is the implementation's
-# error, named by the answer checks (iut/answers.py) before a step reads it.
+# error, named by the answer checks (sbtck/iut/answers.py) before a step reads it.
 COLUMN_TYPES: dict[str, str] = {
     "ack_cleanup_running": "boolean",
     "acknowledged": "boolean",

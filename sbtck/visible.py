@@ -2,7 +2,7 @@
 clear a terminal, set its title, reorder a line or hide part of it are shown as ``[U+202E]`` instead.
 
 Used wherever an implementation's words reach a person: the terminal (a fault's cause and the end of its
-stderr, a refusal's reason), the page (``reports/text.py``) and junit.xml.
+stderr, a refusal's reason), the page (``sbtck/reports/text.py``) and junit.xml.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Every step phrase of the kit, written once.
 
 From each declaration come the step's matcher (steps/*_steps.py bind their
-functions with ``@step_for(NAME)``), the reproducers' text (workloads/reproduce.py
+functions with ``@step_for(NAME)``), the reproducers' text (sbtck/workloads/reproduce.py
 says a contract command with ``NAME.text(...)``) and docs/steps.md
 (``python -m sbtck.steps.phrases_doc`` writes it). The notation is in
-steps/template.py. A test checks that every phrase is used by a feature and
+sbtck/steps/template.py. A test checks that every phrase is used by a feature and
 every step of the features is exactly one phrase.
 """
 

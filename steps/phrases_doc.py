@@ -47,7 +47,7 @@ def markdown() -> str:
     out = [
         "# Step vocabulary",
         "",
-        "Every step the kit's features use, generated from `steps/phrases.py` by",
+        "Every step the kit's features use, generated from `sbtck/steps/phrases.py` by",
         "`python -m sbtck.steps.phrases_doc`. A phrase is written as the features say it:",
         "`{name}` stands for what varies, `[...]` may be left out, `<a|b>` is one of",
         "its alternatives. *Action* steps read the same after Given and When.",

@@ -58,7 +58,7 @@ class World:
                 "kind": command.kind,
                 "error": response.error,
                 "result": response.result,
-                "events": response.events,  # as JSON only when a reproducer's steps ask (workloads/steps.py)
+                "events": response.events,  # as JSON only when a reproducer's steps ask (sbtck/workloads/steps.py)
             }
         )
         if response.error is not None:

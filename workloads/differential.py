@@ -4,7 +4,7 @@ Design note
 -----------
 The question is not "does the implementation behave like the reference?"
 but "is there an allowed behaviour that explains what it did?".
-``workloads/search.py`` answers it by searching the reference's allowed
+``sbtck/workloads/search.py`` answers it by searching the reference's allowed
 picks; this module says when one step agrees, and guides the search. What
 it keeps true, so that a difference it reports is the implementation's:
 

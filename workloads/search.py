@@ -6,7 +6,7 @@ Where the documents leave a choice open (which route, which broker
 instance, which database first, whom to ask after a lost principal, who
 gets a released conversation group, when the transport connects, which
 waiting dialogs a route change reclassifies and in which order; the
-readings of a whole run are listed in ``engine/choosing.py``), the
+readings of a whole run are listed in ``sbtck/engine/choosing.py``), the
 reference engine asks its chooser. An implementation may take any allowed
 option at each, so one run of the reference proves nothing when it differs;
 the check must find *some* sequence of allowed picks that gives the

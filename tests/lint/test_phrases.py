@@ -1,4 +1,4 @@
-"""Each step phrase is written once (steps/phrases.py): the features use exactly those, the docs list them all."""
+"""Each step phrase is written once (sbtck/steps/phrases.py): the features use exactly those, the docs list them all."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 results.json, index.html, junit.xml (read by junitparser, validated against
 pytest's own JUnit schema) and cucumber.json must give the same counts
-under the mapping documented in reports/junit.py, reports/cucumber.py and
+under the mapping documented in sbtck/reports/junit.py, sbtck/reports/cucumber.py and
 the README, and the exit status must agree with the verdict.
 """
 

@@ -1,4 +1,4 @@
-"""The search of allowed histories (workloads/search.py): what its design note promises, one promise per test."""
+"""The search of allowed histories (sbtck/workloads/search.py): what its design note promises, one promise per test."""
 
 from __future__ import annotations
 

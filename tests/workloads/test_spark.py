@@ -203,7 +203,7 @@ def test_sigterm_ends_a_job_as_ctrl_c_does_and_the_folder_says_so(tmp_path: Path
 
 def test_ctrl_c_while_an_implementation_hangs_leaves_none_of_it_running(tmp_path: Path) -> None:
     """Spark kills the Python worker that ran the implementation as the job is cancelled, with no clean-up of
-    its own: the implementation goes with its parent (iut/remote.py, the parent-death signal)."""
+    its own: the implementation goes with its parent (sbtck/iut/remote.py, the parent-death signal)."""
     marker, ready = f"stage-hang-{os.getpid()}", tmp_path / "hanging"
     fake = ROOT / "tests" / "fakes" / "misbehaving.py"
     proc = subprocess.Popen(
