@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sbtck.contract import QueueRef
+from sbtck.contract import TOPOLOGY_DEFAULTS, QueueRef
 
 
 @dataclass
@@ -19,19 +19,14 @@ class ReaderBehaviour:
     """
 
     name: str
-    receives: bool = True
-    receive_top: int | None = 1
-    waitfor_ms: int | None = None
-    work_ms: int = 0
+    receives: bool
+    receive_top: int | None
+    waitfor_ms: int | None
+    work_ms: int
 
     # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
     def __init__(
-        self,
-        name: str,
-        receives: bool = True,
-        receive_top: int | None = 1,
-        waitfor_ms: int | None = None,
-        work_ms: int = 0,
+        self, name: str, receives: bool, receive_top: int | None, waitfor_ms: int | None, work_ms: int
     ) -> None:
         self.name, self.receives, self.receive_top = name, receives, receive_top
         self.waitfor_ms, self.work_ms = waitfor_ms, work_ms
@@ -39,9 +34,11 @@ class ReaderBehaviour:
 
 @dataclass
 class Activation:
-    status: bool = False
-    procedure_name: str | None = None
-    max_queue_readers: int = 0
+    """A queue's activation, as the topology or ALTER QUEUE set it (sbtck.contract.TOPOLOGY_DEFAULTS when unsaid)."""
+
+    status: bool
+    procedure_name: str | None
+    max_queue_readers: int
 
 
 @dataclass
@@ -149,7 +146,7 @@ class Database:
     # None, or this copy's role in a database mirroring pair: "principal" or "mirror"
     mirroring_role: str | None = None
     # the one place these live: the periodic tasks change them (PER-5C, PER-5E), delivery reads them
-    master_key: bool = True
+    master_key: bool = TOPOLOGY_DEFAULTS.master_key
     broker_started: bool = True
     ack_cleanup_running: bool = True
 
@@ -164,9 +161,9 @@ class Instance:
     address: str
     databases: dict[str, Database] = field(default_factory=dict)
     msdb_routes: dict[str, Route] = field(default_factory=dict)
-    forwarding: bool = False
+    forwarding: bool = TOPOLOGY_DEFAULTS.message_forwarding
     reachable: bool = True
-    cpus: int = 1
+    cpus: int = TOPOLOGY_DEFAULTS.cpus
 
     def by_broker_instance(self, guid: str) -> Database | None:
         return next((d for d in self.databases.values() if d.broker_instance == guid.upper()), None)

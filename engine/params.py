@@ -10,6 +10,8 @@ from typing import Any
 
 import yaml
 
+from sbtck import catalogue
+
 # package data: found the same way in a checkout and in an installed wheel
 PROFILE_PATH = Path(str(resources.files(__name__.rpartition(".")[0]).joinpath("profile.yaml")))
 # each profile's text, parsed: the workload's differential check builds a reference (and its parameters) for every
@@ -33,25 +35,32 @@ def load_profile(path: Path = PROFILE_PATH) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class EngineParams:
-    timer_period_s: int = 5
+    """The values the engine runs with, none of them its own: what the documents fix comes from the catalogue
+    (spec/rules.yaml), what they leave open from a profile (the reference's, or another implementation's)."""
+
+    timer_period_s: int
     # the open times may be any number of seconds in their range, a half included (implementing.md, 2)
-    activation_empty_window_s: float = 5
-    external_activation_timeout_s: float = 60
-    delayed_retry_s: float = 10
-    forward_hop_limit: int = 4
-    dispatcher_stale_s: int = 10
-    suppress_after_disconnect_s: int = 15
-    suppress_after_failed_connect_s: int = 60
-    connection_idle_close_s: int = 90
-    forward_stale_s: int = 60
-    task_handlers_per_cpu: int = 2
+    activation_empty_window_s: float
+    external_activation_timeout_s: float
+    delayed_retry_s: float
+    forward_hop_limit: int
+    dispatcher_stale_s: int
+    suppress_after_disconnect_s: int
+    suppress_after_failed_connect_s: int
+    connection_idle_close_s: int
+    forward_stale_s: int
+    task_handlers_per_cpu: int
     # the documents do not say whether a message no acknowledgement came for is sent again: 0, never (the
-    # reference); N, after N seconds, then twice as long each time up to RESEND_LONGEST_MS, as an implementation
-    # declares it does
+    # reference); N, after N seconds, then twice as long each time up to the catalogue's most, as an
+    # implementation declares it does
     resend_after_s: float = 0
 
     @classmethod
     def reference(cls) -> EngineParams:
-        data: dict[str, Any] = _parsed(PROFILE_PATH)["params"]
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
+        return cls.declared(_parsed(PROFILE_PATH)["params"])
+
+    @classmethod
+    def declared(cls, values: dict[str, Any]) -> EngineParams:
+        """The catalogue's fixed values, with VALUES for the open ones (a name the engine does not run is left)."""
+        fixed = {name: param.value for name, param in catalogue.load().params.items() if param.fixed}
+        return cls(**{k: v for k, v in {**fixed, **values}.items() if k in cls.__dataclass_fields__})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sbtck.contract import QueueRef
 from sbtck.engine.choosing import (
@@ -53,8 +53,8 @@ class Wait:
     where_group: str | None
     on_result: Callable[[list[Message], str | None], None]
     cancel_deadline: Callable[[], None] = _no_deadline
-    # the rows and the conversation group the statement returned, once it has
-    result: tuple[list[Message], str | None] | None = None
+    # the rows (as a session sees them) and the conversation group the statement returned, once it has
+    result: tuple[list[dict[str, Any]], str | None] | None = None
 
     # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
     def __init__(
@@ -67,7 +67,7 @@ class Wait:
         where_group: str | None,
         on_result: Callable[[list[Message], str | None], None],
         cancel_deadline: Callable[[], None] = _no_deadline,
-        result: tuple[list[Message], str | None] | None = None,
+        result: tuple[list[dict[str, Any]], str | None] | None = None,
     ) -> None:
         self.session, self.queue, self.statement, self.top = session, queue, statement, top
         self.where_dialog, self.where_group = where_dialog, where_group
@@ -282,6 +282,8 @@ class Receiving:
         empty = group is None
         key = wait.queue
         has_where = wait.has_where
+        # the rows as the session sees them, made once: the event says them, and so does the statement's answer
+        returned = [m.row() for m in rows]
         # each written out whole: every RECEIVE ends here
         kind = EMPTY_RESULT if empty else ROWS_RETURNED
         if wait.statement == RECEIVE:
@@ -290,7 +292,7 @@ class Receiving:
                     "session": wait.session.name,
                     "statement": RECEIVE,
                     "has_where": has_where,
-                    "rows": [m.row() for m in rows],
+                    "rows": returned,
                     "instance": key.instance,
                     "database": key.database,
                     "queue": key.queue,
@@ -316,5 +318,5 @@ class Receiving:
             self.watcher.receive_finished(self.queues[key], empty=empty, has_where=has_where)
         else:
             self.watcher.group_got(self.queues[key], empty=empty)
-        wait.result = (rows, group)
+        wait.result = (returned, group)
         wait.on_result(rows, group)

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from sbtck import catalogue
 from sbtck.engine.choosing import (
     ACKNOWLEDGEMENT_READING,
     AT_ONCE_FROM_OUTSIDE,
@@ -60,8 +61,9 @@ CONNECTING = "waiting for a connection"
 NO_PRINCIPAL = "no partner claims to be principal"
 BEHIND = "behind an earlier message of the conversation"
 FAILED = "failed"
-# the longest a sender that resends waits between two sendings of a message (resend_after_s doubles up to it)
-RESEND_LONGEST_MS = 64_000
+# the longest a sender that resends waits between two sendings of a message (resend_after_s doubles up to the most
+# the catalogue allows it)
+RESEND_LONGEST_MS = round(float(catalogue.load().params["resend_after_s"].high or 0) * 1000)
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,7 @@ class QueueStatements:
         if wait.result is not None:
             rows, group = wait.result
             status = "empty" if group is None else "rows"
-            answer = {"status": status, "rows": [m.row() for m in rows], "conversation_group": group}
+            answer = {"status": status, "rows": list(rows), "conversation_group": group}
         self.clock.run_pending()
         return answer
 

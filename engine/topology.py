@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbtck.contract import QueueRef
+from sbtck.contract import TOPOLOGY_DEFAULTS, QueueRef
 from sbtck.engine.model import Activation, Database, Instance, Queue, ReaderBehaviour, Route, Service
 from sbtck.errors import TopologyRefused
 
@@ -16,19 +16,19 @@ from sbtck.errors import TopologyRefused
 def _behaviour(spec: dict[str, Any]) -> ReaderBehaviour:
     return ReaderBehaviour(
         name=spec["name"],
-        receives=bool(spec.get("receives", True)),
-        receive_top=spec.get("receive_top", 1),
+        receives=bool(spec.get("receives", TOPOLOGY_DEFAULTS.receives)),
+        receive_top=spec.get("receive_top", TOPOLOGY_DEFAULTS.receive_top),
         waitfor_ms=spec.get("waitfor_ms"),
-        work_ms=int(spec.get("work_ms", 0)),
+        work_ms=int(spec.get("work_ms", TOPOLOGY_DEFAULTS.work_s * 1000)),
     )
 
 
 def _activation(spec: dict[str, Any] | None) -> Activation:
     spec = spec or {}
     return Activation(
-        status=spec.get("status", "OFF") == "ON",
+        status=spec.get("status", TOPOLOGY_DEFAULTS.activation_status) == "ON",
         procedure_name=spec.get("procedure_name"),
-        max_queue_readers=int(spec.get("max_queue_readers", 0)),
+        max_queue_readers=int(spec.get("max_queue_readers", TOPOLOGY_DEFAULTS.max_queue_readers)),
     )
 
 
@@ -39,7 +39,7 @@ def route(spec: dict[str, Any], now_ms: int) -> Route:
         name=spec["name"],
         service_name=spec.get("service_name"),
         broker_instance=broker.upper() if broker else None,
-        address=spec.get("address", "LOCAL"),
+        address=spec.get("address", TOPOLOGY_DEFAULTS.route_address),
         mirror_address=spec.get("mirror_address"),
         expires_ms=None if lifetime is None else now_ms + int(lifetime * 1000),
     )
@@ -52,9 +52,9 @@ def build(topology: dict[str, Any], start_ms: int = 0) -> dict[str, Instance]:
     for ispec in topology.get("instances", []):
         instance = Instance(
             ispec["name"],
-            ispec.get("address", ""),
-            forwarding=bool(ispec.get("message_forwarding")),
-            cpus=int(ispec.get("cpus", 1)),
+            ispec.get("address", TOPOLOGY_DEFAULTS.address(ispec["name"])),
+            forwarding=bool(ispec.get("message_forwarding", TOPOLOGY_DEFAULTS.message_forwarding)),
+            cpus=int(ispec.get("cpus", TOPOLOGY_DEFAULTS.cpus)),
         )
         instance.msdb_routes = {r["name"]: route(r, start_ms) for r in ispec.get("msdb_routes", [])}
         if instance.name in instances:
@@ -66,7 +66,7 @@ def build(topology: dict[str, Any], start_ms: int = 0) -> dict[str, Instance]:
                 next_database_id,
                 str(dspec.get("broker_instance", "")).upper(),
                 mirroring_role=dspec.get("mirroring_role"),
-                master_key=bool(dspec.get("master_key", True)),
+                master_key=bool(dspec.get("master_key", TOPOLOGY_DEFAULTS.master_key)),
             )
             db.routes = {r["name"]: route(r, start_ms) for r in dspec.get("routes", [])}
             next_database_id += 1

@@ -41,6 +41,32 @@ CAPABILITIES = (
 VIEWS = tuple(VIEW_COLUMNS)  # what query_view answers; sys.routes and sys.transmission_queue take an instance
 
 
+@dataclass(frozen=True)
+class TopologyDefaults:
+    """What a topology leaves unsaid, declared once: the harness's loader (sbtck/fixtures/topology.py) fills these
+    in, the engine (sbtck/engine/topology.py) reads a plain form that may still omit them, and its model
+    (sbtck/engine/model.py) starts from them. SQL Server's own: a queue's activation is OFF with no readers until
+    ALTER QUEUE says otherwise, a database has its master key, msdb and every database begin with AutoCreatedLocal."""
+
+    receives: bool = True  # a declared procedure RECEIVEs
+    receive_top: int = 1
+    work_s: float = 0
+    activation_status: str = "OFF"
+    max_queue_readers: int = 0
+    master_key: bool = True
+    auto_created_local: bool = True
+    cpus: int = 1
+    message_forwarding: bool = False
+    route_address: str = "LOCAL"
+
+    def address(self, instance: str) -> str:
+        """An instance's network address when its topology gives none."""
+        return f"TCP://{instance.lower()}:4022"
+
+
+TOPOLOGY_DEFAULTS = TopologyDefaults()
+
+
 class QueueRef(NamedTuple):
     """A queue, named as everywhere in the kit: instance, database, queue."""
 

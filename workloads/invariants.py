@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from sbtck.engine.params import EngineParams
+from sbtck import catalogue
 from sbtck.observations import Kind
 from sbtck.workloads.generate import WAITING_VIEWS, StageWorld
 from sbtck.workloads.trace import Trace
@@ -34,7 +34,7 @@ GONE = frozenset(
 WATCHED = frozenset({STARTED, EXITED, SENT, ARRIVED, *GONE, RETURNED, COMMITTED, ROLLED_BACK, NOTIFICATION})
 Msg = tuple[str, bool, int]
 # PER-0: the documents fix the timer's period, so no profile changes it and every implementation shares it
-TIMER_PERIOD_MS = EngineParams().timer_period_s * 1000
+TIMER_PERIOD_MS = int(catalogue.load().params["timer_period_s"].value) * 1000
 
 
 @dataclass(frozen=True)

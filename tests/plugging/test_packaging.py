@@ -191,6 +191,7 @@ def test_the_documents_travel_with_the_kit_and_the_command_prints_them(tmp_path:
         ("sbtck.steps.phrases_doc", "steps.md"),
         ("sbtck.iut.protocol_doc", "protocol.md"),
         ("sbtck.iut.schema", "protocol.schema.json"),
+        ("sbtck.catalogue_doc", "implementing.md"),
     ],
 )
 def test_every_generator_writes_its_document_by_default_and_where_told(module: str, name: str, tmp_path: Path) -> None:

@@ -1,0 +1,93 @@
+"""A fact the kit relies on is written in one place (issue 35): what a topology leaves unsaid is
+sbtck.contract.TOPOLOGY_DEFAULTS, which the loader, the engine's builder and its model read; the values the
+documents fix are the catalogue's (spec/rules.yaml), the open values the reference chose are its profile's
+(sbtck/engine/profile.yaml), and docs/implementing.md shows both as generated from them."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from pathlib import Path
+
+import yaml
+
+from sbtck import catalogue
+from sbtck.contract import TOPOLOGY_DEFAULTS
+from sbtck.engine.params import PROFILE_PATH, EngineParams
+from tests.helpers import ROOT
+
+# the names a topology default goes by in the loader, the plain form and the engine's model
+DEFAULTED = {f.name for f in dataclasses.fields(TOPOLOGY_DEFAULTS)} | {
+    "status",
+    "work_ms",
+    "address",
+    "forwarding",
+}
+
+
+def _written(path: Path) -> list[str]:
+    """The places in PATH that write a default of a topology name as a literal."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and len(node.args) == 2
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value in DEFAULTED
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value is not None
+        ):
+            found.append(f"{path.name}:{node.lineno}: .get({node.args[0].value!r}, {node.args[1].value!r})")
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id in DEFAULTED
+            and isinstance(node.value, ast.Constant)
+            and node.value.value is not None
+        ):
+            found.append(f"{path.name}:{node.lineno}: {node.target.id} = {node.value.value!r}")
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = node.args.args[len(node.args.args) - len(node.args.defaults) :]
+            for arg, default in zip(args, node.args.defaults, strict=True):
+                if arg.arg in DEFAULTED and isinstance(default, ast.Constant) and default.value is not None:
+                    found.append(f"{path.name}:{node.lineno}: {arg.arg}={default.value!r}")
+    return found
+
+
+def test_a_topology_default_is_written_only_in_the_contract() -> None:
+    places = [
+        *sorted((ROOT / "fixtures").glob("*.py")),
+        *sorted((ROOT / "engine").glob("*.py")),
+    ]
+    found = [hit for path in places for hit in _written(path)]
+    assert found == [], "read sbtck.contract.TOPOLOGY_DEFAULTS instead:\n" + "\n".join(found)
+
+
+def test_a_parameter_value_is_the_catalogues_or_the_profiles_only() -> None:
+    fixed = {name for name, p in catalogue.load().params.items() if p.fixed}
+    # the engine's parameters have no values of their own; resend_after_s's 0 says "never", no value of a document
+    defaults = {f.name: f.default for f in dataclasses.fields(EngineParams) if f.default is not dataclasses.MISSING}
+    assert defaults == {"resend_after_s": 0}
+    # the reference's profile declares what it chose, never what the documents fix
+    declared = set(yaml.safe_load(PROFILE_PATH.read_text())["params"])
+    assert declared and not declared & fixed, declared & fixed
+    # and the engine runs the catalogue's fixed values with the profile's open ones
+    reference = EngineParams.reference()
+    for name in fixed:
+        assert getattr(reference, name) == catalogue.load().params[name].value
+
+
+def test_the_guide_shows_the_parameters_as_the_catalogue_has_them() -> None:
+    from sbtck.catalogue_doc import PARAMETERS_BEGIN, PARAMETERS_END, parameters
+
+    guide = (ROOT / "docs" / "implementing.md").read_text()
+    assert PARAMETERS_BEGIN in guide and PARAMETERS_END in guide
+    inside = guide.split(PARAMETERS_BEGIN, 1)[1].split(PARAMETERS_END, 1)[0]
+    assert inside == parameters(), "regenerate: python -m sbtck.catalogue_doc"
+    # outside the generated table, no parameter is given a number
+    outside = guide.replace(inside, "")
+    given = [name for name in catalogue.load().params if re.search(rf"`{name}` \(\d", outside)]
+    assert given == [], f"docs/implementing.md gives {given} a number of its own: the table has it"
