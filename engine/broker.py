@@ -334,8 +334,8 @@ class Broker(QueueStatements, Administration):
 
     # ---------------------------------------------------------- observations
     @command
-    def query_view(self, view: str, instance: str | None, database: str | None) -> list[dict[str, Any]]:
-        return views.rows(self, view, instance, database)
+    def query_view(self, view: str, instance: str | None, database: str | None) -> dict[str, Any]:
+        return {"rows": views.rows(self, view, instance, database)}
 
     def drain_events(self) -> list[Event]:
         return self.log.drain()

@@ -29,6 +29,19 @@ class _Broker(Protocol):
     def session(self, name: str) -> Session: ...
     def procedure(self, key: QueueRef, name: str) -> ReaderBehaviour: ...
     def conversation(self, dialog: str) -> Conversation: ...
+    def receive(
+        self,
+        at_ms: int,
+        /,
+        session: str,
+        queue: QueueRef,
+        *,
+        top: int | None = None,
+        where_dialog: str | None = None,
+        where_group: str | None = None,
+        waitfor_ms: int | None = None,
+        get_conversation_group: bool = False,
+    ) -> dict[str, Any]: ...
 
 
 T = TypeVar("T")
@@ -60,7 +73,7 @@ class QueueStatements:
         at_ms: int,
         /,
         session: str,
-        key: QueueRef,
+        queue: QueueRef,
         *,
         top: int | None = None,
         where_dialog: str | None = None,
@@ -75,7 +88,7 @@ class QueueStatements:
         when its statement returns; the answer given now is final.
         """
         self.advance(at_ms)
-        key = self.queue(key).key  # the engine's own: its tables then find it by identity, without comparing names
+        key = self.queue(queue).key  # the engine's own: its tables then find it by identity, without comparing names
         if where_dialog is not None:
             self.conversation(where_dialog)
         wait = self.receiving.receive(
@@ -96,54 +109,64 @@ class QueueStatements:
         self.clock.run_pending()
         return answer
 
+    def get_conversation_group(
+        self: _Broker, at_ms: int, /, session: str, queue: QueueRef, waitfor_ms: int | None = None
+    ) -> dict[str, Any]:
+        """GET CONVERSATION GROUP: RECEIVE's lock without its rows (Broker.receive)."""
+        return self.receive(at_ms, session, queue, waitfor_ms=waitfor_ms, get_conversation_group=True)
+
     @command
     def alter_queue(
         self: _Broker,
-        key: QueueRef,
+        queue: QueueRef,
         *,
-        status: bool | None = None,
+        status: str | None = None,
         procedure_name: str | None = None,
         max_queue_readers: int | None = None,
     ) -> None:
-        queue = self.queue(key)
-        activation = queue.activation
+        """ALTER QUEUE ... WITH ACTIVATION: STATUS ON or OFF; what is left None stays as it is."""
+        altered = self.queue(queue)
+        activation = altered.activation
+        if status not in (None, "ON", "OFF"):
+            raise BrokerError(f"ALTER QUEUE {queue.queue}: STATUS is ON or OFF, not {status!r}")
+        on = None if status is None else status == "ON"
         if procedure_name is not None:
-            self.procedure(key, procedure_name)
+            self.procedure(queue, procedure_name)
         if max_queue_readers is not None and max_queue_readers < 0:
             raise BrokerError(f"MAX_QUEUE_READERS must be 0 or more, not {max_queue_readers}")
-        if (status if status is not None else activation.status) and not (procedure_name or activation.procedure_name):
-            raise BrokerError(f"ALTER QUEUE {key.queue}: activation STATUS = ON needs a PROCEDURE_NAME")
-        if status is not None:
-            activation.status = status
+        if (on if on is not None else activation.status) and not (procedure_name or activation.procedure_name):
+            raise BrokerError(f"ALTER QUEUE {queue.queue}: activation STATUS = ON needs a PROCEDURE_NAME")
+        if on is not None:
+            activation.status = on
         if procedure_name is not None:
             activation.procedure_name = procedure_name
         if max_queue_readers is not None:
             activation.max_queue_readers = max_queue_readers
-        self.log.emit(self.clock.now_ms, Kind.QUEUE_ALTERED, **key.fields())
-        self.monitors.sync(queue)
-        self.monitors.evaluate(queue, ALTER)
+        self.log.emit(self.clock.now_ms, Kind.QUEUE_ALTERED, **queue.fields())
+        self.monitors.sync(altered)
+        self.monitors.evaluate(altered, ALTER)
 
     @command
-    def create_event_notification(self: _Broker, name: str, key: QueueRef) -> None:
-        queue = self.queue(key)
-        if name in queue.notifications:
-            raise BrokerError(f"event notification {name!r} already exists on queue {key.queue!r}")
-        queue.notifications.append(name)
-        self.monitors.sync(queue)
+    def create_event_notification(self: _Broker, name: str, queue: QueueRef) -> None:
+        notified = self.queue(queue)
+        if name in notified.notifications:
+            raise BrokerError(f"event notification {name!r} already exists on queue {queue.queue!r}")
+        notified.notifications.append(name)
+        self.monitors.sync(notified)
 
     @command
-    def drop_event_notification(self: _Broker, name: str, key: QueueRef) -> None:
-        queue = self.queue(key)
-        if name not in queue.notifications:
-            raise BrokerError(f"no event notification {name!r} on queue {key.queue!r}")
-        queue.notifications.remove(name)
-        self.monitors.sync(queue)
-        if not queue.notifications:
-            self.monitors.notifications_dropped(queue)
+    def drop_event_notification(self: _Broker, name: str, queue: QueueRef) -> None:
+        notified = self.queue(queue)
+        if name not in notified.notifications:
+            raise BrokerError(f"no event notification {name!r} on queue {queue.queue!r}")
+        notified.notifications.remove(name)
+        self.monitors.sync(notified)
+        if not notified.notifications:
+            self.monitors.notifications_dropped(notified)
 
     @command
-    def exit_procedure(self: _Broker, key: QueueRef, task: int) -> None:
-        found = self.monitors.find_task(self.queue(key).key, task)
+    def exit_procedure(self: _Broker, queue: QueueRef, task: int) -> None:
+        found = self.monitors.find_task(self.queue(queue).key, task)
         if found is None:
-            raise BrokerError(f"activated task {task} of queue {key.queue!r} is not running")
+            raise BrokerError(f"activated task {task} of queue {queue.queue!r} is not running")
         self.monitors.exit_procedure(found, "exited")

@@ -102,7 +102,13 @@ def render_commands() -> str:
         parts.append(
             f"### `{cls.kind}`\n\n"
             + (f"{doc}\n\n" if doc else "")
-            + f"Fields: {fields}.\n\nResult (`result_{cls.kind}` of the schema): {result}\n\n```json\n{example}\n```\n"
+            + f"Fields: {fields}.\n\n"
+            + (
+                f"The randomized stage writes it only for an implementation declaring `{cls.needs}`.\n\n"
+                if cls.needs
+                else ""
+            )
+            + f"Result (`result_{cls.kind}` of the schema): {result}\n\n```json\n{example}\n```\n"
         )
     views = "\n".join(
         f"| `{view}` | {', '.join(f'`{col}`' for col in VIEW_COLUMNS[view])} |" for view in contract.VIEWS

@@ -96,9 +96,17 @@ class ViewResult(Result):
 
 @dataclass(frozen=True)
 class Command:
+    """A command of the contract, declared once: its kind, its fields, its result and the capability an
+    implementation takes it with. The rest is derived from this: the reference engine runs it with the Broker
+    method of its kind (the time first, then the fields by name), the randomized stage writes it only for an
+    implementation that declares ``needs``, and a reproducer says it with the step registered to say it
+    (sbtck/steps/vocabulary.py). tests/contract/test_commands.py fails on a command missing any of them."""
+
     kind: ClassVar[str] = ""
     # what the answer's ``result`` holds when the command is taken: checked as declared, the rest not read
     result: ClassVar[type[Result]] = Result
+    # the capability an implementation declares to be sent it (None: every implementation)
+    needs: ClassVar[str | None] = None
     at_ms: int
 
     def to_json(self) -> dict[str, Any]:
@@ -188,6 +196,7 @@ class AlterQueue(Command):
     """ALTER QUEUE ... WITH ACTIVATION (...); a field left None is left unchanged."""
 
     kind: ClassVar[str] = "alter_queue"
+    needs: ClassVar[str | None] = "activation"
     queue: QueueRef
     status: str | None = None
     procedure_name: str | None = None
@@ -199,6 +208,7 @@ class CreateEventNotification(Command):
     """CREATE EVENT NOTIFICATION name ON QUEUE queue FOR QUEUE_ACTIVATION."""
 
     kind: ClassVar[str] = "create_event_notification"
+    needs: ClassVar[str | None] = "external_activation"
     name: str
     queue: QueueRef
 
@@ -206,6 +216,7 @@ class CreateEventNotification(Command):
 @dataclass(frozen=True)
 class DropEventNotification(Command):
     kind: ClassVar[str] = "drop_event_notification"
+    needs: ClassVar[str | None] = "external_activation"
     name: str
     queue: QueueRef
 
@@ -225,6 +236,7 @@ class CreateRoute(Command):
     broker_instance, address, mirror_address, lifetime_s - the plain form of topology routes."""
 
     kind: ClassVar[str] = "create_route"
+    needs: ClassVar[str | None] = "routing"
     instance: str
     database: str | None
     route: dict[str, Any]
@@ -235,6 +247,7 @@ class AlterRoute(Command):
     """ALTER ROUTE: the fields of ``route`` that are not None replace the route's."""
 
     kind: ClassVar[str] = "alter_route"
+    needs: ClassVar[str | None] = "routing"
     instance: str
     database: str | None
     route: dict[str, Any]
@@ -243,6 +256,7 @@ class AlterRoute(Command):
 @dataclass(frozen=True)
 class DropRoute(Command):
     kind: ClassVar[str] = "drop_route"
+    needs: ClassVar[str | None] = "routing"
     instance: str
     database: str | None
     name: str
@@ -253,6 +267,7 @@ class AnswerRoutingRequest(Command):
     """A dynamic routing service answers a pending request (RTM-4) by creating ``route``."""
 
     kind: ClassVar[str] = "answer_routing_request"
+    needs: ClassVar[str | None] = "dynamic_routing"
     instance: str
     database: str | None
     route: dict[str, Any]
@@ -263,6 +278,7 @@ class SetMessageForwarding(Command):
     """ALTER ENDPOINT ... FOR SERVICE_BROKER (MESSAGE_FORWARDING = ENABLED | DISABLED)."""
 
     kind: ClassVar[str] = "set_message_forwarding"
+    needs: ClassVar[str | None] = "forwarding"
     instance: str
     active: bool
 
@@ -272,6 +288,7 @@ class SetReachable(Command):
     """A fault: the instance stops answering the network, or answers again."""
 
     kind: ClassVar[str] = "set_reachable"
+    needs: ClassVar[str | None] = "routing"
     instance: str
     reachable: bool
 
@@ -281,6 +298,7 @@ class Failover(Command):
     """The copy of ``database`` on ``instance`` becomes the mirroring principal; its partner the mirror."""
 
     kind: ClassVar[str] = "failover"
+    needs: ClassVar[str | None] = "mirroring"
     instance: str
     database: str
 
@@ -290,6 +308,7 @@ class FailTaskHandlers(Command):
     """A fault: ``count`` task handlers of the instance fail (PER-1B restarts them)."""
 
     kind: ClassVar[str] = "fail_task_handlers"
+    needs: ClassVar[str | None] = "periodic_tasks"
     instance: str
     count: int
 
@@ -299,6 +318,7 @@ class SetDispatcherSaving(Command):
     """The dispatcher's async saving tasks: "running" (after ``delay_s``) or "stopped"."""
 
     kind: ClassVar[str] = "set_dispatcher_saving"
+    needs: ClassVar[str | None] = "periodic_tasks"
     instance: str
     mode: str
     delay_s: float = 0
@@ -313,6 +333,7 @@ class LoseInTransit(Command):
     """
 
     kind: ClassVar[str] = "lose_in_transit"
+    needs: ClassVar[str | None] = "periodic_tasks"
     dialog: str
     sequence: int
     from_target: bool = False
@@ -324,6 +345,7 @@ class DropConnection(Command):
     """A fault: the instance's connection to ``address`` drops."""
 
     kind: ClassVar[str] = "drop_connection"
+    needs: ClassVar[str | None] = "periodic_tasks"
     instance: str
     address: str
 
@@ -333,6 +355,7 @@ class FailTransmission(Command):
     """A fault: the transmitter cannot send the dialog for a "resource" or "security" reason."""
 
     kind: ClassVar[str] = "fail_transmission"
+    needs: ClassVar[str | None] = "periodic_tasks"
     dialog: str
     reason: str
 
@@ -340,6 +363,7 @@ class FailTransmission(Command):
 @dataclass(frozen=True)
 class CreateMasterKey(Command):
     kind: ClassVar[str] = "create_master_key"
+    needs: ClassVar[str | None] = "periodic_tasks"
     instance: str
     database: str
 
@@ -349,6 +373,7 @@ class StopAckCleanup(Command):
     """A fault: the background task that cleans acknowledged messages out of the transmission queue stops."""
 
     kind: ClassVar[str] = "stop_ack_cleanup"
+    needs: ClassVar[str | None] = "periodic_tasks"
     instance: str
     database: str
 

@@ -34,17 +34,8 @@ from sbtck.reports import baseline, results
 from sbtck.reports.publish import interrupted
 from sbtck.resources import features, kit_root
 from sbtck.steps.phrases import PHRASES, Phrase
+from sbtck.steps.vocabulary import STEP_MODULES
 from sbtck.steps.world import World
-
-# the step definitions, registered with the kit so that they serve the kit's features and a user's own alike
-STEP_MODULES = (
-    "sbtck.steps.setup_steps",
-    "sbtck.steps.session_steps",
-    "sbtck.steps.observe_steps",
-    "sbtck.steps.routing_steps",
-    "sbtck.steps.periodic_steps",
-    "sbtck.workloads.steps",  # the reproducers' Then steps
-)
 
 
 def start(config: pytest.Config) -> Kit:
@@ -74,6 +65,7 @@ def start(config: pytest.Config) -> Kit:
     manager = config.pluginmanager
     if not manager.has_plugin(__name__):
         manager.register(sys.modules[__name__], __name__)  # the world fixture
+    # the step definitions, registered with the kit so that they serve the kit's features and a user's own alike
     for module in STEP_MODULES:
         manager.import_plugin(module)
     manager.register(kit, "sbtck-kit")

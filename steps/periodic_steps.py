@@ -11,38 +11,83 @@ from sbtck.steps.vocabulary import step_for
 from sbtck.steps.world import World
 
 
-@step_for(phrases.HANDLERS_FAIL)
+@step_for(
+    phrases.HANDLERS_FAIL,
+    says=(contract.FailTaskHandlers, lambda op, _: {"count": op["count"], "instance": op["instance"]}),
+)
 def handlers_fail(world: World, count: str, instance: str) -> None:
     world.run(contract.FailTaskHandlers(world.at(), world.instance(instance), int(count)))
 
 
-@step_for(phrases.DISPATCHER_SAVING)
+def _saving(op: dict[str, Any]) -> dict[str, Any]:
+    """A dispatcher saving command as DISPATCHER_SAVING says it."""
+    if op["mode"] == "stopped":
+        return {"how": "stops saving messages"}
+    return {"delay": op["delay_s"]} if op["delay_s"] else {"how": "saves messages again"}
+
+
+@step_for(
+    phrases.DISPATCHER_SAVING,
+    says=(contract.SetDispatcherSaving, lambda op, _: {"instance": op["instance"], **_saving(op)}),
+)
 def dispatcher_saving(world: World, instance: str, how: str | None, delay: str | None) -> None:
     mode = "stopped" if how == "stops saving messages" else "running"
     world.run(contract.SetDispatcherSaving(world.at(), world.instance(instance), mode, float(delay or 0)))
 
 
-@step_for(phrases.LOSE)
+@step_for(
+    phrases.LOSE,
+    says=(
+        contract.LoseInTransit,
+        lambda op, _: (
+            None
+            if op["from_target"]
+            else {
+                "sequence": op["sequence"],
+                "dialog": op["dialog"],
+                "every": "every transmission of" if op.get("every") else None,
+            }
+        ),
+    ),
+)
 def lose(world: World, every: str | None, sequence: str, dialog: str) -> None:
     world.run(contract.LoseInTransit(world.at(), dialog, int(sequence), every=every is not None))
 
 
-@step_for(phrases.CONNECTION_DROPS)
+@step_for(
+    phrases.CONNECTION_DROPS,
+    says=(contract.DropConnection, lambda op, _: {"instance": op["instance"], "address": op["address"]}),
+)
 def connection_drops(world: World, instance: str, address: str) -> None:
     world.run(contract.DropConnection(world.at(), world.instance(instance), address))
 
 
-@step_for(phrases.TRANSMISSION_FAILS)
+@step_for(
+    phrases.TRANSMISSION_FAILS,
+    says=(
+        contract.FailTransmission,
+        lambda op, _: {
+            "dialog": op["dialog"],
+            "why": "for lack of memory" if op["reason"] == "resource" else "security validation",
+        },
+    ),
+)
 def transmission_fails(world: World, dialog: str, why: str) -> None:
     world.run(contract.FailTransmission(world.at(), dialog, "resource" if why.endswith("memory") else "security"))
 
 
-@step_for(phrases.MASTER_KEY)
+@step_for(
+    phrases.MASTER_KEY,
+    says=(contract.CreateMasterKey, lambda op, _: {"database": op["database"], "instance": op["instance"]}),
+)
 def master_key(world: World, database: str, instance: str) -> None:
     world.run(contract.CreateMasterKey(world.at(), world.instance(instance), database))
 
 
-@step_for(phrases.CLEANUP_STOPS)
+@step_for(
+    phrases.CLEANUP_STOPS,
+    says=(contract.StopAckCleanup, lambda op, _: {"database": op["database"], "instance": op["instance"]}),
+)
 def cleanup_stops(world: World, database: str, instance: str) -> None:
     world.run(contract.StopAckCleanup(world.at(), world.instance(instance), database))
 

@@ -95,7 +95,38 @@ def _options(world: World, name: str, options: str) -> dict[str, Any]:
     return _route(world, name, values)
 
 
-@step_for(phrases.ROUTE_DDL)
+def _route_ddl(op: dict[str, Any], verb: str) -> dict[str, Any]:
+    """A CREATE or ALTER ROUTE command as ROUTE_DDL says it."""
+    route = op["route"]
+    words = [
+        f"{option} = '{route[key]}'"
+        for key, option in (
+            ("service_name", "SERVICE_NAME"),
+            ("broker_instance", "BROKER_INSTANCE"),
+            ("address", "ADDRESS"),
+            ("mirror_address", "MIRROR_ADDRESS"),
+        )
+        if route.get(key) is not None
+    ]
+    if route.get("lifetime_s") is not None:
+        words.append(f"LIFETIME = {route['lifetime_s']:g}")
+    options = ", ".join(words)
+    return {
+        "database": op["database"],
+        "instance": op["instance"],
+        "verb": verb,
+        "name": route["name"],
+        "options": options,
+    }
+
+
+@step_for(
+    phrases.ROUTE_DDL,
+    says=[
+        (contract.CreateRoute, lambda op, _: _route_ddl(op, "CREATE")),
+        (contract.AlterRoute, lambda op, _: _route_ddl(op, "ALTER")),
+    ],
+)
 def route_ddl(world: World, database: str | None, instance: str, verb: str, name: str, options: str) -> None:
     route = _options(world, name, options)
     at = world.at()
@@ -109,14 +140,31 @@ def route_ddl(world: World, database: str | None, instance: str, verb: str, name
         table[name] = {**table.get(name, {}), **{k: v for k, v in route.items() if v is not None}}
 
 
-@step_for(phrases.DROP_ROUTE)
+@step_for(
+    phrases.DROP_ROUTE,
+    says=(
+        contract.DropRoute,
+        lambda op, _: {"database": op["database"], "instance": op["instance"], "name": op["name"]},
+    ),
+)
 def drop_route(world: World, database: str | None, instance: str, name: str) -> None:
     table = world.route_table(instance, database)
     world.run(contract.DropRoute(world.at(), instance, database, name))
     table.pop(name, None)
 
 
-@step_for(phrases.ANSWER_ROUTING_REQUEST)
+@step_for(
+    phrases.ANSWER_ROUTING_REQUEST,
+    says=(
+        contract.AnswerRoutingRequest,
+        lambda op, _: {
+            "service": op["route"]["service_name"],
+            "database": op["database"],
+            "instance": op["instance"],
+            "address": op["route"]["address"],
+        },
+    ),
+)
 def answer_request(world: World, service: str, database: str | None, instance: str, address: str) -> None:
     route = _route(world, f"Dynamic_{service}", {"service_name": service, "address": address})
     _check(world, route)
@@ -124,22 +172,39 @@ def answer_request(world: World, service: str, database: str | None, instance: s
     world.route_table(instance, database)[route["name"]] = route
 
 
-@step_for(phrases.FORWARDING)
+@step_for(
+    phrases.FORWARDING,
+    says=(
+        contract.SetMessageForwarding,
+        lambda op, _: {"instance": op["instance"], "state": "enabled" if op["active"] else "disabled"},
+    ),
+)
 def forwarding(world: World, state: str, instance: str) -> None:
     world.run(contract.SetMessageForwarding(world.at(), world.instance(instance), state == "enabled"))
 
 
-@step_for(phrases.REACHABLE)
+@step_for(
+    phrases.REACHABLE,
+    says=(
+        contract.SetReachable,
+        lambda op, _: {
+            "instance": op["instance"],
+            "state": "can be reached again" if op["reachable"] else "cannot be reached",
+        },
+    ),
+)
 def reachable(world: World, instance: str, state: str) -> None:
     world.run(contract.SetReachable(world.at(), world.instance(instance), state == "can be reached again"))
 
 
-@step_for(phrases.FAILOVER)
+@step_for(
+    phrases.FAILOVER, says=(contract.Failover, lambda op, _: {"database": op["database"], "instance": op["instance"]})
+)
 def failover(world: World, database: str, instance: str) -> None:
     world.run(contract.Failover(world.at(), world.instance(instance), database))
 
 
-@step_for(phrases.REPLY)
+@step_for(phrases.REPLY, says=(contract.Send, lambda op, _: {"dialog": op["dialog"]} if op["from_target"] else None))
 def reply(world: World, dialog: str, count: str | None) -> None:
     for _ in range(int(count or 1)):
         world.run(contract.Send(world.at(), dialog, from_target=True))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from sbtck import contract
 from sbtck.errors import ScenarioError
@@ -24,7 +25,18 @@ def inline_topology(world: World, docstring: str) -> None:
     world.start(topologies.parse(docstring, path, line_offset=line + 1))
 
 
-@step_for(phrases.BEGIN_DIALOG)
+@step_for(
+    phrases.BEGIN_DIALOG,
+    says=(
+        contract.BeginDialog,
+        lambda op, _: {
+            "dialog": op["dialog"],
+            "initiator": op["from_service"],
+            "target": op["to_service"],
+            "broker": op["to_broker_instance"],
+        },
+    ),
+)
 def begin_dialog(world: World, dialog: str, initiator: str, target: str, broker: str | None) -> None:
     at = world.at()
     assert world.topology is not None
@@ -33,13 +45,15 @@ def begin_dialog(world: World, dialog: str, initiator: str, target: str, broker:
     world.run(contract.BeginDialog(at, dialog, instance, database, service, target, to_broker))
 
 
-@step_for(phrases.SEND)
+@step_for(phrases.SEND, says=(contract.Send, lambda op, _: None if op["from_target"] else {"dialog": op["dialog"]}))
 def send(world: World, dialog: str, count: str | None) -> None:
     for _ in range(int(count or 1)):
         world.run(contract.Send(world.at(), dialog))
 
 
-@step_for(phrases.TIME_PASSES)
+@step_for(
+    phrases.TIME_PASSES, says=(contract.AdvanceTime, lambda op, start: {"second": f"{(op['at_ms'] - start) / 1000:g}"})
+)
 def time_passes(world: World, second: str) -> None:
     world.at()
     try:
@@ -52,7 +66,17 @@ def time_passes(world: World, second: str) -> None:
 OPTION = re.compile(r"^\s*(STATUS|PROCEDURE_NAME|MAX_QUEUE_READERS)\s*=\s*(\S+)\s*$")
 
 
-@step_for(phrases.ALTER_QUEUE)
+def _alter_options(op: dict[str, Any]) -> str:
+    """An ALTER QUEUE command's options as ALTER_QUEUE says them."""
+    options = [f"STATUS = {op['status']}"] if op["status"] else []
+    readers = op["max_queue_readers"]
+    return ", ".join(options + ([] if readers is None else [f"MAX_QUEUE_READERS = {readers}"]))
+
+
+@step_for(
+    phrases.ALTER_QUEUE,
+    says=(contract.AlterQueue, lambda op, _: {"queue": op["queue"]["queue"], "options": _alter_options(op)}),
+)
 def alter_queue(world: World, queue: str, options: str) -> None:
     values: dict[str, str] = {}
     for option in options.split(","):
@@ -80,16 +104,25 @@ def alter_queue(world: World, queue: str, options: str) -> None:
     )
 
 
-@step_for(phrases.CREATE_NOTIFICATION)
+@step_for(
+    phrases.CREATE_NOTIFICATION,
+    says=(contract.CreateEventNotification, lambda op, _: {"name": op["name"], "queue": op["queue"]["queue"]}),
+)
 def create_notification(world: World, name: str, queue: str) -> None:
     world.run(contract.CreateEventNotification(world.at(), name, world.queue(queue)))
 
 
-@step_for(phrases.DROP_NOTIFICATION)
+@step_for(
+    phrases.DROP_NOTIFICATION,
+    says=(contract.DropEventNotification, lambda op, _: {"name": op["name"], "queue": op["queue"]["queue"]}),
+)
 def drop_notification(world: World, name: str, queue: str) -> None:
     world.run(contract.DropEventNotification(world.at(), name, world.queue(queue)))
 
 
-@step_for(phrases.PROCEDURE_EXITS)
+@step_for(
+    phrases.PROCEDURE_EXITS,
+    says=(contract.ExitProcedure, lambda op, _: {"task": op["task"], "queue": op["queue"]["queue"]}),
+)
 def procedure_exits(world: World, task: str, queue: str) -> None:
     world.run(contract.ExitProcedure(world.at(), world.queue(queue), int(task)))

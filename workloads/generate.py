@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sbtck import contract
 from sbtck.workloads.draw import Draw
 from sbtck.workloads.landscape import ALL, Landscape, landscape, local_landscape, periodic_landscape, route
 
@@ -23,26 +24,8 @@ TIMER_MS = 5_000  # the broker's timer notifies every 5 seconds from its start (
 PERIODIC_VIEW = "sbtck.periodic_state"
 # the areas a world is drawn in, the first the implementation declares: routing worlds, then activation, then periodic
 AREAS = ("routing", "activation", "periodic_tasks")
-# contract commands that only some implementations take, by the capability they need
-NEEDS = {
-    "failover": "mirroring",
-    "answer_routing_request": "dynamic_routing",
-    "set_message_forwarding": "forwarding",
-    "create_event_notification": "external_activation",
-    "drop_event_notification": "external_activation",
-    "fail_task_handlers": "periodic_tasks",
-    "set_dispatcher_saving": "periodic_tasks",
-    "drop_connection": "periodic_tasks",
-    "fail_transmission": "periodic_tasks",
-    "create_master_key": "periodic_tasks",
-    "lose_in_transit": "periodic_tasks",
-    "stop_ack_cleanup": "periodic_tasks",
-    "alter_queue": "activation",
-    "create_route": "routing",
-    "alter_route": "routing",
-    "drop_route": "routing",
-    "set_reachable": "routing",
-}
+# contract commands that only some implementations take, by the capability they need (as the contract declares)
+NEEDS = {kind: command.needs for kind, command in contract.COMMANDS.items() if command.needs is not None}
 
 
 @dataclass

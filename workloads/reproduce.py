@@ -14,7 +14,6 @@ reference.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -23,7 +22,7 @@ from sbtck.errors import DeclarationError, NoStepFor
 from sbtck.observations import DECISION_TRACE, reported_by
 from sbtck.steps import phrases
 from sbtck.steps.cells import cell
-from sbtck.steps.phrases import Phrase
+from sbtck.steps.vocabulary import sayings
 from sbtck.workloads.generate import WAITING_VIEWS, StageWorld
 
 THEN = f"    Then {phrases.INVARIANTS_HOLD.source}\n    And {phrases.SAME_AS_REFERENCE.source}\n"
@@ -107,134 +106,16 @@ def _routes(routes: list[dict[str, Any]], key: str) -> dict[str, Any]:
     return out
 
 
-def _options(route: dict[str, Any]) -> str:
-    parts = []
-    for key, option in (
-        ("service_name", "SERVICE_NAME"),
-        ("broker_instance", "BROKER_INSTANCE"),
-        ("address", "ADDRESS"),
-        ("mirror_address", "MIRROR_ADDRESS"),
-    ):
-        if route.get(key) is not None:
-            parts.append(f"{option} = '{route[key]}'")
-    if route.get("lifetime_s") is not None:
-        parts.append(f"LIFETIME = {route['lifetime_s']:g}")
-    return ", ".join(parts)
-
-
-def _seconds(ms: int | None) -> float | None:
-    return None if ms is None else ms / 1000
-
-
-def _alter_options(op: dict[str, Any]) -> str:
-    options = [f"STATUS = {op['status']}"] if op["status"] else []
-    return ", ".join(
-        options + ([] if op["max_queue_readers"] is None else [f"MAX_QUEUE_READERS = {op['max_queue_readers']}"])
-    )
-
-
-def _saving(op: dict[str, Any]) -> dict[str, Any]:
-    if op["mode"] == "stopped":
-        return {"how": "stops saving messages"}
-    return {"delay": op["delay_s"]} if op["delay_s"] else {"how": "saves messages again"}
-
-
-def _route_ddl(op: dict[str, Any], verb: str) -> dict[str, Any]:
-    route = op["route"]
-    return {
-        "database": op["database"],
-        "instance": op["instance"],
-        "verb": verb,
-        "name": route["name"],
-        "options": _options(route),
-    }
-
-
-# Each contract command the generator writes: the phrase that says it, and its slot values.
-SAYS: dict[str, Callable[[dict[str, Any], int], tuple[Phrase, dict[str, Any]]]] = {
-    "advance_time": lambda op, start: (phrases.TIME_PASSES, {"second": f"{(op['at_ms'] - start) / 1000:g}"}),
-    "begin_dialog": lambda op, _: (
-        phrases.BEGIN_DIALOG,
-        {
-            "dialog": op["dialog"],
-            "initiator": op["from_service"],
-            "target": op["to_service"],
-            "broker": op["to_broker_instance"],
-        },
-    ),
-    "send": lambda op, _: (phrases.REPLY if op["from_target"] else phrases.SEND, {"dialog": op["dialog"]}),
-    "begin_transaction": lambda op, _: (phrases.BEGIN_TRANSACTION, {"session": op["session"]}),
-    "commit": lambda op, _: (phrases.COMMIT, {"session": op["session"]}),
-    "rollback": lambda op, _: (phrases.ROLLBACK, {"session": op["session"]}),
-    "receive": lambda op, _: (
-        phrases.RECEIVE,
-        {
-            "session": op["session"],
-            "queue": op["queue"]["queue"],
-            "top": op["top"],
-            "dialog": op["where_dialog"],
-            "wait": _seconds(op["waitfor_ms"]),
-        },
-    ),
-    "get_conversation_group": lambda op, _: (
-        phrases.GET_CONVERSATION_GROUP,
-        {"session": op["session"], "queue": op["queue"]["queue"], "wait": _seconds(op["waitfor_ms"])},
-    ),
-    "alter_queue": lambda op, _: (phrases.ALTER_QUEUE, {"queue": op["queue"]["queue"], "options": _alter_options(op)}),
-    "create_event_notification": lambda op, _: (
-        phrases.CREATE_NOTIFICATION,
-        {"name": op["name"], "queue": op["queue"]["queue"]},
-    ),
-    "drop_event_notification": lambda op, _: (
-        phrases.DROP_NOTIFICATION,
-        {"name": op["name"], "queue": op["queue"]["queue"]},
-    ),
-    "set_reachable": lambda op, _: (
-        phrases.REACHABLE,
-        {"instance": op["instance"], "state": "can be reached again" if op["reachable"] else "cannot be reached"},
-    ),
-    "set_message_forwarding": lambda op, _: (
-        phrases.FORWARDING,
-        {"instance": op["instance"], "state": "enabled" if op["active"] else "disabled"},
-    ),
-    "failover": lambda op, _: (phrases.FAILOVER, {"database": op["database"], "instance": op["instance"]}),
-    "fail_task_handlers": lambda op, _: (phrases.HANDLERS_FAIL, {"count": op["count"], "instance": op["instance"]}),
-    "set_dispatcher_saving": lambda op, _: (phrases.DISPATCHER_SAVING, {"instance": op["instance"], **_saving(op)}),
-    "drop_connection": lambda op, _: (phrases.CONNECTION_DROPS, {"instance": op["instance"], "address": op["address"]}),
-    "fail_transmission": lambda op, _: (
-        phrases.TRANSMISSION_FAILS,
-        {"dialog": op["dialog"], "why": "for lack of memory" if op["reason"] == "resource" else "security validation"},
-    ),
-    "create_master_key": lambda op, _: (phrases.MASTER_KEY, {"database": op["database"], "instance": op["instance"]}),
-    "create_route": lambda op, _: (phrases.ROUTE_DDL, _route_ddl(op, "CREATE")),
-    "alter_route": lambda op, _: (phrases.ROUTE_DDL, _route_ddl(op, "ALTER")),
-    "drop_route": lambda op, _: (
-        phrases.DROP_ROUTE,
-        {"database": op["database"], "instance": op["instance"], "name": op["name"]},
-    ),
-    "answer_routing_request": lambda op, _: (
-        phrases.ANSWER_ROUTING_REQUEST,
-        {
-            "service": op["route"]["service_name"],
-            "database": op["database"],
-            "instance": op["instance"],
-            "address": op["route"]["address"],
-        },
-    ),
-}
-
-
 def step(op: dict[str, Any], start_ms: int) -> str | None:
-    """The step that runs this command, or None for one the Then steps run themselves."""
+    """The step that runs this command, or None for one the Then steps run themselves: the first phrase whose step
+    says a command of its kind and says this one (sbtck/steps/vocabulary.py)."""
     if op["kind"] == "query_view" and op["view"] in WAITING_VIEWS:
         return None
-    says = SAYS.get(op["kind"])
-    if op["kind"] == "lose_in_transit" and not op["from_target"]:
-        return phrases.LOSE.text(sequence=op["sequence"], dialog=op["dialog"])
-    if says is None:
-        raise NoStepFor(f"no step in the vocabulary writes a {op['kind']!r} command: {op}")
-    phrase, values = says(op, start_ms)
-    return phrase.text(**values)
+    for phrase, saying in sayings().get(op["kind"], []):
+        values = saying(op, start_ms)
+        if values is not None:
+            return phrase.text(**values)
+    raise NoStepFor(f"no step in the vocabulary writes a {op['kind']!r} command: {op}")
 
 
 def stated(events: list[dict[str, Any]], capabilities: frozenset[str], reasoning: bool = False) -> list[dict[str, Any]]:

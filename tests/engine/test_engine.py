@@ -75,7 +75,7 @@ def test_a_waiting_receive_is_answered_when_the_lock_is_released_or_times_out() 
     [
         (lambda b: b.send(0, "nope"), "no dialog 'nope' has been begun"),
         (lambda b: b.commit(0, "S1"), "COMMIT in session 'S1', which has no open transaction"),
-        (lambda b: b.alter_queue(0, key("Manual"), status=True), "STATUS = ON needs a PROCEDURE_NAME"),
+        (lambda b: b.alter_queue(0, key("Manual"), status="ON"), "STATUS = ON needs a PROCEDURE_NAME"),
         (lambda b: b.alter_queue(0, key("Manual"), procedure_name="zzz"), "no procedure 'zzz'"),
         (lambda b: b.exit_procedure(0, key("Busy"), 9), "activated task 9 of queue 'Busy' is not running"),
         (lambda b: b.begin_dialog(0, "D", "sql1", "shop", "Nobody", "ManualService"), "no service 'Nobody'"),
