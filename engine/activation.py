@@ -106,10 +106,10 @@ class QueueMonitors:
             earlier = self.last_empty.get(queue.key)
             if earlier is not None and self.empty_memory.of(self.chooser) == THE_QUEUES:
                 monitor.last_empty_ms = earlier
-            self.log.emit(self.clock.now_ms, Kind.MONITOR_CREATED, **queue.key.fields())
+            self.log.add({**queue.key.fields(), "at_ms": self.clock.now_ms, "kind": Kind.MONITOR_CREATED})
         elif present and not wanted:
             self.monitors.pop(queue.key).cancel_time_out()
-            self.log.emit(self.clock.now_ms, Kind.MONITOR_REMOVED, **queue.key.fields())
+            self.log.add({**queue.key.fields(), "at_ms": self.clock.now_ms, "kind": Kind.MONITOR_REMOVED})
 
     def notifications_dropped(self, queue: Queue) -> None:
         """The queue's last event notification is gone: a QUEUE_ACTIVATION time-out still running runs out, or
@@ -192,23 +192,45 @@ class QueueMonitors:
         if reason is None:
             return
         now = self.clock.now_ms
-        self.log.emit(now, Kind.ACTIVATION_NECESSARY, rule=reason, trigger=trigger, **queue.key.fields())
+        self.log.add(
+            {"rule": reason, "trigger": trigger, **queue.key.fields(), "at_ms": now, "kind": Kind.ACTIVATION_NECESSARY}
+        )
         if self.internal(queue):
             if self.internal_occurs(queue):
                 self.start_procedure(queue, monitor)
             else:
-                self.log.emit(now, Kind.ACTIVATION_WITHHELD, reason="MAX_QUEUE_READERS", **queue.key.fields())
+                self.log.add(
+                    {
+                        "reason": "MAX_QUEUE_READERS",
+                        **queue.key.fields(),
+                        "at_ms": now,
+                        "kind": Kind.ACTIVATION_WITHHELD,
+                    }
+                )
         if queue.notifications:
             if self.external_occurs(monitor):
                 self.notify(queue, monitor)
             else:
-                self.log.emit(now, Kind.ACTIVATION_WITHHELD, reason="notification time-out", **queue.key.fields())
+                self.log.add(
+                    {
+                        "reason": "notification time-out",
+                        **queue.key.fields(),
+                        "at_ms": now,
+                        "kind": Kind.ACTIVATION_WITHHELD,
+                    }
+                )
 
     def notify(self, queue: Queue, monitor: QueueMonitor) -> None:
         now = self.clock.now_ms
         for name in queue.notifications:
-            self.log.emit(
-                now, Kind.EVENT_NOTIFICATION, event_type="QUEUE_ACTIVATION", notification=name, **queue.key.fields()
+            self.log.add(
+                {
+                    "event_type": "QUEUE_ACTIVATION",
+                    "notification": name,
+                    **queue.key.fields(),
+                    "at_ms": now,
+                    "kind": Kind.EVENT_NOTIFICATION,
+                }
             )
         monitor.last_activated_ms = now
         until = now + round(self.params.external_activation_timeout_s * 1000)
@@ -218,7 +240,7 @@ class QueueMonitors:
 
     def _time_out(self, queue: Queue, monitor: QueueMonitor) -> None:
         monitor.notified_until_ms = None
-        self.log.emit(self.clock.now_ms, Kind.ACTIVATION_TIME_OUT, **queue.key.fields())
+        self.log.add({**queue.key.fields(), "at_ms": self.clock.now_ms, "kind": Kind.ACTIVATION_TIME_OUT})
         self.evaluate(queue, TIME_OUT)
 
     # ----------------------------------------------------------- procedures
@@ -230,13 +252,15 @@ class QueueMonitors:
         task = ActivatedTask(queue.key, ordinal, session, self.procedures(queue.key, name))
         self.tasks[queue.key].append(task)
         monitor.last_activated_ms = self.clock.now_ms
-        self.log.emit(
-            self.clock.now_ms,
-            Kind.PROCEDURE_STARTED,
-            task=ordinal,
-            spid=session.spid,
-            procedure_name=name,
-            **queue.key.fields(),
+        self.log.add(
+            {
+                "task": ordinal,
+                "spid": session.spid,
+                "procedure_name": name,
+                **queue.key.fields(),
+                "at_ms": self.clock.now_ms,
+                "kind": Kind.PROCEDURE_STARTED,
+            }
         )
         self.clock.soon(lambda: self._next_receive(task))
 
@@ -300,13 +324,15 @@ class QueueMonitors:
         self.tasks[task.key].remove(task)
         if task.session.in_transaction:
             self.receiving.rollback(task.session)
-        self.log.emit(
-            self.clock.now_ms,
-            Kind.PROCEDURE_EXITED,
-            task=task.ordinal,
-            spid=task.session.spid,
-            reason=reason,
-            **task.key.fields(),
+        self.log.add(
+            {
+                "task": task.ordinal,
+                "spid": task.session.spid,
+                "reason": reason,
+                **task.key.fields(),
+                "at_ms": self.clock.now_ms,
+                "kind": Kind.PROCEDURE_EXITED,
+            }
         )
         if not self.tasks[task.key]:
             self.evaluate(self.queues[task.key], ALL_EXITED)

@@ -14,7 +14,7 @@ from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context, command
 from sbtck.engine.dispatcher import Dispatcher
-from sbtck.engine.events import MESSAGE_ARRIVED, MESSAGE_SENT, TIMER_NOTIFICATION, EventLog
+from sbtck.engine.events import EventLog
 from sbtck.engine.model import Conversation, Database, Endpoint, Envelope, Instance, Message, Queue, ReaderBehaviour
 from sbtck.engine.params import EngineParams
 from sbtck.engine.periodic import SCHEDULE, Maintenance, Task, tasks_of
@@ -62,7 +62,7 @@ class Broker(QueueStatements, Administration):
         self.instances: dict[str, Instance] = build(topology, start_ms)
         self.clock = Clockwork(start_ms)
         self.log = EventLog()
-        self.log.emit(start_ms, Kind.BROKER_STARTED)
+        self.log.add({"at_ms": start_ms, "kind": Kind.BROKER_STARTED})
         self.queues: dict[QueueRef, Queue] = {
             q.key: q for i in self.instances.values() for d in i.databases.values() for q in d.queues.values()
         }
@@ -116,7 +116,7 @@ class Broker(QueueStatements, Administration):
         for name in self.instances:
             # built whole (EventLog.add), each event with its own list of the tasks
             self.log.add(
-                {"instance": name, "number": number, "tasks": names[:], "at_ms": now, "kind": TIMER_NOTIFICATION}
+                {"instance": name, "number": number, "tasks": names[:], "at_ms": now, "kind": Kind.TIMER_NOTIFICATION}
             )
         for task in tasks:
             task.run(self)
@@ -192,20 +192,21 @@ class Broker(QueueStatements, Administration):
         initiator = Endpoint(instance, database, from_service, db.broker_instance)
         broker = to_broker_instance.upper() if to_broker_instance else None
         self.conversations[dialog] = Conversation(dialog, initiator, to_service, target_broker_instance=broker)
-        self.log.emit(
-            self.clock.now_ms,
-            Kind.DIALOG_BEGUN,
-            dialog=dialog,
-            instance=instance,
-            database=database,
-            from_service=from_service,
-            to_service=to_service,
-            to_broker_instance=broker,
+        self.log.add(
+            {
+                "dialog": dialog,
+                "instance": instance,
+                "database": database,
+                "from_service": from_service,
+                "to_service": to_service,
+                "to_broker_instance": broker,
+                "at_ms": self.clock.now_ms,
+                "kind": Kind.DIALOG_BEGUN,
+            }
         )
         return {"dialog": dialog}
 
-    # A command (context.command) written out: the decorator's generic call was a tenth of a SEND and a RECEIVE,
-    # the two commands every message takes (tests/engine/test_engine.py holds both to the convention).
+    # a command (context.command) written out, as RECEIVE is (sbtck/engine/compiling.py)
     def send(
         self, at_ms: int, /, dialog: str, message_type: str = "DEFAULT", body: str = "", from_target: bool = False
     ) -> dict[str, Any]:
@@ -238,7 +239,6 @@ class Broker(QueueStatements, Administration):
                 body,
             )
             origin, home = self.instances[conv.initiator.instance], conv.initiator.database
-        # written out, not merged from env.fields(): every message is sent
         self.log.add(
             {
                 "instance": origin.name,
@@ -247,7 +247,7 @@ class Broker(QueueStatements, Administration):
                 "message_sequence_number": env.sequence,
                 "from_target": env.from_target,
                 "at_ms": self.clock.now_ms,
-                "kind": MESSAGE_SENT,
+                "kind": Kind.MESSAGE_SENT,
             }
         )
         self.router.submit(env, origin, home)
@@ -277,7 +277,6 @@ class Broker(QueueStatements, Administration):
         arrived_on_empty = queue.unread() == 0
         queue.messages.append(message)
         key = queue.key
-        # written out, not merged from env.fields() and key.fields(): every message arrives
         self.log.add(
             {
                 "dialog": env.dialog,
@@ -289,7 +288,7 @@ class Broker(QueueStatements, Administration):
                 "database": key.database,
                 "queue": key.queue,
                 "at_ms": self.clock.now_ms,
-                "kind": MESSAGE_ARRIVED,
+                "kind": Kind.MESSAGE_ARRIVED,
             }
         )
         if not env.from_target and not conv.acknowledged:
@@ -306,12 +305,14 @@ class Broker(QueueStatements, Administration):
         conv.acknowledged = True
         conv.target_broker_instance = db.broker_instance
         self.router.acknowledged(conv.dialog, db.broker_instance)
-        self.log.emit(
-            self.clock.now_ms,
-            Kind.ACKNOWLEDGED,
-            instance=conv.initiator.instance,
-            dialog=conv.dialog,
-            broker_instance=db.broker_instance,
+        self.log.add(
+            {
+                "instance": conv.initiator.instance,
+                "dialog": conv.dialog,
+                "broker_instance": db.broker_instance,
+                "at_ms": self.clock.now_ms,
+                "kind": Kind.ACKNOWLEDGED,
+            }
         )
 
     # ----------------------------------------------------------- applying

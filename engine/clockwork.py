@@ -14,7 +14,6 @@ class _Due:
     action: Callable[[], None]
     cancelled: bool = False
 
-    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
     def __init__(self, at_ms: int, seq: int, action: Callable[[], None], cancelled: bool = False) -> None:
         self.at_ms, self.seq, self.action, self.cancelled = at_ms, seq, action, cancelled
 

@@ -11,7 +11,25 @@ at import, which is plain Python: each instance built went through the
 interpreter, a tenth of a world's check. The dataclasses the engine builds
 most (a few hundred per world) write their ``__init__`` out; it is compiled,
 and dataclasses keeps an ``__init__`` the class defines.
-``tests/engine/test_compiling.py`` holds each to its fields.
+``tests/engine/test_compiling.py`` finds each and holds it to its fields.
+
+This is the one place that says what the engine does for the build's sake;
+the rule code carries no such remark. The rest of it:
+- SEND and RECEIVE, the commands every message takes, are commands written
+  out (``context.command``'s three steps inline; the decorator's generic call
+  was a tenth of each), and ``command`` itself calls the method rather than
+  handing ``Broker.apply`` a closure, one object fewer per command;
+  tests/engine/test_engine.py holds both to the convention.
+- A part that calls another several times a message names it by its class,
+  not by a protocol (``Receiving``'s watcher, the queue monitors): the build
+  then calls it directly. The router and the place messages arrive keep a
+  named protocol (``router.Arrivals``): that call is once a message.
+- The busiest events (a message sent, arrived, a RECEIVE's end) are written
+  out field by field, not merged from an object's fields: every message makes
+  them.
+- A compiled class does not see a subclass replace a class attribute other
+  than a method or a ``ClassVar``: the steps of routing are methods, not
+  ``staticmethod`` aliases, so that a wrong variant can replace one.
 """
 
 from __future__ import annotations
@@ -53,6 +71,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "sbtck.engine.route_admin",
     "sbtck.engine.router",
     "sbtck.engine.routing",
+    "sbtck.engine.routing_memo",
     "sbtck.engine.statements",
     "sbtck.engine.topology",
     "sbtck.engine.transport",

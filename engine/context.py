@@ -47,8 +47,6 @@ def command(method: Callable[Concatenate[A, P], T]) -> Callable[Concatenate[A, i
     moves time.
     """
 
-    # Broker.apply's three steps written out rather than handed a closure, one object fewer per command (SEND and
-    # RECEIVE, the busiest, write the three steps out themselves: Broker.send says why)
     @functools.wraps(method)
     def at(self: A, at_ms: int, /, *args: P.args, **kwargs: P.kwargs) -> T:
         self.advance(at_ms)

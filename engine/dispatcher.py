@@ -29,7 +29,6 @@ class Buffered:
     database: str
     arrived_ms: int
 
-    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
     def __init__(self, envelope: Envelope, database: str, arrived_ms: int) -> None:
         self.envelope, self.database, self.arrived_ms = envelope, database, arrived_ms
 
@@ -57,13 +56,15 @@ class Dispatcher:
         self.delay_ms = 0
 
     def _emit(self, kind: Kind, item: Buffered, **fields: object) -> None:
-        self.log.emit(
-            self.clock.now_ms,
-            kind,
-            instance=self.instance.name,
-            database=item.database,
-            **item.envelope.fields(),
-            **fields,
+        self.log.add(
+            {
+                "instance": self.instance.name,
+                "database": item.database,
+                **item.envelope.fields(),
+                **fields,
+                "at_ms": self.clock.now_ms,
+                "kind": kind,
+            }
         )
 
     def receive(self, env: Envelope, db: Database) -> None:
@@ -98,8 +99,14 @@ class Dispatcher:
 
     def set_saving(self, mode: str, delay_ms: int) -> None:
         self.mode, self.delay_ms = mode, delay_ms
-        self.log.emit(
-            self.clock.now_ms, Kind.DISPATCHER_SAVING, instance=self.instance.name, mode=mode, delay_s=delay_ms / 1000
+        self.log.add(
+            {
+                "instance": self.instance.name,
+                "mode": mode,
+                "delay_s": delay_ms / 1000,
+                "at_ms": self.clock.now_ms,
+                "kind": Kind.DISPATCHER_SAVING,
+            }
         )
         for key in list(self.buffers):
             self._save_in_order(key)

@@ -24,7 +24,6 @@ class ReaderBehaviour:
     waitfor_ms: int | None
     work_ms: int
 
-    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
     def __init__(
         self, name: str, receives: bool, receive_top: int | None, waitfor_ms: int | None, work_ms: int
     ) -> None:
@@ -60,7 +59,6 @@ class Message:
             "message_body": self.body,
         }
 
-    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
     def __init__(
         self, queuing_order: int, dialog: str, group: str, sequence: int, message_type: str, body: str, arrived_ms: int
     ) -> None:
@@ -120,7 +118,6 @@ class Route:
             "expires_ms": self.expires_ms,
         }
 
-    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
     def __init__(
         self,
         name: str,
@@ -179,7 +176,6 @@ class Endpoint:
     service: str
     broker_instance: str
 
-    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
     def __init__(self, instance: str, database: str, service: str, broker_instance: str) -> None:
         self.instance, self.database, self.service, self.broker_instance = instance, database, service, broker_instance
 
@@ -216,7 +212,6 @@ class Envelope:
     def fields(self) -> dict[str, object]:
         return {"dialog": self.dialog, "message_sequence_number": self.sequence, "from_target": self.from_target}
 
-    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
     def __init__(
         self,
         dialog: str,

@@ -70,7 +70,14 @@ class Maintenance:
             count = self.chooser.choose(TASK_HANDLERS, [str(n) for n in range(most, 0, -1)])
             tasks = InstanceTasks(int(count))
             self.state[name] = tasks
-            self.log.emit(self.clock.now_ms, Kind.TASK_HANDLERS_STARTED, instance=name, count=tasks.task_handlers)
+            self.log.add(
+                {
+                    "instance": name,
+                    "count": tasks.task_handlers,
+                    "at_ms": self.clock.now_ms,
+                    "kind": Kind.TASK_HANDLERS_STARTED,
+                }
+            )
             for db in instance.databases.values():
                 self._start(name, db, retry=False)
 
@@ -78,14 +85,23 @@ class Maintenance:
         db.broker_started = db.master_key
         if db.broker_started:
             if retry:
-                self.log.emit(self.clock.now_ms, Kind.DATABASE_BROKER_STARTED, instance=instance, database=db.name)
+                self.log.add(
+                    {
+                        "instance": instance,
+                        "database": db.name,
+                        "at_ms": self.clock.now_ms,
+                        "kind": Kind.DATABASE_BROKER_STARTED,
+                    }
+                )
         else:
-            self.log.emit(
-                self.clock.now_ms,
-                Kind.DATABASE_BROKER_START_FAILED,
-                instance=instance,
-                database=db.name,
-                reason="missing master key",
+            self.log.add(
+                {
+                    "instance": instance,
+                    "database": db.name,
+                    "reason": "missing master key",
+                    "at_ms": self.clock.now_ms,
+                    "kind": Kind.DATABASE_BROKER_START_FAILED,
+                }
             )
 
     # --------------------------------------------------------------- faults
@@ -95,23 +111,34 @@ class Maintenance:
         if count > running:
             raise FaultError(f"instance {instance!r} has {running} running task handlers, so {count} cannot fail")
         tasks.failed_handlers += count
-        self.log.emit(self.clock.now_ms, Kind.TASK_HANDLERS_FAILED, instance=instance, count=count)
+        self.log.add(
+            {"instance": instance, "count": count, "at_ms": self.clock.now_ms, "kind": Kind.TASK_HANDLERS_FAILED}
+        )
 
     def create_master_key(self, instance: str, database: str) -> None:
         self.instances[instance].databases[database].master_key = True
-        self.log.emit(self.clock.now_ms, Kind.MASTER_KEY_CREATED, instance=instance, database=database)
+        self.log.add(
+            {"instance": instance, "database": database, "at_ms": self.clock.now_ms, "kind": Kind.MASTER_KEY_CREATED}
+        )
 
     def stop_ack_cleanup(self, instance: str, database: str) -> None:
         self.instances[instance].databases[database].ack_cleanup_running = False
-        self.log.emit(self.clock.now_ms, Kind.ACK_CLEANUP_STOPPED, instance=instance, database=database)
+        self.log.add(
+            {"instance": instance, "database": database, "at_ms": self.clock.now_ms, "kind": Kind.ACK_CLEANUP_STOPPED}
+        )
 
     # ---------------------------------------------------------------- tasks
     def restart_handlers(self, instance: str) -> None:
         """PER-1B: every notification, handlers that failed to start are started again."""
         tasks = self.state[instance]
         if tasks.failed_handlers:
-            self.log.emit(
-                self.clock.now_ms, Kind.TASK_HANDLERS_RESTARTED, instance=instance, count=tasks.failed_handlers
+            self.log.add(
+                {
+                    "instance": instance,
+                    "count": tasks.failed_handlers,
+                    "at_ms": self.clock.now_ms,
+                    "kind": Kind.TASK_HANDLERS_RESTARTED,
+                }
             )
             tasks.failed_handlers = 0
 
@@ -123,7 +150,7 @@ class Maintenance:
 
     def notify_configuration(self, instance: str) -> None:
         """PER-5D: the Broker Configuration Notification for BCN clients."""
-        self.log.emit(self.clock.now_ms, Kind.BROKER_CONFIGURATION_NOTIFICATION, instance=instance)
+        self.log.add({"instance": instance, "at_ms": self.clock.now_ms, "kind": Kind.BROKER_CONFIGURATION_NOTIFICATION})
 
     def resume_ack_cleanup(self, instance: str) -> None:
         """PER-5E: for databases with dialogs, the clean-up of acknowledged messages runs again."""
@@ -132,7 +159,14 @@ class Maintenance:
                 continue
             if db.broker_started or self.cleanup_reading.of(self.chooser) == ANY_WITH_DIALOGS:
                 db.ack_cleanup_running = True
-                self.log.emit(self.clock.now_ms, Kind.ACK_CLEANUP_RESUMED, instance=instance, database=db.name)
+                self.log.add(
+                    {
+                        "instance": instance,
+                        "database": db.name,
+                        "at_ms": self.clock.now_ms,
+                        "kind": Kind.ACK_CLEANUP_RESUMED,
+                    }
+                )
 
     def rows(self) -> list[dict[str, object]]:
         return [

@@ -17,7 +17,6 @@ from sbtck.engine.choosing import (
 )
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
-from sbtck.engine.events import EMPTY_RESULT, ROWS_RETURNED
 from sbtck.engine.model import Message
 from sbtck.errors import ReceivingError
 from sbtck.observations import Kind
@@ -56,7 +55,6 @@ class Wait:
     # the rows (as a session sees them) and the conversation group the statement returned, once it has
     result: tuple[list[dict[str, Any]], str | None] | None = None
 
-    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
     def __init__(
         self,
         session: Session,
@@ -85,8 +83,7 @@ Result = Callable[[list[Message], str | None], None]
 class Receiving:
     """Hands messages to readers, one reader per conversation group at a time."""
 
-    # The watcher is the queue monitors, told what readers do so that they can decide on activation. Named by its
-    # class rather than by a protocol: the compiled build then calls it directly, several times a RECEIVE.
+    # the watcher is the queue monitors, told what readers do so that they can decide on activation
     def __init__(self, ctx: Context, watcher: QueueMonitors) -> None:
         self.queues = ctx.queues
         self.clock = ctx.clock
@@ -127,13 +124,15 @@ class Receiving:
         self.waits[key].append(wait)
         due = self.clock.at(self.clock.now_ms + waitfor_ms, lambda: self._time_out(wait))
         wait.cancel_deadline = lambda: setattr(due, "cancelled", True)
-        self.log.emit(
-            self.clock.now_ms,
-            Kind.READER_WAITING,
-            session=session.name,
-            statement=statement,
-            has_where=wait.has_where,
-            **key.fields(),
+        self.log.add(
+            {
+                "session": session.name,
+                "statement": statement,
+                "has_where": wait.has_where,
+                **key.fields(),
+                "at_ms": self.clock.now_ms,
+                "kind": Kind.READER_WAITING,
+            }
         )
         if self._a_receive(statement):
             self.watcher.receive_waiting(queue)
@@ -168,7 +167,7 @@ class Receiving:
         """Ends the transaction and, unless told not to, serves the readers waiting on the queues it touched."""
         self._require_transaction(session, "COMMIT")
         touched = self._end_transaction(session)
-        self.log.emit(self.clock.now_ms, Kind.TRANSACTION_COMMITTED, session=session.name)
+        self.log.add({"session": session.name, "at_ms": self.clock.now_ms, "kind": Kind.TRANSACTION_COMMITTED})
         for key in touched if serve else ():
             self.serve(key)
         return touched
@@ -181,7 +180,14 @@ class Receiving:
             queue = self.queues[key]
             queue.messages.append(message)
             queue.messages.sort(key=lambda m: m.queuing_order)
-        self.log.emit(self.clock.now_ms, Kind.TRANSACTION_ROLLED_BACK, session=session.name, returned=len(returned))
+        self.log.add(
+            {
+                "session": session.name,
+                "returned": len(returned),
+                "at_ms": self.clock.now_ms,
+                "kind": Kind.TRANSACTION_ROLLED_BACK,
+            }
+        )
         back = dict.fromkeys(key for key, _ in returned)
         # a monitor that looks at the trigger looks before a waiting reader takes what came back, as at an arrival
         at_the_trigger = bool(back) and self.watcher.looks_at_once()
@@ -284,8 +290,7 @@ class Receiving:
         has_where = wait.has_where
         # the rows as the session sees them, made once: the event says them, and so does the statement's answer
         returned = [m.row() for m in rows]
-        # each written out whole: every RECEIVE ends here
-        kind = EMPTY_RESULT if empty else ROWS_RETURNED
+        kind = Kind.EMPTY_RESULT if empty else Kind.ROWS_RETURNED
         if wait.statement == RECEIVE:
             self.log.add(
                 {

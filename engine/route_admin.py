@@ -48,8 +48,14 @@ class RouteAdmin:
         self._check_addresses(route)
         table[route.name] = route
         self.router.route_changed(instance, route.service_name)
-        self.log.emit(
-            self.clock.now_ms, Kind.ROUTE_CREATED, instance=instance, database=database or "msdb", route=route.name
+        self.log.add(
+            {
+                "instance": instance,
+                "database": database or "msdb",
+                "route": route.name,
+                "at_ms": self.clock.now_ms,
+                "kind": Kind.ROUTE_CREATED,
+            }
         )
 
     def alter(self, instance: str, database: str | None, spec: dict[str, Any]) -> None:
@@ -73,8 +79,14 @@ class RouteAdmin:
         before = table[route.name].service_name
         table[route.name] = route
         self.router.route_changed(instance, before, route.service_name)
-        self.log.emit(
-            self.clock.now_ms, Kind.ROUTE_ALTERED, instance=instance, database=database or "msdb", route=route.name
+        self.log.add(
+            {
+                "instance": instance,
+                "database": database or "msdb",
+                "route": route.name,
+                "at_ms": self.clock.now_ms,
+                "kind": Kind.ROUTE_ALTERED,
+            }
         )
 
     def drop(self, instance: str, database: str | None, name: str) -> None:
@@ -83,7 +95,15 @@ class RouteAdmin:
             raise RouteAdminError(f"no route {name!r} in {database or 'msdb'} of {instance}")
         dropped = table.pop(name)
         self.router.route_changed(instance, dropped.service_name)
-        self.log.emit(self.clock.now_ms, Kind.ROUTE_DROPPED, instance=instance, database=database or "msdb", route=name)
+        self.log.add(
+            {
+                "instance": instance,
+                "database": database or "msdb",
+                "route": name,
+                "at_ms": self.clock.now_ms,
+                "kind": Kind.ROUTE_DROPPED,
+            }
+        )
 
     def answer_routing_request(self, instance: str, database: str | None, spec: dict[str, Any]) -> None:
         """The dynamic routing service answers by creating the route it found (RTM-4)."""
@@ -95,12 +115,18 @@ class RouteAdmin:
 
     def set_forwarding(self, instance: str, active: bool) -> None:
         self._instance(instance).forwarding = active
-        self.log.emit(self.clock.now_ms, Kind.MESSAGE_FORWARDING, instance=instance, active=active)
+        self.log.add(
+            {"instance": instance, "active": active, "at_ms": self.clock.now_ms, "kind": Kind.MESSAGE_FORWARDING}
+        )
 
     def set_reachable(self, instance: str, reachable: bool) -> None:
         self._instance(instance).reachable = reachable
-        self.log.emit(
-            self.clock.now_ms, Kind.INSTANCE_REACHABLE if reachable else Kind.INSTANCE_UNREACHABLE, instance=instance
+        self.log.add(
+            {
+                "instance": instance,
+                "at_ms": self.clock.now_ms,
+                "kind": Kind.INSTANCE_REACHABLE if reachable else Kind.INSTANCE_UNREACHABLE,
+            }
         )
 
     def make_principal(self, instance: str, database: str) -> None:
@@ -114,4 +140,6 @@ class RouteAdmin:
                 if copy.broker_instance == db.broker_instance and copy is not db:
                     copy.mirroring_role = "mirror"
         db.mirroring_role = "principal"
-        self.log.emit(self.clock.now_ms, Kind.MIRRORING_FAILOVER, instance=instance, database=database)
+        self.log.add(
+            {"instance": instance, "database": database, "at_ms": self.clock.now_ms, "kind": Kind.MIRRORING_FAILOVER}
+        )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sbtck import catalogue
 from sbtck.engine.choosing import (
@@ -39,21 +39,28 @@ from sbtck.engine.choosing import (
     STAYS_REGISTERED,
     WHEN_DECIDED,
     WHEN_SENT_ON,
-    Addresses,
     Chooser,
     Reading,
     Span,
 )
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
-from sbtck.engine.events import ROUTE_CHOSEN, ROUTES_MATCHED, TRANSMITTER_RECLASSIFIED
 from sbtck.engine.model import LOCAL, TRANSPORT, Database, Envelope, Instance, Route
 from sbtck.engine.routing import Choice, Match, choose, live, locate, match
+from sbtck.engine.routing_memo import Found, RoutingMemo
 from sbtck.engine.transport import Transport
 from sbtck.observations import Kind
 
-if TYPE_CHECKING:  # the broker holds its router
-    from sbtck.engine.broker import Broker
+
+class Arrivals(Protocol):
+    """Where a routed message ends (the Broker): in the target queue at once, or, having come over the transport,
+    through the receiving instance's message dispatcher, which buffers it and may drop it (PER-1C)."""
+
+    # with resending, the messages that have arrived: a copy of one is not sent again
+    arrived: set[tuple[str, bool, int]]
+
+    def deliver(self, env: Envelope, at: Instance, db: Database) -> None: ...
+    def dispatch(self, env: Envelope, at: Instance, db: Database) -> None: ...
 
 
 DELAYED = "delayed"
@@ -64,65 +71,6 @@ FAILED = "failed"
 # the longest a sender that resends waits between two sendings of a message (resend_after_s doubles up to the most
 # the catalogue allows it)
 RESEND_LONGEST_MS = round(float(catalogue.load().params["resend_after_s"].high or 0) * 1000)
-
-
-@dataclass(frozen=True)
-class Unroutable:
-    """What the last routing attempt of a message found at one place, when it found nothing to send it by.
-
-    A delayed conversation is matched again every ``delayed_retry_s`` for as
-    long as it waits (RTM-8), each attempt reported. Until a route of that
-    table changes, a routing request is made, a route of it reaches its
-    expiry or the instance gains or loses the service, another attempt finds
-    the same: then the matching itself is not run again, only reported again.
-    This keeps a long world's cost from growing with its length times its
-    delayed messages. Attempts that asked the chooser (RTM-3 between broker
-    instances) are always run again, as the chooser may follow another
-    implementation's picks attempt by attempt.
-    """
-
-    stamp: tuple[int, int, bool]
-    until_ms: float
-    matched: dict[str, object]
-    routes: tuple[str, ...]
-    why: str
-
-
-@dataclass(frozen=True)
-class Decided:
-    """What matching and choosing gave at one place for one service and broker instance, the chooser not asked.
-
-    The same table, the same pending routing requests and the same presence
-    of the service give the same routes and the same choice, until a route
-    of the table reaches its expiry; then routing a message again there only
-    reports what it found. A decision the chooser took part in is never
-    kept: another attempt may be answered otherwise (RTM-3, RTC-1..4).
-    """
-
-    stamp: tuple[int, int, bool]
-    until_ms: float
-    matched: dict[str, object]
-    routes: tuple[str, ...]
-    choice: Choice
-
-
-class _Asking:
-    """A chooser that counts the choices it is asked to make, and passes them on."""
-
-    def __init__(self, chooser: Chooser) -> None:
-        self.chooser = chooser
-        self.asked = 0
-
-    def about(self, instance: str, message: dict[str, object]) -> None:
-        self.chooser.about(instance, message)
-
-    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
-        self.asked += 1
-        return self.chooser.choose(kind, options, addresses)
-
-    def order(self, kind: str, options: list[str]) -> list[str]:
-        self.asked += 1
-        return self.chooser.order(kind, options)
 
 
 @dataclass
@@ -140,7 +88,6 @@ class Waiting:
     since_ms: int = 0  # when it began this wait (received_ms may be earlier: PER-5B counts from the receipt)
     episode: int = 0  # the order of its first wait where it waits now: a retry that waits again keeps it
 
-    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
     def __init__(
         self,
         envelope: Envelope,
@@ -166,7 +113,7 @@ class Router:
         ctx: Context,
         chooser: Chooser,
         transport: Transport,
-        arrivals: Broker,
+        arrivals: Arrivals,
     ) -> None:
         self.instances = ctx.instances
         self.clock = ctx.clock
@@ -176,9 +123,6 @@ class Router:
         self.forwarding = Span(FORWARD_SPAN)
         self.resend_first_ms = round(ctx.params.resend_after_s * 1000)
         self._resend_wait_ms = 0  # while a message is sent again: how long until the next time
-        # where a routed message ends: Broker.deliver into the target queue now, or Broker.dispatch through the
-        # receiving instance's message dispatcher, which buffers and may drop it (PER-1C); named by its class, not a
-        # protocol, so that the compiled build calls it directly
         self.arrivals = arrivals
         self.transport = transport
         # the messages the network loses: True for every transmission, False for the next one only
@@ -206,24 +150,15 @@ class Router:
         self._retried: tuple[Waiting, int] | None = None
         self.requests: dict[str, set[tuple[str, str]]] = {}
         self.principals: dict[tuple[str, str], str] = {}
-        # per message and place: what its last attempt found, while it cannot have changed (see Unroutable)
-        self.unroutable: dict[tuple[str, bool, int, str, str], Unroutable] = {}
-        self._routes_version = 0
-        # per place, service and broker instance: the routing decision, while it cannot have changed (see Decided)
-        self.decided: dict[tuple[str, str, str, str | None], Decided] = {}
-        # the chooser as routing's three steps get it: counting its answers tells a decision that asked none
-        self._asking = _Asking(chooser)
+        # what matching and choosing found, while it cannot have changed (sbtck/engine/routing_memo.py)
+        self.memo = RoutingMemo(chooser)
 
     # ------------------------------------------------------------ addresses
     def by_address(self, address: str) -> Instance | None:
         return next((i for i in self.instances.values() if i.address.upper() == address.upper()), None)
 
-    def _emit(self, kind: Kind, at: Instance, env: Envelope, **fields: object) -> None:
-        self._record(kind._value_, at, env, fields)
-
-    def _record(self, kind: str, at: Instance, env: Envelope, fields: dict[str, object]) -> None:
-        """``_emit`` with the event's own fields in a dict already built: for every routing attempt's events."""
-        # the message's fields written out rather than merged from env.fields(): a delayed message emits every retry
+    def _emit(self, kind: Kind, at: Instance, env: Envelope, fields: dict[str, object]) -> None:
+        """An event of a message at a place: the message's fields, then FIELDS, the event's own."""
         event: dict[str, object] = {
             "at_ms": self.clock.now_ms,
             "kind": kind,
@@ -235,8 +170,7 @@ class Router:
         event.update(fields)
         self.log.add(event)
 
-    # The steps of routing, as methods so that a test can build a wrong router (written out rather than
-    # ``live = staticmethod(live)``: a compiled Router would not see a subclass replace such an attribute).
+    # the steps of routing, as methods so that a test can build a wrong router
     def live(self, routes: Iterable[Route], now_ms: int) -> list[Route]:
         return live(routes, now_ms)
 
@@ -304,7 +238,9 @@ class Router:
             line.insert(0, waiting)
         else:
             line.append(waiting)
-        self._emit(Kind.TRANSMISSION_PENDING, at, env, status=status if address is None else f"{status} to {address}")
+        self._emit(
+            Kind.TRANSMISSION_PENDING, at, env, {"status": status if address is None else f"{status} to {address}"}
+        )
         return waiting
 
     def _retry(self, waiting: Waiting) -> None:
@@ -313,7 +249,7 @@ class Router:
         while line and line[0] is waiting:
             line.pop(0)
             env, at = waiting.envelope, self.instances[waiting.instance]
-            self._emit(Kind.ROUTING_RETRIED, at, env)
+            self._emit(Kind.ROUTING_RETRIED, at, env, {})
             self._retrying, self._retried = env, (waiting, env.hops)
             try:
                 self.route(env, at, inside=waiting.inside, home=waiting.home, via_transport=not waiting.inside)
@@ -372,7 +308,12 @@ class Router:
         if self.failed and self._reclassifies():
             dialogs += self._idle_failures(instance, {h.envelope.dialog for h in heads})
         self.log.add(
-            {"instance": instance, "dialogs": dialogs, "at_ms": self.clock.now_ms, "kind": TRANSMITTER_RECLASSIFIED}
+            {
+                "instance": instance,
+                "dialogs": dialogs,
+                "at_ms": self.clock.now_ms,
+                "kind": Kind.TRANSMITTER_RECLASSIFIED,
+            }
         )
         for head in chosen:
             self.failed.pop(head.envelope.dialog, None)
@@ -452,7 +393,7 @@ class Router:
     def route_changed(self, instance: str, *services: str | None) -> None:
         """A route of INSTANCE was created, altered or dropped; SERVICES: the service it named before and after."""
         self._order += 1
-        self._routes_version += 1
+        self.memo.routes_changed()
         self.metadata_changed[instance] = self._order
         self.changed_services.setdefault(instance, []).extend((self._order, named) for named in services)
 
@@ -474,7 +415,7 @@ class Router:
                 line.remove(waiting)
                 env = waiting.envelope
                 self.reported_forwards.discard((env.dialog, env.from_target, env.sequence, waiting.instance))
-                self._emit(Kind.FORWARDED_MESSAGE_DELETED, self.instances[waiting.instance], waiting.envelope)
+                self._emit(Kind.FORWARDED_MESSAGE_DELETED, self.instances[waiting.instance], waiting.envelope, {})
             if not line:
                 del self.lines[key]
 
@@ -483,7 +424,7 @@ class Router:
         self, env: Envelope, at: Instance, *, inside: bool, home: str | None, via_transport: bool = False
     ) -> None:
         if not inside and env.from_target and env.to_broker_instance and at.by_broker_instance(env.to_broker_instance):
-            self._emit(Kind.REPLY_RECOGNISED, at, env, broker_instance=env.to_broker_instance)  # RTE-05
+            self._emit(Kind.REPLY_RECOGNISED, at, env, {"broker_instance": env.to_broker_instance})  # RTE-05
             self._local(env, at, env.to_broker_instance, None, via_transport)
             return
         # one routing attempt of this message: the choices below are for it (routes_matched reports it)
@@ -496,72 +437,36 @@ class Router:
         if pending is None:
             pending = self.requests[key] = set()
         has_service = at.has_service(env.to_service)
-        place = (env.dialog, env.from_target, env.sequence, at.name, table)
-        stamp = (self._routes_version, len(pending), has_service)
-        # taken out, and put back only while it holds: a message that goes on leaves nothing behind
-        known = self.unroutable.pop(place, None) if self.unroutable else None
-        if known is not None and known.stamp == stamp and self.clock.now_ms < known.until_ms:
-            self.unroutable[place] = known
-            # each event its own list of routes: no event shares a mutable field with another
-            self._record(ROUTES_MATCHED, at, env, {**known.matched, "routes": list(known.routes)})
-            self._delay(env, at, inside, home, known.why)
-            return
-        where = (at.name, table, env.to_service, env.to_broker_instance)
-        decided = self.decided.get(where)
-        choice: Choice | None
-        if decided is not None and decided.stamp == stamp and self.clock.now_ms < decided.until_ms:
-            self._record(ROUTES_MATCHED, at, env, {**decided.matched, "routes": list(decided.routes)})
-            choice = decided.choice
-        else:
-            asked = self._asking.asked
-            found = self.match(
-                self.live(routes.values(), self.clock.now_ms),
-                env.to_service,
-                env.to_broker_instance,
-                pending,
-                has_service,
-                self._asking,
+        now = self.clock.now_ms
+        found = self.memo.recall(env, at.name, table, len(pending), has_service, now) or self.memo.keep(
+            self.match_and_choose(env, table, routes, pending, has_service, self.memo.asking), routes, now
+        )
+        self._emit(Kind.ROUTES_MATCHED, at, env, {**found.matched, "routes": list(found.routes)})
+        if found.request is not None:  # RTM-4: the dynamic routing service is asked
+            pending.add((found.request.name, env.to_service))
+            self._emit(
+                Kind.ROUTING_REQUESTED,
+                at,
+                env,
+                {"route": found.request.name, "service": env.to_service, "table": table},
             )
-            names = [r.name for r in found.routes]
-            matched: dict[str, object] = {
-                "table": table,
-                "step": found.step,
-                "routes": names,
-                **({"broker_instance": found.picked_broker_instance} if found.picked_broker_instance else {}),
-            }
-            self._record(ROUTES_MATCHED, at, env, dict(matched))
-            if found.request is not None:
-                pending.add((found.request.name, env.to_service))
-                self._emit(
-                    Kind.ROUTING_REQUESTED, at, env, route=found.request.name, service=env.to_service, table=table
-                )
-            if found.delayed:
-                if found.request is None:  # a request made changes what the next attempt finds
-                    self._remember(place, stamp, routes, matched, found.routes, found.step)
-                self._delay(env, at, inside, home, found.step)
-                return
-            choice = self.choose(found.routes, has_service, self._asking)
-            if choice is None:
-                # the last step of choosing (RTC-4) left nothing; the documents say no more, so it waits as delayed
-                if found.step != "RTM-3":  # the chooser picked the broker instance: the next attempt asks again
-                    self._remember(place, stamp, routes, matched, found.routes, "RTC-4")
-                self._delay(env, at, inside, home, "RTC-4")
-                return
-            if self._asking.asked == asked:
-                self.decided[where] = Decided(stamp, self._until(routes), matched, tuple(names), choice)
-        if choice is None:  # not reached: a decision is kept only when it chose a route
+        if found.choice is None:
+            # nothing to send it by yet (or RTC-4, choosing's last step, left nothing: the documents say no more,
+            # so it waits as delayed)
+            self._delay(env, at, inside, home, found.why)
             return
+        choice = found.choice
         route = choice.route
         chosen: dict[str, object] = {"step": choice.step, "route": route.name, "candidates": list(choice.candidates)}
-        self._record(ROUTE_CHOSEN, at, env, chosen)
+        self._emit(Kind.ROUTE_CHOSEN, at, env, chosen)
         if route.address.upper() == LOCAL:
             self._local(env, at, env.to_broker_instance or route.broker_instance, home, via_transport)
             return
         if not self.may_leave(at, inside):
-            self._emit(Kind.MESSAGE_DROPPED, at, env, rule="RTC-5", reason="message forwarding is not active")
+            self._emit(Kind.MESSAGE_DROPPED, at, env, {"rule": "RTC-5", "reason": "message forwarding is not active"})
             return
         if not inside and self.hop_limit_reached(env):
-            self._emit(Kind.MESSAGE_DROPPED, at, env, rule="RTX-1", reason="forwarded too many times")
+            self._emit(Kind.MESSAGE_DROPPED, at, env, {"rule": "RTX-1", "reason": "forwarded too many times"})
             return
         if route.mirror_address:
             self._mirrored(env, at, route, inside, home)
@@ -570,23 +475,34 @@ class Router:
         else:
             self._transmit(env, at, route.address, inside, home)
 
-    def _remember(
+    def match_and_choose(
         self,
-        place: tuple[str, bool, int, str, str],
-        stamp: tuple[int, int, bool],
+        env: Envelope,
+        table: str,
         routes: dict[str, Route],
-        matched: dict[str, object],
-        found: list[Route],
-        why: str,
-    ) -> None:
-        names = tuple(r.name for r in found)
-        self.unroutable[place] = Unroutable(stamp, self._until(routes), matched, names, why)
-
-    def _until(self, routes: dict[str, Route]) -> float:
-        """Until when a table matches as it does now: a route expiring at this instant or later may change it."""
-        now = self.clock.now_ms
-        expiries = [r.expires_ms for r in routes.values() if r.expires_ms is not None and r.expires_ms >= now]
-        return min(expiries, default=float("inf"))
+        pending: set[tuple[str, str]],
+        has_service: bool,
+        chooser: Chooser,
+    ) -> Found:
+        """RTM: the routes of TABLE that match the message, step by step; then RTC: the one it goes by."""
+        found = self.match(
+            self.live(routes.values(), self.clock.now_ms),
+            env.to_service,
+            env.to_broker_instance,
+            pending,
+            has_service,
+            chooser,
+        )
+        matched: dict[str, object] = {
+            "table": table,
+            "step": found.step,
+            "routes": [r.name for r in found.routes],
+            **({"broker_instance": found.picked_broker_instance} if found.picked_broker_instance else {}),
+        }
+        names = tuple(r.name for r in found.routes)
+        if found.delayed:
+            return Found(matched, names, found.step, True, found.request)
+        return Found(matched, names, found.step, False, found.request, self.choose(found.routes, has_service, chooser))
 
     def _local(self, env: Envelope, at: Instance, broker: str | None, home: str | None, via_transport: bool) -> None:
         """RTL-1: a LOCAL route delivers in this instance; the table it came from was chosen by table_for."""
@@ -594,7 +510,9 @@ class Router:
         if db is None:
             where = f"the database of broker instance {broker}" if broker else f"instance {at.name}"
             rule = "RTL-2" if broker else "RTL-3"
-            self._emit(Kind.MESSAGE_DROPPED, at, env, rule=rule, reason=f"no service {env.to_service} in {where}")
+            self._emit(
+                Kind.MESSAGE_DROPPED, at, env, {"rule": rule, "reason": f"no service {env.to_service} in {where}"}
+            )
             return
         if via_transport:
             self.arrivals.dispatch(env, at, db)
@@ -602,7 +520,7 @@ class Router:
             self.arrivals.deliver(env, at, db)
 
     def _delay(self, env: Envelope, at: Instance, inside: bool, home: str | None, why: str) -> None:
-        self._emit(Kind.CONVERSATION_DELAYED, at, env, step=why)
+        self._emit(Kind.CONVERSATION_DELAYED, at, env, {"step": why})
         waiting = self._wait(env, at, inside, home, DELAYED)
         self.clock.at(self.clock.now_ms + round(self.params.delayed_retry_s * 1000), lambda: self._retry(waiting))
 
@@ -620,7 +538,7 @@ class Router:
                 place = (env.dialog, env.from_target, env.sequence, at.name)
                 if place not in self.reported_forwards:
                     self.reported_forwards.add(place)
-                    self._emit(Kind.MESSAGE_FORWARDED, at, env, address=target.address, hops=env.hops + 1)
+                    self._emit(Kind.MESSAGE_FORWARDED, at, env, {"address": target.address, "hops": env.hops + 1})
             self._wait(env, at, inside, home, CONNECTING, address)
             return
         self.transport.used(at.name, address)
@@ -630,8 +548,8 @@ class Router:
             if place in self.reported_forwards:
                 self.reported_forwards.discard(place)
             else:
-                self._emit(Kind.MESSAGE_FORWARDED, at, env, address=target.address, hops=env.hops)
-        self._emit(Kind.MESSAGE_TRANSMITTED, at, env, address=target.address, to_instance=target.name)
+                self._emit(Kind.MESSAGE_FORWARDED, at, env, {"address": target.address, "hops": env.hops})
+        self._emit(Kind.MESSAGE_TRANSMITTED, at, env, {"address": target.address, "to_instance": target.name})
         if inside and self.resend_first_ms:  # the sender sends it again until it arrives; a forwarder keeps no copy
             wait_ms = self._resend_wait_ms or self.resend_first_ms
             kept = replace(env)  # as it leaves: a forwarder changes the one it holds
@@ -640,7 +558,7 @@ class Router:
         if lost in self.lost:
             if not self.lost[lost]:
                 del self.lost[lost]
-            self._emit(Kind.MESSAGE_LOST_IN_TRANSIT, at, env, address=target.address)
+            self._emit(Kind.MESSAGE_LOST_IN_TRANSIT, at, env, {"address": target.address})
             return
         # RTX-2: an address that resolves to this very instance arrives as from outside, through msdb.sys.routes
         self.route(env, target, inside=False, home=None, via_transport=True)
@@ -678,7 +596,7 @@ class Router:
 
     def _probe(self, at: Instance, env: Envelope, route: Route, address: str) -> bool:
         answer = self.claims_principal(address, route, env)
-        self._emit(Kind.PRINCIPAL_PROBE, at, env, route=route.name, address=address, answer=answer)
+        self._emit(Kind.PRINCIPAL_PROBE, at, env, {"route": route.name, "address": address, "answer": answer})
         return answer == "principal"
 
     def _mirrored(self, env: Envelope, at: Instance, route: Route, inside: bool, home: str | None) -> None:
@@ -695,9 +613,7 @@ class Router:
                 Kind.PRINCIPAL_LOST,
                 at,
                 env,
-                route=route.name,
-                address=known,
-                answer=self.claims_principal(known, route, env),
+                {"route": route.name, "address": known, "answer": self.claims_principal(known, route, env)},
             )
         # RTR-2: the first time, both addresses are asked; afterwards only the partner (RTR-4: the principal lost,
         # the message goes to the partner once it claims the role, and waits until one does)

@@ -21,7 +21,6 @@ class Match:
     request: Route | None = None
     picked_broker_instance: str | None = None
 
-    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
     def __init__(
         self,
         step: str,
@@ -96,7 +95,6 @@ class Choice:
     route: Route
     candidates: list[str]
 
-    # written out, so that the compiled build compiles it (sbtck/engine/compiling.py says why)
     def __init__(self, step: str, route: Route, candidates: list[str]) -> None:
         self.step, self.route, self.candidates = step, route, candidates
 

@@ -67,7 +67,7 @@ class QueueStatements:
     def rollback(self: _Broker, session: str) -> None:
         self.receiving.rollback(self.session(session))
 
-    # a command written out, as Broker.send is (it says why)
+    # a command (context.command) written out, as SEND is (sbtck/engine/compiling.py)
     def receive(
         self: _Broker,
         at_ms: int,
@@ -142,7 +142,7 @@ class QueueStatements:
             activation.procedure_name = procedure_name
         if max_queue_readers is not None:
             activation.max_queue_readers = max_queue_readers
-        self.log.emit(self.clock.now_ms, Kind.QUEUE_ALTERED, **queue.fields())
+        self.log.add({**queue.fields(), "at_ms": self.clock.now_ms, "kind": Kind.QUEUE_ALTERED})
         self.monitors.sync(altered)
         self.monitors.evaluate(altered, ALTER)
 

@@ -53,7 +53,7 @@ class Transport:
         self.suppression, self.idleness = Span(SUPPRESSION_SPAN), Span(IDLE_SPAN)
 
     def _emit(self, kind: Kind, link: Link, **fields: object) -> None:
-        self.log.emit(self.clock.now_ms, kind, instance=link[0], address=link[1], **fields)
+        self.log.add({"instance": link[0], "address": link[1], **fields, "at_ms": self.clock.now_ms, "kind": kind})
 
     def _target(self, address: str) -> Instance | None:
         return next((i for i in self.instances.values() if i.address.upper() == address.upper()), None)

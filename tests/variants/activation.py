@@ -242,7 +242,7 @@ def waiters_on_any_queue_count() -> ReferenceImplementation:
 class _IdleTimeOutStaysNotified(QueueMonitors):
     def _time_out(self, queue: Queue, monitor: QueueMonitor) -> None:
         if self.necessary(queue, monitor, TIME_OUT, False) is None:
-            self.log.emit(self.clock.now_ms, Kind.ACTIVATION_TIME_OUT, **queue.key.fields())
+            self.log.add({**queue.key.fields(), "at_ms": self.clock.now_ms, "kind": Kind.ACTIVATION_TIME_OUT})
             return  # the monitor still thinks a notification is out
         super()._time_out(queue, monitor)
 

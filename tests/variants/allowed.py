@@ -401,7 +401,14 @@ class _ReclassifiesEveryWaitingDialog(Router):
         if len(chosen) < len(heads) and self._expired_since(instance, since):
             chosen = heads
         dialogs = [h.envelope.dialog for h in chosen]
-        self.log.emit(self.clock.now_ms, Kind.TRANSMITTER_RECLASSIFIED, instance=instance, dialogs=dialogs)
+        self.log.add(
+            {
+                "instance": instance,
+                "dialogs": dialogs,
+                "at_ms": self.clock.now_ms,
+                "kind": Kind.TRANSMITTER_RECLASSIFIED,
+            }
+        )
         for head in chosen:
             self.failed.pop(head.envelope.dialog, None)
             self._retry(head)

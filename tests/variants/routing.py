@@ -282,7 +282,7 @@ def locate_ignores_broker_instance() -> ReferenceImplementation:
 
 def never_retries_delayed() -> ReferenceImplementation:
     def delay(self: Router, env: Envelope, at: Instance, inside: bool, home: str | None, why: str) -> None:
-        self._emit(Kind.CONVERSATION_DELAYED, at, env, step=why)
+        self._emit(Kind.CONVERSATION_DELAYED, at, env, {"step": why})
         self._wait(env, at, inside, home, "delayed")
 
     return _router("never_retries_delayed", _delay=delay)

@@ -72,8 +72,8 @@ class _MatchesEveryTime(Router):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.decided = _Forgets()
-        self.unroutable = _Forgets()
+        self.memo.decided = _Forgets()
+        self.memo.unroutable = _Forgets()
 
 
 class _TakesTurns(FirstChooser):
@@ -89,7 +89,7 @@ class _TakesTurns(FirstChooser):
 
 @pytest.mark.parametrize("chooser", [FirstChooser, _TakesTurns])
 def test_the_decisions_the_router_keeps_change_no_trace(chooser: type[FirstChooser]) -> None:
-    """Router.decided and Router.unroutable are a cache: with neither, every world gives the same trace.
+    """The router's memo (sbtck/engine/routing_memo.py) is a cache: with neither, every world gives the same trace.
 
     The worlds create, alter and drop routes, give them lifetimes, answer routing requests and fail over
     mirrors, so each way a kept decision stops holding is met; the 60-conversation worlds route for minutes.
