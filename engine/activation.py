@@ -37,13 +37,13 @@ from sbtck.engine.receiving import Receiving, Session
 from sbtck.observations import Kind, Trigger
 
 # plain strings: an event's fields cross process boundaries (xdist, pickle, JSON)
-ARRIVAL = Trigger.MESSAGE_ARRIVED.value
-RECEIVE = Trigger.RECEIVE.value
-ROLLBACK = Trigger.ROLLBACK.value
-ALL_EXITED = Trigger.ALL_EXITED.value
-ALTER = Trigger.ALTER_QUEUE.value
-TIMER = Trigger.TIMER_NOTIFICATION.value
-TIME_OUT = Trigger.TIME_OUT.value
+ARRIVAL = Trigger.MESSAGE_ARRIVED
+RECEIVE = Trigger.RECEIVE
+ROLLBACK = Trigger.ROLLBACK
+ALL_EXITED = Trigger.ALL_EXITED
+ALTER = Trigger.ALTER_QUEUE
+TIMER = Trigger.TIMER_NOTIFICATION
+TIME_OUT = Trigger.TIME_OUT
 
 
 @dataclass

@@ -55,7 +55,7 @@ class Dispatcher:
         self.staleness = Span(STALE_SPAN)
         self.delay_ms = 0
 
-    def _emit(self, kind: Kind, item: Buffered, **fields: object) -> None:
+    def _emit(self, kind: str, item: Buffered, **fields: object) -> None:
         self.log.add(
             {
                 "instance": self.instance.name,

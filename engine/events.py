@@ -1,7 +1,7 @@
 """The event log the engine writes as it works.
 
-Every event is built one way: a dict of its fields with ``at_ms`` and ``kind`` (a ``Kind`` member), written
-whole and handed to ``EventLog.add``. A dict built at its full size is never grown, and an event is kept as the
+Every event is built one way: a dict of its fields with ``at_ms`` and ``kind`` (``Kind.X``, the wire's string),
+written whole and handed to ``EventLog.add``. A dict built at its full size is never grown, and an event is kept as the
 one dict the workload's trace holds: making each an object and then a dict again was a tenth of checking a world.
 """
 
@@ -24,11 +24,9 @@ class EventLog:
         self.events.append(event)
 
     def drain_json(self) -> list[dict[str, Any]]:
-        """The new events, each equal to its ``Event.to_json()``, handed over: the log keeps no reference to them.
-        A kind is a ``Kind`` member, which is its string (JSON, pickles and msgspec write it as the string)."""
+        """The new events, each equal to its ``Event.to_json()``, handed over: the log keeps no reference to them."""
         new, self.events = self.events, []
         return new
 
     def drain(self) -> list[Event]:
-        # the kind as the plain string: an Event goes where only the builtin types pass (xdist's reports)
-        return [Event(e.pop("at_ms"), str(e.pop("kind")), e) for e in self.drain_json()]
+        return [Event(e.pop("at_ms"), e.pop("kind"), e) for e in self.drain_json()]

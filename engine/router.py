@@ -157,7 +157,7 @@ class Router:
     def by_address(self, address: str) -> Instance | None:
         return next((i for i in self.instances.values() if i.address.upper() == address.upper()), None)
 
-    def _emit(self, kind: Kind, at: Instance, env: Envelope, fields: dict[str, object]) -> None:
+    def _emit(self, kind: str, at: Instance, env: Envelope, fields: dict[str, object]) -> None:
         """An event of a message at a place: the message's fields, then FIELDS, the event's own."""
         event: dict[str, object] = {
             "at_ms": self.clock.now_ms,

@@ -52,7 +52,7 @@ class Transport:
         self.broken: set[Link] = set()  # AT_NEXT_USE: connections the network lost, not yet found broken
         self.suppression, self.idleness = Span(SUPPRESSION_SPAN), Span(IDLE_SPAN)
 
-    def _emit(self, kind: Kind, link: Link, **fields: object) -> None:
+    def _emit(self, kind: str, link: Link, **fields: object) -> None:
         self.log.add({"instance": link[0], "address": link[1], **fields, "at_ms": self.clock.now_ms, "kind": kind})
 
     def _target(self, address: str) -> Instance | None:

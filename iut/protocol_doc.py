@@ -21,13 +21,13 @@ from sbtck.observations import (
     FIELD_MEANINGS,
     FIELDS,
     FIRST_REQUIRED,
+    KINDS,
     MAY_OMIT,
     MAY_REPORT_AT_START,
     REASONS,
     RULE_FIELDS,
     TRACE,
     VALUES,
-    Kind,
 )
 from sbtck.views import COLUMN_MEANINGS, COLUMN_TYPES, VIEW_COLUMN_TYPES, VIEW_COLUMNS
 
@@ -137,7 +137,7 @@ def render_commands() -> str:
 def render_events() -> str:
     """Every event kind: who reports it and the fields it carries, then what each field says."""
     rows = []
-    for kind in Kind:
+    for kind in KINDS:
         needs = ", ".join(f"`{cap}`" for cap in AREA[kind]) or "every implementation"
         if kind in ECHOES:
             needs += " (optional: an echo of the kit's own fault)"
@@ -154,7 +154,7 @@ def render_events() -> str:
         elif kind in EITHER_MOMENT:
             needs += f" (reported {EITHER_MOMENT[kind]})"
         fields = ", ".join(f"`{f}`" for f in FIELDS[kind]) or "-"
-        rows.append(f"| `{kind.value}` | {needs} | {fields} |")
+        rows.append(f"| `{kind}` | {needs} | {fields} |")
     meanings = "\n".join(f"- `{name}`: {text}.{_values(name)}" for name, text in FIELD_MEANINGS.items())
     return (
         "\n## Events\n\nGenerated from `sbtck/observations.py`. Every event has `at_ms` and `kind`; an\n"
@@ -184,9 +184,7 @@ def _values(field: str) -> str:
     if field in VALUES:
         return " One of " + ", ".join(f"`{v}`" for v in VALUES[field]) + "."
     if field == "reason":
-        return "".join(
-            f" `{kind.value}`: " + ", ".join(f"`{v}`" for v in values) + "." for kind, values in REASONS.items()
-        )
+        return "".join(f" `{kind}`: " + ", ".join(f"`{v}`" for v in values) + "." for kind, values in REASONS.items())
     return ""
 
 

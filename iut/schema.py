@@ -24,7 +24,7 @@ import typing
 from typing import Any
 
 from sbtck import contract, generated
-from sbtck.observations import FIELDS, VALUES, Kind
+from sbtck.observations import FIELDS, KINDS, VALUES
 from sbtck.views import COLUMN_TYPES, VIEW_COLUMN_TYPES, VIEW_COLUMNS
 
 SCHEMA_ID = "https://sbtck.invalid/protocol.schema.json"
@@ -94,8 +94,8 @@ def _field(name: str) -> dict[str, Any]:
     return {}
 
 
-def _event(kind: Kind) -> dict[str, Any]:
-    properties: dict[str, Any] = {"kind": {"const": kind.value}}
+def _event(kind: str) -> dict[str, Any]:
+    properties: dict[str, Any] = {"kind": {"const": kind}}
     properties.update({name: _field(name) for name in FIELDS[kind]})
     return {"type": "object", "properties": properties}
 
@@ -112,7 +112,7 @@ def _view(view: str) -> dict[str, Any]:
 
 def render() -> dict[str, Any]:
     commands = {kind: _command(cls) for kind, cls in sorted(contract.COMMANDS.items())}
-    events = {kind.value: _event(kind) for kind in Kind}
+    events = {kind: _event(kind) for kind in KINDS}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,

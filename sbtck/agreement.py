@@ -27,8 +27,8 @@ from sbtck.observations import DECISION_FIELDS, ECHOES, TRACE, Kind, reported_by
 
 # network addresses, in events and in views' rows
 CASE_FREE = frozenset({"address", "mirror_address"})
-BY_NUMBER = frozenset({(Kind.ROUTE_CHOSEN.value, "candidates")})
-_ECHOES = frozenset(kind.value for kind in ECHOES)
+BY_NUMBER = frozenset({(Kind.ROUTE_CHOSEN, "candidates")})
+_ECHOES = frozenset(ECHOES)
 
 
 def asked(kind: str, capabilities: frozenset[str] | set[str]) -> bool:

@@ -2,95 +2,102 @@
 
 The engine emits them, the steps, invariants, differential check and report
 read them by these names; a feature's log table writes a kind with spaces
-(``message arrived``). The value of each member is the kind on the wire.
+(``message arrived``). Each ``Kind.X`` is the kind as the wire spells it, a
+plain string: a class of constants rather than an Enum, whose members Python
+3.11 looks up some five times slower (through EnumType.__getattr__), and the
+engine names a kind for every event it writes. ``KINDS`` lists them all.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
+from typing import Final
 
 
-class Kind(StrEnum):
+class Kind:
     # the broker and its databases
-    BROKER_STARTED = "broker_started"
-    DATABASE_BROKER_STARTED = "database_broker_started"
-    DATABASE_BROKER_START_FAILED = "database_broker_start_failed"
-    MASTER_KEY_CREATED = "master_key_created"
+    BROKER_STARTED: Final = "broker_started"
+    DATABASE_BROKER_STARTED: Final = "database_broker_started"
+    DATABASE_BROKER_START_FAILED: Final = "database_broker_start_failed"
+    MASTER_KEY_CREATED: Final = "master_key_created"
     # queues, monitors and activation
-    QUEUE_ALTERED = "queue_altered"
-    MONITOR_CREATED = "monitor_created"
-    MONITOR_REMOVED = "monitor_removed"
-    ACTIVATION_NECESSARY = "activation_necessary"
-    ACTIVATION_WITHHELD = "activation_withheld"
-    ACTIVATION_TIME_OUT = "activation_time_out"
-    PROCEDURE_STARTED = "procedure_started"
-    PROCEDURE_EXITED = "procedure_exited"
-    EVENT_NOTIFICATION = "event_notification"
+    QUEUE_ALTERED: Final = "queue_altered"
+    MONITOR_CREATED: Final = "monitor_created"
+    MONITOR_REMOVED: Final = "monitor_removed"
+    ACTIVATION_NECESSARY: Final = "activation_necessary"
+    ACTIVATION_WITHHELD: Final = "activation_withheld"
+    ACTIVATION_TIME_OUT: Final = "activation_time_out"
+    PROCEDURE_STARTED: Final = "procedure_started"
+    PROCEDURE_EXITED: Final = "procedure_exited"
+    EVENT_NOTIFICATION: Final = "event_notification"
     # sessions
-    ROWS_RETURNED = "rows_returned"
-    EMPTY_RESULT = "empty_result"
-    READER_WAITING = "reader_waiting"
-    TRANSACTION_COMMITTED = "transaction_committed"
-    TRANSACTION_ROLLED_BACK = "transaction_rolled_back"
+    ROWS_RETURNED: Final = "rows_returned"
+    EMPTY_RESULT: Final = "empty_result"
+    READER_WAITING: Final = "reader_waiting"
+    TRANSACTION_COMMITTED: Final = "transaction_committed"
+    TRANSACTION_ROLLED_BACK: Final = "transaction_rolled_back"
     # dialogs and messages
-    DIALOG_BEGUN = "dialog_begun"
-    MESSAGE_SENT = "message_sent"
-    MESSAGE_ARRIVED = "message_arrived"
-    ACKNOWLEDGED = "acknowledged"
-    MESSAGE_DROPPED = "message_dropped"
+    DIALOG_BEGUN: Final = "dialog_begun"
+    MESSAGE_SENT: Final = "message_sent"
+    MESSAGE_ARRIVED: Final = "message_arrived"
+    ACKNOWLEDGED: Final = "acknowledged"
+    MESSAGE_DROPPED: Final = "message_dropped"
     # routing
-    ROUTE_CREATED = "route_created"
-    ROUTE_ALTERED = "route_altered"
-    ROUTE_DROPPED = "route_dropped"
-    ROUTES_MATCHED = "routes_matched"
-    ROUTE_CHOSEN = "route_chosen"
-    ROUTING_REQUESTED = "routing_requested"
-    CONVERSATION_DELAYED = "conversation_delayed"
-    ROUTING_RETRIED = "routing_retried"
-    REPLY_RECOGNISED = "reply_recognised"
-    MESSAGE_FORWARDING = "message_forwarding"  # forwarding switched on or off
-    MESSAGE_FORWARDED = "message_forwarded"
-    FORWARDED_MESSAGE_DELETED = "forwarded_message_deleted"
-    PRINCIPAL_PROBE = "principal_probe"
-    PRINCIPAL_LOST = "principal_lost"
-    MIRRORING_FAILOVER = "mirroring_failover"
-    INSTANCE_REACHABLE = "instance_reachable"
-    INSTANCE_UNREACHABLE = "instance_unreachable"
+    ROUTE_CREATED: Final = "route_created"
+    ROUTE_ALTERED: Final = "route_altered"
+    ROUTE_DROPPED: Final = "route_dropped"
+    ROUTES_MATCHED: Final = "routes_matched"
+    ROUTE_CHOSEN: Final = "route_chosen"
+    ROUTING_REQUESTED: Final = "routing_requested"
+    CONVERSATION_DELAYED: Final = "conversation_delayed"
+    ROUTING_RETRIED: Final = "routing_retried"
+    REPLY_RECOGNISED: Final = "reply_recognised"
+    MESSAGE_FORWARDING: Final = "message_forwarding"  # forwarding switched on or off
+    MESSAGE_FORWARDED: Final = "message_forwarded"
+    FORWARDED_MESSAGE_DELETED: Final = "forwarded_message_deleted"
+    PRINCIPAL_PROBE: Final = "principal_probe"
+    PRINCIPAL_LOST: Final = "principal_lost"
+    MIRRORING_FAILOVER: Final = "mirroring_failover"
+    INSTANCE_REACHABLE: Final = "instance_reachable"
+    INSTANCE_UNREACHABLE: Final = "instance_unreachable"
     # the transport, the transmitter and the dispatcher
-    MESSAGE_TRANSMITTED = "message_transmitted"
-    MESSAGE_LOST_IN_TRANSIT = "message_lost_in_transit"
-    TRANSMISSION_PENDING = "transmission_pending"
-    TRANSMITTER_RECLASSIFIED = "transmitter_reclassified"
-    CONNECTION_ATTEMPT = "connection_attempt"
-    CONNECTION_CLOSED = "connection_closed"
-    DISPATCHER_BUFFERED = "dispatcher_buffered"
-    DISPATCHER_SAVING = "dispatcher_saving"
-    DISPATCHER_DELETED = "dispatcher_deleted"
+    MESSAGE_TRANSMITTED: Final = "message_transmitted"
+    MESSAGE_LOST_IN_TRANSIT: Final = "message_lost_in_transit"
+    TRANSMISSION_PENDING: Final = "transmission_pending"
+    TRANSMITTER_RECLASSIFIED: Final = "transmitter_reclassified"
+    CONNECTION_ATTEMPT: Final = "connection_attempt"
+    CONNECTION_CLOSED: Final = "connection_closed"
+    DISPATCHER_BUFFERED: Final = "dispatcher_buffered"
+    DISPATCHER_SAVING: Final = "dispatcher_saving"
+    DISPATCHER_DELETED: Final = "dispatcher_deleted"
     # the periodic tasks
-    TIMER_NOTIFICATION = "timer_notification"
-    TASK_HANDLERS_STARTED = "task_handlers_started"
-    TASK_HANDLERS_FAILED = "task_handlers_failed"
-    TASK_HANDLERS_RESTARTED = "task_handlers_restarted"
-    BROKER_CONFIGURATION_NOTIFICATION = "broker_configuration_notification"
-    ACK_CLEANUP_STOPPED = "ack_cleanup_stopped"
-    ACK_CLEANUP_RESUMED = "ack_cleanup_resumed"
+    TIMER_NOTIFICATION: Final = "timer_notification"
+    TASK_HANDLERS_STARTED: Final = "task_handlers_started"
+    TASK_HANDLERS_FAILED: Final = "task_handlers_failed"
+    TASK_HANDLERS_RESTARTED: Final = "task_handlers_restarted"
+    BROKER_CONFIGURATION_NOTIFICATION: Final = "broker_configuration_notification"
+    ACK_CLEANUP_STOPPED: Final = "ack_cleanup_stopped"
+    ACK_CLEANUP_RESUMED: Final = "ack_cleanup_resumed"
 
 
-class Trigger(StrEnum):
+# every kind, as the wire spells it
+KINDS: tuple[str, ...] = tuple(value for name, value in vars(Kind).items() if name.isupper())
+
+
+class Trigger:
     """What made a queue monitor look (ACT-05): the ``trigger`` of activation_necessary."""
 
-    MESSAGE_ARRIVED = "message arrived"
-    RECEIVE = "RECEIVE"
-    ROLLBACK = "rollback"
-    ALL_EXITED = "all procedures exited"
-    ALTER_QUEUE = "ALTER QUEUE"
-    TIMER_NOTIFICATION = "timer notification"
-    TIME_OUT = "external activation time-out"
+    MESSAGE_ARRIVED: Final = "message arrived"
+    RECEIVE: Final = "RECEIVE"
+    ROLLBACK: Final = "rollback"
+    ALL_EXITED: Final = "all procedures exited"
+    ALTER_QUEUE: Final = "ALTER QUEUE"
+    TIMER_NOTIFICATION: Final = "timer notification"
+    TIME_OUT: Final = "external activation time-out"
 
 
 # The fields whose values are a closed set; ``rule`` and ``step`` are rule ids of spec/rules.yaml.
 VALUES: dict[str, tuple[str, ...]] = {
-    "trigger": tuple(Trigger),
+    "trigger": tuple(v for k, v in vars(Trigger).items() if k.isupper()),
     "answer": ("principal", "not principal", "unreachable"),
     "result": ("connected", "refused"),
     "statement": ("RECEIVE", "GET CONVERSATION GROUP"),
@@ -104,7 +111,7 @@ ACTIVATION, EXTERNAL, ROUTING, PERIODIC = "activation", "external_activation", "
 # The model's reasoning rather than what a broker shows (no T-SQL result, catalog view, DMV, event notification
 # or trace event class of Service Broker carries it): reported only by an implementation declaring it.
 TRACE = "decision_trace"
-AREA: dict[Kind, tuple[str, ...]] = {
+AREA: dict[str, tuple[str, ...]] = {
     Kind.BROKER_STARTED: (),
     Kind.DATABASE_BROKER_STARTED: (PERIODIC,),
     Kind.DATABASE_BROKER_START_FAILED: (PERIODIC,),
@@ -166,16 +173,15 @@ AREA: dict[Kind, tuple[str, ...]] = {
 
 def reported_by(kind: str, capabilities: frozenset[str] | set[str]) -> bool:
     """Does an implementation with these capabilities report events of this kind?"""
-    try:
-        needed = AREA[Kind(kind)]
-    except ValueError:  # a kind the kit does not declare: nothing to compare it with
+    needed = AREA.get(kind)
+    if needed is None:  # a kind the kit does not declare: nothing to compare it with
         return False
     return all(capability in capabilities for capability in needed)
 
 
 # The fields each kind carries besides at_ms and kind (a field an event does not report is null).
 STATEMENT_RESULT = ("conversation_group", "database", "has_where", "instance", "queue", "rows", "session", "statement")
-FIELDS: dict[Kind, tuple[str, ...]] = {
+FIELDS: dict[str, tuple[str, ...]] = {
     Kind.BROKER_STARTED: (),
     Kind.DATABASE_BROKER_STARTED: ("database", "instance"),
     Kind.DATABASE_BROKER_START_FAILED: ("database", "instance", "reason"),
@@ -277,7 +283,7 @@ FIELDS: dict[Kind, tuple[str, ...]] = {
 
 
 # The reasons of the kinds whose reason is one of a few (message_dropped says it in free text).
-REASONS: dict[Kind, tuple[str, ...]] = {
+REASONS: dict[str, tuple[str, ...]] = {
     Kind.DATABASE_BROKER_START_FAILED: ("missing master key",),
     Kind.ACTIVATION_WITHHELD: ("MAX_QUEUE_READERS", "notification time-out"),
     Kind.PROCEDURE_EXITED: ("empty RECEIVE", "exited"),
@@ -361,19 +367,19 @@ ECHOES = frozenset(
 MAY_OMIT = frozenset({Kind.BROKER_CONFIGURATION_NOTIFICATION})
 # Reported the first time, and after that as the implementation likes: PER-5C asks the broker to try again to
 # start a database, not to report each attempt that failed. The fields say what "again" is about.
-FIRST_REQUIRED: dict[Kind, tuple[str, ...]] = {Kind.DATABASE_BROKER_START_FAILED: ("instance", "database")}
+FIRST_REQUIRED: dict[str, tuple[str, ...]] = {Kind.DATABASE_BROKER_START_FAILED: ("instance", "database")}
 # A database whose broker starts with the instance may be reported as started then, or not: the kind exists for
 # PER-5C's retries, and saying that a broker started where it did is no difference.
 MAY_REPORT_AT_START = frozenset({Kind.DATABASE_BROKER_STARTED})
 # Reported at either of two moments, neither of which the documents name: a forward that must wait for its
 # connection may be reported when the forwarder decides on it, or once it sends the message on (never both).
-EITHER_MOMENT: dict[Kind, str] = {
+EITHER_MOMENT: dict[str, str] = {
     Kind.MESSAGE_FORWARDED: "when sent on, or already when decided for a message that waits for its connection"
 }
 
 
 # The rule an event speaks for when its own fields (rule, step) name none: what the workload stage blames.
-EVIDENCES: dict[Kind, str] = {
+EVIDENCES: dict[str, str] = {
     Kind.PROCEDURE_STARTED: "ACT-05",
     Kind.PROCEDURE_EXITED: "ACT-05",
     Kind.ACTIVATION_NECESSARY: "ACT-05",

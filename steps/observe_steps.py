@@ -17,7 +17,6 @@ from sbtck.steps.cells import NULL, as_compared, cell
 from sbtck.steps.vocabulary import step_for
 from sbtck.steps.world import World
 
-KINDS = {kind.value for kind in Kind}
 MONITORS = "sys.dm_broker_queue_monitors"
 TASKS = "sys.dm_broker_activated_tasks"
 
@@ -122,7 +121,7 @@ def _render(world: World, event: contract.Event, header: list[str]) -> list[str]
     protocol version adds optional ones): a column names a field of some
     kinds in the table and reads NULL on the others, whatever they carry.
     """
-    declared = FIELDS.get(Kind(event.kind)) if event.kind in KINDS else None
+    declared = FIELDS.get(event.kind)
     out = []
     for column in header:
         if column == "second":

@@ -356,7 +356,7 @@ _LOST, _PROBED = "lost principal", "probed"
 # The kinds FollowingChooser reads, as the plain strings events carry (a world's chooser is built for each
 # connecting choice tried, and reads every event of the trace): ACT-09's picks from the sessions' results
 _READING = frozenset(
-    k.value
+    k
     for k in (
         Kind.TRANSACTION_COMMITTED,
         Kind.ROWS_RETURNED,
@@ -365,16 +365,16 @@ _READING = frozenset(
         Kind.PROCEDURE_EXITED,
     )
 )
-_EXITED = Kind.PROCEDURE_EXITED.value
+_EXITED = Kind.PROCEDURE_EXITED
 # and the routing picks from where each message went and what its routing attempts showed
-_TRANSMITTED, _PENDING = Kind.MESSAGE_TRANSMITTED.value, Kind.TRANSMISSION_PENDING.value
-_HERE = frozenset({Kind.DISPATCHER_BUFFERED.value, Kind.MESSAGE_ARRIVED.value})
-_RETRIED = Kind.ROUTING_RETRIED.value
-_BEGUN = frozenset({Kind.MESSAGE_SENT.value, _RETRIED})
-_PROBED_KINDS = frozenset({Kind.PRINCIPAL_LOST.value, Kind.PRINCIPAL_PROBE.value})
-_MATCHED, _CHOSEN = Kind.ROUTES_MATCHED.value, Kind.ROUTE_CHOSEN.value
-_RECLASSIFIED = Kind.TRANSMITTER_RECLASSIFIED.value
-_HANDLERS = Kind.TASK_HANDLERS_STARTED.value
+_TRANSMITTED, _PENDING = Kind.MESSAGE_TRANSMITTED, Kind.TRANSMISSION_PENDING
+_HERE = frozenset({Kind.DISPATCHER_BUFFERED, Kind.MESSAGE_ARRIVED})
+_RETRIED = Kind.ROUTING_RETRIED
+_BEGUN = frozenset({Kind.MESSAGE_SENT, _RETRIED})
+_PROBED_KINDS = frozenset({Kind.PRINCIPAL_LOST, Kind.PRINCIPAL_PROBE})
+_MATCHED, _CHOSEN = Kind.ROUTES_MATCHED, Kind.ROUTE_CHOSEN
+_RECLASSIFIED = Kind.TRANSMITTER_RECLASSIFIED
+_HANDLERS = Kind.TASK_HANDLERS_STARTED
 _FOLLOWED = _READING | {_TRANSMITTED, _PENDING, _MATCHED, _CHOSEN, _RECLASSIFIED, _HANDLERS}
 _FOLLOWED |= _HERE | _BEGUN | _PROBED_KINDS
 
@@ -420,7 +420,7 @@ def _unmatched(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list
 
 def _evidence(kind: str) -> str:
     try:
-        return EVIDENCES.get(Kind(kind), DIFFERENCE)
+        return EVIDENCES.get(kind, DIFFERENCE)
     except ValueError:
         return DIFFERENCE
 
@@ -553,8 +553,8 @@ def _momentary_waits_left_out(events: list[dict[str, Any]]) -> list[dict[str, An
     return kept
 
 
-_WAITING = Kind.READER_WAITING.value
-_ANSWERED = frozenset({Kind.ROWS_RETURNED.value, Kind.EMPTY_RESULT.value})
+_WAITING = Kind.READER_WAITING
+_ANSWERED = frozenset({Kind.ROWS_RETURNED, Kind.EMPTY_RESULT})
 
 
 def _relative(events: list[dict[str, Any]], names: dict[object, str]) -> list[dict[str, Any]]:
@@ -649,8 +649,8 @@ def _again(event: dict[str, Any], carried: Carried) -> bool:
     return (event["kind"], *(event.get(f) for f in _FIRST_REQUIRED[event["kind"]])) in carried.start_failures
 
 
-_ENDED = frozenset({Kind.TRANSACTION_COMMITTED.value, Kind.TRANSACTION_ROLLED_BACK.value})
-_RETURNED = Kind.ROWS_RETURNED.value
+_ENDED = frozenset({Kind.TRANSACTION_COMMITTED, Kind.TRANSACTION_ROLLED_BACK})
+_RETURNED = Kind.ROWS_RETURNED
 
 
 def _started_at_start(extra: list[dict[str, Any]], want: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -659,10 +659,10 @@ def _started_at_start(extra: list[dict[str, Any]], want: list[dict[str, Any]]) -
     return [e for e in extra if e["kind"] not in _AT_START or (e.get("instance"), e.get("database")) in failed]
 
 
-_MAY_OMIT = frozenset(k.value for k in MAY_OMIT)
-_FIRST_REQUIRED = {k.value: fields for k, fields in FIRST_REQUIRED.items()}
-_AT_START = frozenset(k.value for k in MAY_REPORT_AT_START)
-_START_FAILED = Kind.DATABASE_BROKER_START_FAILED.value
+_MAY_OMIT = frozenset(MAY_OMIT)
+_FIRST_REQUIRED = dict(FIRST_REQUIRED)
+_AT_START = frozenset(MAY_REPORT_AT_START)
+_START_FAILED = Kind.DATABASE_BROKER_START_FAILED
 
 
 def _declared_rows(result: dict[str, Any]) -> list[str]:
@@ -713,7 +713,7 @@ def _repeats_left_out(
     return kept
 
 
-_ACKNOWLEDGED = Kind.ACKNOWLEDGED.value
+_ACKNOWLEDGED = Kind.ACKNOWLEDGED
 
 
 def _brief(events: list[dict[str, Any]]) -> str:

@@ -17,12 +17,12 @@ from sbtck.workloads.trace import Trace
 
 # The kinds ``step`` looks at, as the plain strings events carry: naming a member of the enum costs a lookup
 # of the enum's each time, and ``step`` compares every event of a world with several of them.
-STARTED, EXITED = Kind.PROCEDURE_STARTED.value, Kind.PROCEDURE_EXITED.value
-SENT, ARRIVED = Kind.MESSAGE_SENT.value, Kind.MESSAGE_ARRIVED.value
-RETURNED, NOTIFICATION = Kind.ROWS_RETURNED.value, Kind.TIMER_NOTIFICATION.value
-COMMITTED, ROLLED_BACK = Kind.TRANSACTION_COMMITTED.value, Kind.TRANSACTION_ROLLED_BACK.value
+STARTED, EXITED = Kind.PROCEDURE_STARTED, Kind.PROCEDURE_EXITED
+SENT, ARRIVED = Kind.MESSAGE_SENT, Kind.MESSAGE_ARRIVED
+RETURNED, NOTIFICATION = Kind.ROWS_RETURNED, Kind.TIMER_NOTIFICATION
+COMMITTED, ROLLED_BACK = Kind.TRANSACTION_COMMITTED, Kind.TRANSACTION_ROLLED_BACK
 GONE = frozenset(
-    k.value
+    k
     for k in (
         Kind.MESSAGE_DROPPED,
         Kind.DISPATCHER_DELETED,

@@ -24,8 +24,8 @@ def test_an_address_compares_without_case_in_a_table_and_in_a_trace_alike() -> N
 
 
 def test_what_only_a_decision_trace_shows_is_asked_only_of_an_implementation_that_declares_it() -> None:
-    assert not asked(Kind.ROUTES_MATCHED.value, ROUTING) and asked(Kind.ROUTES_MATCHED.value, TRACED)
-    assert asked(Kind.MESSAGE_ARRIVED.value, ROUTING)
+    assert not asked(Kind.ROUTES_MATCHED, ROUTING) and asked(Kind.ROUTES_MATCHED, TRACED)
+    assert asked(Kind.MESSAGE_ARRIVED, ROUTING)
     assert not asked_field("step", ROUTING) and not asked_field("rule", ROUTING) and asked_field("step", TRACED)
     assert asked_field("dialog", ROUTING)
     event = {"kind": "message_dropped", "at_ms": 1, "dialog": "D1", "rule": "RTX-1"}
@@ -33,7 +33,7 @@ def test_what_only_a_decision_trace_shows_is_asked_only_of_an_implementation_tha
 
 
 def test_an_echo_of_the_kits_own_fault_is_asked_of_no_one() -> None:
-    assert not asked(Kind.INSTANCE_UNREACHABLE.value, TRACED | {"periodic_tasks"})
+    assert not asked(Kind.INSTANCE_UNREACHABLE, TRACED | {"periodic_tasks"})
 
 
 def test_a_field_one_side_does_not_carry_is_no_difference_and_lists_compare_as_sets() -> None:
@@ -43,8 +43,8 @@ def test_a_field_one_side_does_not_carry_is_no_difference_and_lists_compare_as_s
     assert not agree(mine, {**mine, "kind": "message_sent"})
     assert field_agrees("routes_matched", "routes", ["b", "a"], ["a", "b"])
     # which member names a group of identical routes is open (RTC-0): the candidates count, not their names
-    assert field_agrees(Kind.ROUTE_CHOSEN.value, "candidates", ["r1", "r2"], ["r3", "r2"])
-    assert not field_agrees(Kind.ROUTE_CHOSEN.value, "candidates", ["r1", "r2"], ["r2"])
+    assert field_agrees(Kind.ROUTE_CHOSEN, "candidates", ["r1", "r2"], ["r3", "r2"])
+    assert not field_agrees(Kind.ROUTE_CHOSEN, "candidates", ["r1", "r2"], ["r2"])
 
 
 def test_the_events_of_one_instant_are_arranged_as_a_set_where_a_first_fit_would_give_up() -> None:

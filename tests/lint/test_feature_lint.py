@@ -13,7 +13,7 @@ from gherkin.parser import Parser
 from sbtck import catalogue
 from sbtck.catalogue import RULE_ID
 from sbtck.iut.profile import CAPABILITIES
-from sbtck.observations import ECHOES, FIELDS, REASONS, RULE_FIELDS, VALUES, Kind
+from sbtck.observations import ECHOES, FIELDS, KINDS, REASONS, RULE_FIELDS, VALUES, Kind
 from sbtck.reports.results import INFORMATIVE
 from sbtck.steps import phrases
 from sbtck.views import VIEW_COLUMNS
@@ -73,15 +73,13 @@ def lint(path: Path, text: str) -> list[Problem]:
     return problems
 
 
-def _kind(text: str) -> Kind | None:
-    try:
-        return Kind(text.strip().replace(" ", "_"))
-    except ValueError:
-        return None
+def _kind(text: str) -> str | None:
+    kind = text.strip().replace(" ", "_")
+    return kind if kind in KINDS else None
 
 
-def _echo(kind: Kind) -> str:
-    return f"{kind.value} only echoes a fault the kit made: check what the broker does about it instead"
+def _echo(kind: str) -> str:
+    return f"{kind} only echoes a fault the kit made: check what the broker does about it instead"
 
 
 def observation_problems(step: dict[str, Any]) -> list[str]:
@@ -129,7 +127,7 @@ def observation_problems(step: dict[str, Any]) -> list[str]:
         kind = _kind(row[header.index("event")])
         for column, cell in zip(header, row, strict=True):
             if kind is not None and column not in ("second", "event") and column not in FIELDS[kind] and cell != "NULL":
-                found.append(f"{kind.value} has no field {column!r}, so its cell reads NULL, not {cell!r}")
+                found.append(f"{kind} has no field {column!r}, so its cell reads NULL, not {cell!r}")
             else:
                 found += [
                     f"{column} {v!r} is none of its values" for v in cell.split(" or ") if _unknown(column, v, kind)
@@ -137,7 +135,7 @@ def observation_problems(step: dict[str, Any]) -> list[str]:
     return found
 
 
-def _unknown(field: str, value: str, kind: Kind | None = None) -> bool:
+def _unknown(field: str, value: str, kind: str | None = None) -> bool:
     """Is VALUE outside the declared values of FIELD (observations.VALUES, REASONS; rule ids for rule and step)?"""
     if value == "NULL":
         return False

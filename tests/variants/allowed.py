@@ -53,7 +53,7 @@ class _ExtraFields(_Rewriting):
     def rewrite(self, command: contract.Command, response: contract.Response) -> contract.Response:
         events = []
         for event in response.events:
-            declared = set(FIELDS[Kind(event.kind)])
+            declared = set(FIELDS[event.kind])
             extra = {k: v for k, v in EXTRA.items() if k not in declared}
             events.append(dataclasses.replace(event, fields={**event.fields, **extra, "note": "extra"}))
         return dataclasses.replace(response, events=events)

@@ -19,11 +19,11 @@ from sbtck.workloads.differential import DIFFERENCE, Carried, differ, reference_
 from sbtck.workloads.landscape import ALL
 from sbtck.workloads.stage import Checker
 
-SENT = {"at_ms": 5000, "kind": Kind.MESSAGE_SENT.value, "instance": "sql1", "dialog": "D1", "from_target": False}
-ARRIVED = {"at_ms": 5000, "kind": Kind.MESSAGE_ARRIVED.value, "instance": "sql2", "dialog": "D1", "queue": "Q"}
+SENT = {"at_ms": 5000, "kind": Kind.MESSAGE_SENT, "instance": "sql1", "dialog": "D1", "from_target": False}
+ARRIVED = {"at_ms": 5000, "kind": Kind.MESSAGE_ARRIVED, "instance": "sql2", "dialog": "D1", "queue": "Q"}
 CHOSEN = {
     "at_ms": 5000,
-    "kind": Kind.ROUTE_CHOSEN.value,
+    "kind": Kind.ROUTE_CHOSEN,
     "instance": "sql1",
     "dialog": "D1",
     "candidates": ["R1", "R2"],
@@ -105,22 +105,22 @@ def test_a_result_the_contract_does_not_declare_is_not_compared() -> None:
 
 
 def test_echoes_of_the_kits_own_faults_are_never_compared() -> None:
-    echo = {"at_ms": 5000, "kind": Kind.INSTANCE_UNREACHABLE.value, "instance": "sql2"}
+    echo = {"at_ms": 5000, "kind": Kind.INSTANCE_UNREACHABLE, "instance": "sql2"}
     assert _differ(_step(SENT), _step(SENT, echo)) == []
     assert _differ(_step(SENT, echo), _step(SENT)) == []
 
 
 def test_decision_fields_are_compared_only_with_a_decision_trace() -> None:
-    delayed = {"at_ms": 5000, "kind": Kind.CONVERSATION_DELAYED.value, "instance": "sql1", "dialog": "D1"}
+    delayed = {"at_ms": 5000, "kind": Kind.CONVERSATION_DELAYED, "instance": "sql1", "dialog": "D1"}
     capabilities = frozenset({"routing"})
     got, want = _step({**delayed, "step": "RTE-03"}), _step({**delayed, "step": "RTC-4"})
     assert differ(3, got, want, capabilities) == []
     assert differ(3, got, want, capabilities | {"decision_trace"})
 
 
-BCN = {"at_ms": 25000, "kind": Kind.BROKER_CONFIGURATION_NOTIFICATION.value, "instance": "sql1"}
-FAILED = {"at_ms": 0, "kind": Kind.DATABASE_BROKER_START_FAILED.value, "instance": "sql1", "database": "db"}
-STARTED = {"at_ms": 0, "kind": Kind.DATABASE_BROKER_STARTED.value, "instance": "sql1", "database": "db"}
+BCN = {"at_ms": 25000, "kind": Kind.BROKER_CONFIGURATION_NOTIFICATION, "instance": "sql1"}
+FAILED = {"at_ms": 0, "kind": Kind.DATABASE_BROKER_START_FAILED, "instance": "sql1", "database": "db"}
+STARTED = {"at_ms": 0, "kind": Kind.DATABASE_BROKER_STARTED, "instance": "sql1", "database": "db"}
 
 
 def test_a_bcn_may_go_unreported_but_one_the_reference_does_not_fire_is_a_difference() -> None:
@@ -167,7 +167,7 @@ def test_conversation_groups_compare_by_the_messages_they_hold_not_by_their_name
 
 
 def test_addresses_compare_without_case() -> None:
-    attempt = {"at_ms": 5000, "kind": Kind.CONNECTION_ATTEMPT.value, "instance": "sql1", "result": "connected"}
+    attempt = {"at_ms": 5000, "kind": Kind.CONNECTION_ATTEMPT, "instance": "sql1", "result": "connected"}
     upper, lower = {**attempt, "address": "TCP://SQL2.EXAMPLE:4022"}, {**attempt, "address": "tcp://sql2.example:4022"}
     assert differ(3, _step(lower), _step(upper), ALL, Carried()) == []
     assert differ(3, _step({**lower, "address": "tcp://sql3.example:4022"}), _step(upper), ALL, Carried())
@@ -175,8 +175,8 @@ def test_addresses_compare_without_case() -> None:
 
 def test_a_wait_that_ends_in_the_instant_it_began_is_no_difference() -> None:
     where = {"instance": "sql1", "database": "db", "queue": "Q1", "session": "Q1#1", "statement": "RECEIVE"}
-    waiting = {"at_ms": 14000, "kind": Kind.READER_WAITING.value, **where}
-    rows = {"at_ms": 14000, "kind": Kind.ROWS_RETURNED.value, **where, "rows": [{"dialog": "D3"}]}
+    waiting = {"at_ms": 14000, "kind": Kind.READER_WAITING, **where}
+    rows = {"at_ms": 14000, "kind": Kind.ROWS_RETURNED, **where, "rows": [{"dialog": "D3"}]}
     assert differ(3, _step(waiting, rows), _step(rows), ALL, Carried()) == []
     assert differ(3, _step(rows), _step(waiting, rows), ALL, Carried()) == []
     # a wait that lasts past its instant shows in sys.dm_broker_queue_monitors
@@ -185,7 +185,7 @@ def test_a_wait_that_ends_in_the_instant_it_began_is_no_difference() -> None:
 
 
 def test_a_waiting_message_speaks_for_the_rule_its_status_names() -> None:
-    pending = {"at_ms": 0, "kind": Kind.TRANSMISSION_PENDING.value, "instance": "sql1", "dialog": "D1"}
+    pending = {"at_ms": 0, "kind": Kind.TRANSMISSION_PENDING, "instance": "sql1", "dialog": "D1"}
     statuses = {
         "behind an earlier message of the conversation": "RTM-7",
         "delayed": "RTM-7",
