@@ -319,6 +319,7 @@ DOCUMENTS = {
     "schema": "protocol.schema.json",
     "implementing": "implementing.md",
     "changes": "changes.md",
+    "architecture": "architecture.md",
 }
 
 
@@ -429,7 +430,8 @@ def main(argv: list[str] | None = None) -> int:
         help="print one of the kit's documents (they travel with it)",
         description="Prints one of the documents the kit carries: the step vocabulary (steps), the protocol an "
         "implementation speaks (protocol) and its JSON Schema (schema), what an implementation must do to pass "
-        "(implementing), what each protocol version asks beyond the last (changes). Without a name, lists them "
+        "(implementing), what each protocol version asks beyond the last (changes), the map of the kit's code "
+        "(architecture). Without a name, lists them "
         "with where they are.",
         epilog="examples:\n  sbtck docs steps | less\n  sbtck docs schema > protocol.schema.json",
         formatter_class=Help,

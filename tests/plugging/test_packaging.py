@@ -39,6 +39,7 @@ PACKAGE_DATA = (
     "sbtck/docs/protocol.schema.json",
     "sbtck/docs/implementing.md",
     "sbtck/docs/changes.md",
+    "sbtck/docs/architecture.md",
 )
 
 
