@@ -117,8 +117,8 @@ def test_last_failed_and_failed_first_work_under_sbtck_run(tmp_path: Path) -> No
         "from sbtck import contract\nfrom sbtck.iut.reference import ReferenceImplementation\n\n\n"
         "class Half(ReferenceImplementation):\n"
         "    def execute(self, command):\n"
-        "        if isinstance(command, c.Send) and command.dialog == 'D2':\n"
-        "            return c.Response(error='nothing on D2 today')\n"
+        "        if isinstance(command, contract.Send) and command.dialog == 'D2':\n"
+        "            return contract.Response(error='nothing on D2 today')\n"
         "        return super().execute(command)\n\n\n"
         "def make():\n    return Half(name='half')\n"
     )
