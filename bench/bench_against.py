@@ -40,33 +40,23 @@ print(json.dumps({"build": build(), "messages_s": messages / engine_s, "worlds_s
 """
 
 
-def _compile(tree: Path) -> None:
-    env = {**os.environ, "SBTCK_MYPYC": "1"}
+def _run(tree: Path, argv: list[str], **env: str) -> str:
+    """ARGV run with this Python in TREE, its standard output; a failure ends the benchmark with the error."""
     done = subprocess.run(
-        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
+        [sys.executable, *argv], cwd=tree, env={**os.environ, **env}, capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
-        raise SystemExit(f"mypyc build of {tree} failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"{argv[:2]} in {tree} failed:\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def _compile(tree: Path) -> None:
+    _run(tree, ["setup.py", "-q", "build_ext", "--inplace"], SBTCK_MYPYC="1")
 
 
 def _measure(tree: Path, messages: int, worlds: int) -> dict[str, object]:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run(
-        [sys.executable, "-c", MEASURE, str(messages), str(worlds)],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"the measurement in {tree} failed:\n{done.stderr[-3000:]}")
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    out = _run(tree, ["-c", MEASURE, str(messages), str(worlds)], PYTHONPATH=str(tree))
+    result: dict[str, object] = json.loads(out.strip().splitlines()[-1])
     return result
 
 
