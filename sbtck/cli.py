@@ -141,7 +141,7 @@ def _run_suite(
         pytest_args += ["-m", chosen["tags"]]
     if source is not None:
         print(f"sbtck: settings from {source}")
-        os.environ["SBTCK_SETTINGS_FILE"] = str(source)  # the report names it (sbtck.suite.SETTINGS_FILE)
+        os.environ[config.SETTINGS_FILE] = str(source)  # the report names it
     if args.features:
         paths = [Path(p).resolve() for p in args.features.split(",")]
         missing = [str(p) for p in paths if not p.exists()]

@@ -18,6 +18,8 @@ from sbtck.errors import ConfigError
 from sbtck.fixtures.yamlfile import MAX_BYTES
 
 KEYS = ("iut", "profile", "expectations", "tags", "out")
+# the environment variable by which sbtck run tells the plugin which settings file it used (the report names it)
+SETTINGS_FILE = "SBTCK_SETTINGS_FILE"
 
 
 def load(folder: Path) -> tuple[dict[str, str], Path | None]:

@@ -22,7 +22,7 @@ import pytest
 from pytest_bdd.exceptions import StepDefinitionNotFoundError
 from pytest_bdd.scenario import scenario_wrapper_template_registry
 
-from sbtck import __version__, catalogue
+from sbtck import __version__, catalogue, config
 from sbtck.contract import PROTOCOL_VERSION, REQUIRES_TAG
 from sbtck.errors import DeclarationError, ImplementationFault, IUTSpecError, LogDiffers, ResultsError
 from sbtck.fixtures.clock import ScenarioClock
@@ -419,7 +419,7 @@ class Kit:
                 "params": profile.params,
                 "capabilities": sorted(profile.capabilities),
             },
-            "settings": os.environ.get(SETTINGS_FILE),
+            "settings": os.environ.get(config.SETTINGS_FILE),
             "started": self.started.isoformat(timespec="seconds"),
             "wall_time_s": round(time.perf_counter() - self.t0, 3),
             "interrupted": self.interrupted,
@@ -503,8 +503,6 @@ RECORD = pytest.StashKey[results.ScenarioRecord]()
 WORLD = pytest.StashKey[World]()
 STEP_AT = pytest.StashKey[tuple[str, int]]()
 STEP_STARTED = pytest.StashKey[float]()
-# the settings file sbtck run found (sbtck.config), named in the report
-SETTINGS_FILE = "SBTCK_SETTINGS_FILE"
 SAID = pytest.StashKey[str]()
 NOT_APPLICABLE_BECAUSE = pytest.StashKey[str]()  # the kit's message for a step no definition reads
 
