@@ -11,4 +11,5 @@ echo "== mypy"
 .venv/bin/mypy
 echo "== pytest"
 # loadgroup: the Spark tests share one session on one worker
-exec .venv/bin/pytest tests steps -n 2 --dist loadgroup "$@"
+# -rs: every skip says why in the summary
+exec .venv/bin/pytest tests steps -n 2 --dist loadgroup -rs "$@"

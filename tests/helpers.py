@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,18 +51,21 @@ def scenarios_tagged(tag: str) -> int:
 def kit(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``sbtck ARGS`` in a child process, with this checkout importable (for tests.variants).
 
+    It starts in a folder of its own, made for it and removed after: what a command writes where it stands (the
+    default ``out/report``, its lock, pytest's cache) is never shared by two tests that xdist runs at once.
     Spark's driver neither maps nor makes a class archive in the user's cache unless ENV says so
     (``sbtck.workloads.sparkling.ClassArchive``; tests/workloads/test_spark.py makes one of its own).
     """
-    return subprocess.run(
-        [sys.executable, "-m", "sbtck.cli", *args],
-        cwd=ROOT,
-        env={**os.environ, "SBTCK_SPARK_CLASSES": "off", "PYTHONPATH": str(ROOT), **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    with tempfile.TemporaryDirectory(prefix="sbtck-kit-") as here:
+        return subprocess.run(
+            [sys.executable, "-m", "sbtck.cli", *args],
+            cwd=here,
+            env={**os.environ, "SBTCK_SPARK_CLASSES": "off", "PYTHONPATH": str(ROOT), **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
 
 
 def sbtck(*args: str, out: Path, timeout: float = 300) -> Run:
