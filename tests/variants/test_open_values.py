@@ -9,9 +9,11 @@ Which values: the timer notifies every 5 seconds, and scenario times are a value
 1.5 x, 2 x, 3 x) plus small constants, so at half-second steps the pattern of collisions with the timer grid
 repeats every 10 seconds. Every whole and half second of a range of up to 30 seconds is run, and of a longer
 one every whole and half second of its first 20 seconds (where a value meets the features' constants) and of
-its last 10 (every place on the grid once more, far from any constant). Between them, where a range is an
-hour, Hypothesis draws half seconds: each run tries others, and a value that fails is kept in its example
-database and tried first until it passes. A count (forward_hop_limit) runs at every value. Each value runs
+its last 10 (every place on the grid once more, far from any constant). The everyday run takes a seeded
+sample of each parameter's values, another each day (tests/sampling.py); ``SBTCK_TEST_SAMPLE=all`` runs every
+one. Between them, where a range is an hour, Hypothesis draws half seconds: each run tries others, and a value
+that fails is kept in its example database and tried first until it passes. A count (forward_hop_limit) runs at
+every value of its day's sample. Each value runs
 the scenarios of the capability it belongs to; the routing values run connecting when notified as well
 beyond the first band, where a connection's timing can meet a value's multiples.
 """
@@ -27,6 +29,7 @@ from hypothesis import strategies as st
 from sbtck import catalogue
 from sbtck.reports import results
 from tests.helpers import Run, kit
+from tests.sampling import sample
 
 OPEN = {name: param for name, param in catalogue.load().params.items() if not param.fixed}
 # the scenarios a value can change: those of the capability whose behaviour it tunes
@@ -72,7 +75,14 @@ def _factories(name: str, value: float) -> list[str]:
     return ["tuned", "tuned_connecting_when_notified"] if notified else ["tuned"]
 
 
-CASES = [(name, value, factory) for name in OPEN for value in sweep(name) for factory in _factories(name, value)]
+ALL_CASES = [(name, value, factory) for name in OPEN for value in sweep(name) for factory in _factories(name, value)]
+# a day's sample of each parameter's sweep (tests/sampling.py): every case with SBTCK_TEST_SAMPLE=all
+PER_PARAMETER = 8
+CASES = [
+    case
+    for name in OPEN
+    for case in sample([c for c in ALL_CASES if c[0] == name], PER_PARAMETER, f"open values: {name}")
+]
 
 
 def test_every_open_parameter_is_swept() -> None:
