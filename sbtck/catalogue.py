@@ -18,6 +18,7 @@ RULE_ID = re.compile(r"^[A-Z]+-[0-9A-Z]+$")
 KIT_RULES = {
     "INV-messages": "no message lost or duplicated unless a rule drops it",
     "INV-order": "messages of a conversation arrive in order",
+    "INV-report": "every report names what exists, in its declared kinds, types and values, in time order",
     "DIFF": "an outcome no allowed behaviour of the reference engine gives",
 }
 

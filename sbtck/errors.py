@@ -32,6 +32,7 @@ __all__ = [
     "ProtocolError",
     "ReceivingError",
     "Refused",
+    "ReportImpossible",
     "ResultsError",
     "RouteAdminError",
     "SbtckError",
@@ -125,6 +126,11 @@ class LogDiffers(SbtckError, AssertionError):
     def __init__(self, message: str, columns: list[str], expected: list[list[str]], got: list[list[str]]) -> None:
         super().__init__(message)
         self.table = {"columns": columns, "expected": expected, "got": got}
+
+
+class ReportImpossible(SbtckError, AssertionError):
+    """The implementation reported what cannot have happened in the world (a queue the topology lacks, a message
+    never sent, events out of time order): a failure of the implementation, named by the invariant it breaks."""
 
 
 class ImplementationFault(SbtckError):

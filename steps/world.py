@@ -11,6 +11,7 @@ from sbtck.errors import Refused, ScenarioError
 from sbtck.fixtures.clock import ScenarioClock
 from sbtck.fixtures.topology import Topology
 from sbtck.iut.implementation import Implementation
+from sbtck.iut.log_check import LogCheck
 from sbtck.iut.profile import Profile
 from sbtck.observations import TRACE
 from sbtck.steps import timeexpr
@@ -33,6 +34,8 @@ class World:
     # the route tables as the scenario made them, by (instance, database or None for msdb): the topology's, then
     # every CREATE, ALTER and DROP ROUTE the implementation took; setup never depends on what a view answers
     routes: dict[tuple[str, str | None], dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # every answer held against the world the commands made, whatever a Then step reads (sbtck/iut/log_check.py)
+    log_check: LogCheck = field(default_factory=LogCheck)
 
     @property
     def step_at(self) -> tuple[str, int]:
@@ -52,7 +55,8 @@ class World:
     def run(self, command: contract.Command) -> dict[str, Any]:
         response = self.implementation.execute(command)
         self.log.extend(response.events)
-        self.commands.append(command.to_json())
+        op = command.to_json()
+        self.commands.append(op)
         self.answers.append(
             {
                 "kind": command.kind,
@@ -61,6 +65,7 @@ class World:
                 "events": response.events,  # as JSON only when a reproducer's steps ask (sbtck/workloads/steps.py)
             }
         )
+        self.log_check.answer(op, [event.to_json() for event in response.events])
         if response.error is not None:
             raise Refused(
                 f"the implementation refused {command.kind} at second {self.clock.second():g}: "

@@ -17,7 +17,9 @@ from typing import Any
 from sbtck.contract import Handshake
 from sbtck.engine.broker import CONNECTING_CHOICES
 from sbtck.engine.compiling import warn_if_stale
+from sbtck.errors import ProtocolError, ReportImpossible
 from sbtck.iut.implementation import Implementation
+from sbtck.iut.log_check import LogCheck
 from sbtck.iut.reference import ReferenceImplementation
 
 # the suite's statuses, so that summary.json and Parquet spell them as every other output does
@@ -30,6 +32,8 @@ from sbtck.workloads.search import search
 from sbtck.workloads.shrink import Shrunk, shrink
 from sbtck.workloads.trace import Trace, execute, run
 
+# the rule a report that cannot be breaks (sbtck/iut/log_check.py names the invariant in its detail)
+REPORTED_IMPOSSIBLE = "INV-report"
 # a world no branch of the search explained, with branches left untried when its budget ran out (search.py)
 UNDECIDED = "undecided"
 
@@ -85,11 +89,25 @@ class Checked:
         return self.invariants if self.undecided else self.found
 
 
+def reported_impossible(world: StageWorld, trace: Trace) -> list[Violation]:
+    """What the implementation reported that cannot be in the world, as the suite holds every answer
+    (sbtck/iut/log_check.py): the first such report, at its step."""
+    log_check = LogCheck()
+    for index, (op, step) in enumerate(zip(world.script, trace.steps, strict=False)):
+        try:
+            log_check.answer(op, step["events"])
+        except (ProtocolError, ReportImpossible) as impossible:
+            return [Violation(REPORTED_IMPOSSIBLE, index, str(impossible))]
+    return []
+
+
 def violations(world: StageWorld, trace: Trace, handshake: Handshake | None) -> Checked:
-    """The invariants always; the search of allowed histories when the implementation is not the reference itself."""
+    """The invariants always; what cannot be and the search of allowed histories when the implementation is not
+    the reference itself."""
     found = check(world, trace)
     if handshake is None:
         return Checked(found, [], None)
+    found += reported_impossible(world, trace)
     verdict = search(world, trace, handshake.params, frozenset(handshake.capabilities))
     return Checked(found, verdict.violations, verdict.expected, verdict.undecided)
 

@@ -1,0 +1,203 @@
+"""Every report held against the world it is about: what an implementation says must be able to be.
+
+A scenario's ``Then`` steps read the rows they name; everything else an implementation reports was once
+believed unread (issue 44): a queue that does not exist, a kind the protocol does not have, a field of the
+wrong type, events out of time order, a message that arrives though it was never sent. ``LogCheck`` is fed
+each command and its answer, in the trace form the stage keeps (``op`` as the command's JSON, the events as
+JSON objects), and answers what cannot be:
+
+- a kind the protocol does not declare, or a field of a type or value the contract does not declare for it
+  (``docs/protocol.md``): the implementation breaks the protocol - a ``ProtocolError``, the scenario an error;
+- an entity the world does not hold at that instant (an instance, database, queue or service not in the
+  topology; a dialog no command began; a session no command named and no activated task of a queue holds),
+  events of one answer out of time order, a message that arrives twice or was never sent: the implementation
+  reported what cannot have happened - a ``ReportImpossible``, the scenario a failure.
+
+The suite runs it on every answer of every scenario (``sbtck/steps/world.py``); the stage on every world of an
+implementation it holds against the reference (``sbtck/workloads/stage.py``), so the two cannot drift. Each
+finding names the event (its index in the answer, its kind and instant) and the invariant it breaks.
+"""
+
+from __future__ import annotations
+
+import reprlib
+from typing import Any
+
+from sbtck import catalogue
+from sbtck.errors import ProtocolError, ReportImpossible
+from sbtck.iut.answers import json_type
+from sbtck.observations import FIELDS, KINDS, REASONS, RULE_FIELDS, VALUES, Kind
+from sbtck.views import COLUMN_TYPES
+
+_KINDS = frozenset(KINDS)
+_RULE_IDS = frozenset(catalogue.load().rules)
+# the commands whose ``session`` names a user's session, as the scenario or world named it
+_SESSION_COMMANDS = frozenset({"receive", "get_conversation_group", "begin_transaction", "commit", "rollback"})
+# msdb holds the instance's routes; an event about one may name it as its database
+MSDB = "msdb"
+# a message, as the invariants name it: dialog, whether it is the target's (a reply), its sequence number
+Message = tuple[str, bool | None, int]
+
+
+def declared_type(name: str) -> str | None:
+    """The JSON type the contract declares for an event field (``string or null``), or None where it declares none."""
+    if name in VALUES or name in RULE_FIELDS:
+        return "string"
+    return COLUMN_TYPES.get(name)
+
+
+def declared_values(kind: str, name: str) -> frozenset[str] | None:
+    """The values the contract allows a field of KIND, or None where any value of its type is allowed."""
+    if name in VALUES:
+        return frozenset(VALUES[name])
+    if name in RULE_FIELDS:
+        return _RULE_IDS
+    if name == "reason" and kind in REASONS:
+        return frozenset(REASONS[kind])
+    return None
+
+
+class LogCheck:
+    """The world as the commands made it, and every answer held against it (see the module's description)."""
+
+    def __init__(self) -> None:
+        self.instances: set[str] = set()
+        self.databases: set[tuple[str, str]] = set()
+        self.queues: set[tuple[str, str, str]] = set()
+        self.queue_names: set[str] = set()
+        self.services: set[tuple[str, str, str]] = set()
+        self.dialogs: set[str] = set()
+        self.sessions: set[str] = set()
+        self.sent: set[Message] = set()
+        self.arrived: set[Message] = set()
+
+    # ------------------------------------------------------------ the world
+
+    def _declare(self, topology: dict[str, Any]) -> None:
+        for instance in topology.get("instances", []):
+            name = str(instance["name"])
+            self.instances.add(name)
+            for database in instance.get("databases", []):
+                db = str(database["name"])
+                self.databases.add((name, db))
+                for queue in database.get("queues", []):
+                    self.queues.add((name, db, str(queue["name"])))
+                    self.queue_names.add(str(queue["name"]))
+                for service in database.get("services", []):
+                    self.services.add((name, db, str(service["name"])))
+
+    def _command(self, op: dict[str, Any]) -> None:
+        kind = op.get("kind")
+        if kind == "start":
+            self._declare(op.get("topology") or {})
+        elif kind == "begin_dialog":
+            self.dialogs.add(str(op.get("dialog")))
+        if kind in _SESSION_COMMANDS and op.get("session") is not None:
+            self.sessions.add(str(op["session"]))
+
+    # ------------------------------------------------------------ an answer
+
+    def answer(self, op: dict[str, Any], events: list[dict[str, Any]]) -> None:
+        """Hold the answer to OP (its events as JSON objects) against the world; raise what cannot be."""
+        self._command(op)
+        last = None
+        for i, event in enumerate(events):
+            where = f"{op.get('kind')} at {op.get('at_ms')}: the event `$.events[{i}]`"
+            kind = event.get("kind")
+            if kind not in _KINDS:
+                raise ProtocolError(
+                    f"{where} is of kind {reprlib.repr(kind)}, which the protocol does not declare "
+                    "(docs/protocol.md lists every kind) (invariant: declared kinds)"
+                )
+            where = f"{where} ({kind} at {event.get('at_ms')})"
+            self._fields(where, kind, event)
+            at = event.get("at_ms")
+            if last is not None and isinstance(at, int) and at < last:
+                raise ReportImpossible(
+                    f"{where} comes after an event at {last}: an answer's events are in the order they happened "
+                    "(invariant: time order)"
+                )
+            last = at if isinstance(at, int) else last
+            self._entities(where, kind, event)
+            self._messages(where, op, kind, event)
+
+    def _fields(self, where: str, kind: str, event: dict[str, Any]) -> None:
+        carried = FIELDS[kind]
+        for name, value in event.items():
+            if name in ("at_ms", "kind") or value is None or name not in carried:
+                continue  # a field the kind does not declare is the implementation's own, and never read
+            declared = declared_type(name)
+            if declared is not None and json_type(value) not in declared.split(" or "):
+                raise ProtocolError(
+                    f"{where} has {name!r} = {reprlib.repr(value)} ({json_type(value)}); the contract declares "
+                    f"{declared} (invariant: declared types)"
+                )
+            allowed = declared_values(kind, name)
+            if allowed is not None and value not in allowed:
+                raise ProtocolError(
+                    f"{where} has {name!r} = {reprlib.repr(value)}, not one of the values the contract declares "
+                    f"for it (docs/protocol.md) (invariant: declared values)"
+                )
+
+    def _entities(self, where: str, kind: str, event: dict[str, Any]) -> None:
+        instance = event.get("instance")
+        for name in ("instance", "to_instance"):
+            value = event.get(name)
+            if value is not None and value not in self.instances:
+                self._phantom(where, name, value, "instance of the topology")
+        database = event.get("database")
+        if instance is not None and database not in (None, MSDB) and (instance, database) not in self.databases:
+            self._phantom(where, "database", database, f"database of {instance}")
+        queue = event.get("queue")
+        if None not in (instance, database, queue) and (instance, database, queue) not in self.queues:
+            self._phantom(where, "queue", queue, f"queue of {instance}.{database}")
+        service = event.get("service")
+        in_database = service is not None and database is not None
+        if kind == Kind.MESSAGE_ARRIVED and in_database and (instance, database, service) not in self.services:
+            self._phantom(where, "service", service, f"service of {instance}.{database}")
+        dialogs = [event.get("dialog")] + [row.get("dialog") for row in _rows(event)]
+        for dialog in dialogs:
+            if dialog is not None and dialog not in self.dialogs:
+                self._phantom(where, "dialog", dialog, "dialog a command began")
+        session = event.get("session")
+        if session is not None and session not in self.sessions:
+            owner, mark, number = str(session).rpartition("#")
+            if not (mark and owner in self.queue_names and number.isdigit()):
+                self._phantom(where, "session", session, "session a command named or activated task (QUEUE#N)")
+
+    @staticmethod
+    def _phantom(where: str, name: str, value: object, what: str) -> None:
+        raise ReportImpossible(
+            f"{where} names {name} {reprlib.repr(value)}, which is no {what} at that instant (invariant: entities)"
+        )
+
+    def _messages(self, where: str, op: dict[str, Any], kind: str, event: dict[str, Any]) -> None:
+        if kind not in (Kind.MESSAGE_SENT, Kind.MESSAGE_ARRIVED):
+            return
+        dialog, sequence = event.get("dialog"), event.get("message_sequence_number")
+        if dialog is None or not isinstance(sequence, int):
+            return
+        from_target = event.get("from_target")
+        if from_target is None and kind == Kind.MESSAGE_SENT and op.get("kind") == "send":
+            from_target = bool(op.get("from_target"))
+        message: Message = (str(dialog), from_target if isinstance(from_target, bool) else None, sequence)
+        if kind == Kind.MESSAGE_SENT:
+            if message in self.sent and message[1] is not None:
+                raise ReportImpossible(f"{where} sends {message} a second time (invariant: a message is sent once)")
+            self.sent.add(message)
+            return
+        ends = [message] if message[1] is not None else [(message[0], end, sequence) for end in (False, True)]
+        if not any(m in self.sent or (m[0], None, m[2]) in self.sent for m in ends):
+            raise ReportImpossible(
+                f"{where} delivers {message}, which no message_sent reported (invariant: nothing arrives unsent)"
+            )
+        if message[1] is not None and message in self.arrived:
+            raise ReportImpossible(
+                f"{where} delivers {message} a second time (invariant: a message arrives at most once)"
+            )
+        self.arrived.add(message)
+
+
+def _rows(event: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = event.get("rows")
+    return [row for row in rows if isinstance(row, dict)] if isinstance(rows, list) else []
