@@ -64,18 +64,21 @@ Feature: Activation 04 - Conversation group locking
       | 30     | procedure started | 3    |
 
   @ACT-05 @PER-1A
-  Scenario: [4] When the waiting reader exits, the next timer notification starts another
+  Scenario: [4] When the waiting reader exits, another starts at once or at the next timer notification
     Given 50 messages are sent on dialog "D1"
     # task 1 RECEIVEd the first message at second 0 and works on it until 20; task 2 waits
     And time passes to second 10
+    # task 2 leaves its transaction open, waiting in RECEIVE. Ending it rolls the transaction back, and a
+    # transaction that contains a RECEIVE rolling back is a trigger of the check: whether one whose RECEIVE
+    # returned nothing yet counts the documents do not say, so the monitor looks at once or at second 15
     When activated task 2 of queue "WorkQueue" exits
     And time passes to second 19
     Then the log for queue "WorkQueue" shows exactly:
-      | second | event             | task |
-      | 0      | procedure started | 1    |
-      | 0      | procedure started | 2    |
-      | 10     | procedure exited  | 2    |
-      | 15     | procedure started | 3    |
+      | second   | event             | task |
+      | 0        | procedure started | 1    |
+      | 0        | procedure started | 2    |
+      | 10       | procedure exited  | 2    |
+      | 10 or 15 | procedure started | 3    |
 
   @ACT-09
   Scenario: [5] A procedure made to exit while it works gives its group up to the waiting reader and commits nothing later

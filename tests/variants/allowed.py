@@ -170,6 +170,24 @@ def exit_commits_the_open_transaction() -> ReferenceImplementation:
     return _engine("an exiting procedure's transaction commits", monitors_class=_ExitCommits)
 
 
+class _ExitRollsBack(QueueMonitors):
+    """A procedure that exits inside a transaction has it rolled back, and that rollback is one of a transaction
+    that contains a RECEIVE (ACT-05's trigger) whether or not its RECEIVE had returned anything: the monitor looks
+    at once, not only at the next timer notification."""
+
+    def exit_procedure(self, task: ActivatedTask, reason: str) -> None:
+        in_transaction = task.session.in_transaction
+        super().exit_procedure(task, reason)
+        if in_transaction:
+            self.rolled_back(self.queues[task.key])
+
+
+def exit_rolls_back_and_looks() -> ReferenceImplementation:
+    return _engine(
+        "an exiting procedure's transaction rolls back, and the monitor looks", monitors_class=_ExitRollsBack
+    )
+
+
 def probes_the_mirror_first() -> ReferenceImplementation:
     return _engine("probes the mirror address first", router_class=_MirrorFirst)
 
@@ -224,6 +242,7 @@ ALLOWED = [
     "get_conversation_group_is_no_receive",
     "looks_at_the_trigger",
     "exit_commits_the_open_transaction",
+    "exit_rolls_back_and_looks",
     "connects_on_the_next_notification",
     "resends_after_4_seconds",
     "resends_after_a_second",
