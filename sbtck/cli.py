@@ -320,6 +320,7 @@ DOCUMENTS = {
     "implementing": "implementing.md",
     "changes": "changes.md",
     "architecture": "architecture.md",
+    "design": "design.md",
 }
 
 

@@ -40,6 +40,7 @@ PACKAGE_DATA = (
     "sbtck/docs/implementing.md",
     "sbtck/docs/changes.md",
     "sbtck/docs/architecture.md",
+    "sbtck/docs/design.md",
 )
 
 
