@@ -1,4 +1,4 @@
-@ACT-02 @requires-activation
+@requires-activation
 Feature: Activation 01 - Queue monitors
 
   Service Broker creates a queue monitor for each queue with activation
@@ -10,39 +10,45 @@ Feature: Activation 01 - Queue monitors
   Background:
     Given the topology "activation"
 
-  @ACT-03
+  @ACT-02 @ACT-03
   Scenario: [1] A queue with activation STATUS ON has a queue monitor
     Then queue "StallQueue" has a queue monitor
 
-  @ACT-03
+  @ACT-02 @ACT-03
   Scenario: [2] A queue with a QUEUE_ACTIVATION event notification has a queue monitor
     Then queue "ExternalQueue" has a queue monitor
 
-  @ACT-03
+  @ACT-02 @ACT-03
   Scenario: [3] A queue with neither has no queue monitor
     Then queue "PlainQueue" has no queue monitor
     And queue "InitiatorQueue" has no queue monitor
 
+  @ACT-02
   Scenario: [4] Turning activation off removes the queue monitor
     When ALTER QUEUE "StallQueue" WITH ACTIVATION (STATUS = OFF)
     Then queue "StallQueue" has no queue monitor
 
+  @ACT-02
   Scenario: [5] Turning activation on creates a queue monitor
     When ALTER QUEUE "PlainQueue" WITH ACTIVATION (STATUS = ON, PROCEDURE_NAME = stall, MAX_QUEUE_READERS = 1)
     Then queue "PlainQueue" has a queue monitor
 
+  @ACT-02
   Scenario: [6] Creating a QUEUE_ACTIVATION event notification creates a queue monitor
     When CREATE EVENT NOTIFICATION "Watcher" ON QUEUE "PlainQueue" FOR QUEUE_ACTIVATION
     Then queue "PlainQueue" has a queue monitor
 
+  @ACT-02
   Scenario: [7] Dropping the last QUEUE_ACTIVATION event notification removes the queue monitor
     When DROP EVENT NOTIFICATION "ExternalActivator" ON QUEUE "ExternalQueue"
     Then queue "ExternalQueue" has no queue monitor
 
+  @ACT-02
   Scenario: [8] Turning activation off keeps the monitor of a queue that still has a notification
     When ALTER QUEUE "DualQueue" WITH ACTIVATION (STATUS = OFF)
     Then queue "DualQueue" has a queue monitor
 
+  @ACT-02
   Scenario: [9] Dropping the notification keeps the monitor of a queue with activation on
     When DROP EVENT NOTIFICATION "DualActivator" ON QUEUE "DualQueue"
     Then queue "DualQueue" has a queue monitor

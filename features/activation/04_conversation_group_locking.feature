@@ -1,4 +1,4 @@
-@ACT-09 @requires-activation
+@requires-activation
 Feature: Activation 04 - Conversation group locking
 
   Only one queue reader at a time can process the messages of a
@@ -21,6 +21,7 @@ Feature: Activation 04 - Conversation group locking
     Given the topology "activation"
     And dialog "D1" is begun from service "Initiator" to service "WorkService"
 
+  @ACT-09
   Scenario: [1] Many messages on one conversation: a second reader waits and no third starts
     Given 50 messages are sent on dialog "D1"
     # before either reader's 60-second WAITFOR can run out, whichever reader the released group goes to
@@ -35,6 +36,7 @@ Feature: Activation 04 - Conversation group locking
 
   # which reader gets the group a commit releases (the one waiting, or the one that committed and RECEIVEs
   # again) the documents do not say: each row names either
+  @ACT-09
   Scenario: [2] Only one reader at a time processes the single conversation
     Given 50 messages are sent on dialog "D1"
     When time passes to second 200
@@ -52,6 +54,7 @@ Feature: Activation 04 - Conversation group locking
       | 180    | rows returned | WorkQueue#1 or WorkQueue#2 |
       | 200    | rows returned | WorkQueue#1 or WorkQueue#2 |
 
+  @ACT-09
   Scenario: [3] A message on a second conversation gives the waiting reader work, and another reader starts
     Given 50 messages are sent on dialog "D1"
     And dialog "D2" is begun from service "Initiator" to service "WorkService"
@@ -63,7 +66,7 @@ Feature: Activation 04 - Conversation group locking
       | 0      | procedure started | 2    |
       | 30     | procedure started | 3    |
 
-  @ACT-05 @PER-1A
+  @ACT-05 @PER-1A @ACT-09
   Scenario: [4] When the waiting reader exits, another starts at once or at the next timer notification
     Given 50 messages are sent on dialog "D1"
     # task 1 RECEIVEd the first message at second 0 and works on it until 20; task 2 waits
