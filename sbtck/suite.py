@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import difflib
+import functools
 import os
 import sys
 import time
@@ -187,7 +188,7 @@ class Kit:
                 # plugins of pytest-bdd (allure-pytest-bdd) record a scenario only once it has started
                 why = f"{results.NOT_APPLICABLE_PREFIX}{self.profile.name} does not declare {', '.join(missing)}"
                 item.stash[NOT_APPLICABLE_BECAUSE] = why
-            sid = results.scenario_id(self.feature_path(template.feature.filename), template.name)
+            sid = results.scenario_id(self.feature_path(template.feature.filename), _identity(item, template)[0])
             # strict: an unexpected pass fails the run, as junit.xml and cucumber.json say it does
             if sid in self.profile.expected_failures:
                 item.add_marker(pytest.mark.xfail(reason=results.LISTED_IN_PROFILE, strict=True))
@@ -200,8 +201,9 @@ class Kit:
         if os.environ.get("SBTCK_FEATURES"):
             return
         known = {
-            results.scenario_id(self.feature_path(t.feature.filename), t.name)
+            results.scenario_id(self.feature_path(t.feature.filename), name)
             for t in scenario_wrapper_template_registry.values()
+            for name, _, _ in _identities(t)
         }
         if not known:
             return
@@ -222,12 +224,17 @@ class Kit:
     # ------------------------------------------------------------- recording
     @pytest.hookimpl(trylast=True)
     def pytest_bdd_before_scenario(self, request: pytest.FixtureRequest, feature: Any, scenario: Any) -> None:
+        template = _template(request.node)
+        name, line, example = (
+            _identity(request.node, template) if template is not None else (scenario.name, scenario.line_number, None)
+        )
         record = results.ScenarioRecord(
-            id=results.scenario_id(self.feature_path(feature.filename), scenario.name),
+            id=results.scenario_id(self.feature_path(feature.filename), name),
             feature_path=self.feature_path(feature.filename),
             feature_name=feature.name,
-            name=scenario.name,
-            line=scenario.line_number,
+            name=name,
+            line=line,
+            example=example,
             tags=sorted(scenario.tags | feature.tags),
             feature_tags=sorted(feature.tags),
             steps=[
@@ -240,9 +247,7 @@ class Kit:
                 )
                 for s in scenario.steps
             ],
-            rerun=results.rerun_command(
-                self._node_id(request.node), {**self.settings, "out": self._rerun_out(scenario.name)}
-            ),
+            rerun=results.rerun_command(self._node_id(request.node), {**self.settings, "out": self._rerun_out(name)}),
         )
         request.node.stash[RECORD] = record
         why = request.node.stash.get(NOT_APPLICABLE_BECAUSE, None)
@@ -467,6 +472,56 @@ def _template(item: pytest.Item) -> Any:
         return scenario_wrapper_template_registry.get(obj)  # type: ignore[arg-type]
     except TypeError:  # what no weak reference can name, None among them
         return None
+
+
+# the argument through which pytest-bdd parametrizes a Scenario Outline's test with each example's values
+EXAMPLE_PARAM = "_pytest_bdd_example"
+
+
+def _identities(template: Any) -> list[tuple[str, int, dict[str, Any] | None]]:
+    """The name, line and example of each record TEMPLATE makes: one of a Scenario, one per example of a Scenario
+    Outline (across its Examples tables, in pytest-bdd's order of parametrization), at the example's row."""
+    examples = [(table, values) for table in template.examples for values in table.as_contexts()]
+    if not examples:
+        return [(template.name, template.line_number, None)]
+    rows = _example_rows(template.feature.filename, tuple(table.line_number for table in template.examples))
+    return [
+        (
+            results.example_name(template.render(values).name, index, values),
+            rows[index - 1] if index <= len(rows) else template.line_number,
+            {"index": index, "values": values},
+        )
+        for index, (_, values) in enumerate(examples, 1)
+    ]
+
+
+def _identity(item: pytest.Item, template: Any) -> tuple[str, int, dict[str, Any] | None]:
+    """The name, line and example of the record ITEM makes (pytest's index of its example picks which)."""
+    identities = _identities(template)
+    callspec = getattr(item, "callspec", None)
+    index = callspec.indices.get(EXAMPLE_PARAM, 0) if callspec is not None else 0
+    return identities[index] if index < len(identities) else identities[0]
+
+
+@functools.lru_cache(maxsize=256)
+def _example_rows(filename: str, tables: tuple[int | None, ...]) -> list[int]:
+    """The line of each example row of the Examples tables starting at TABLES (pytest-bdd keeps no row's line):
+    after each table's header row, the rows up to the first line that is neither a row, blank nor a comment."""
+    lines = Path(filename).read_text(encoding="utf-8").splitlines()
+    rows: list[int] = []
+    for start in tables:
+        if start is None:
+            continue
+        header = False
+        for number in range(start + 1, len(lines) + 1):
+            text = lines[number - 1].strip()
+            if text.startswith("|"):
+                if header:
+                    rows.append(number)
+                header = True
+            elif text and not text.startswith("#"):
+                break
+    return rows
 
 
 class _Request:
