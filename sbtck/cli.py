@@ -104,14 +104,18 @@ def _run_suite(
     import pytest
 
     root = kit_root()
-    # a node id after -- (the report's rerun command, relative to the kit) replaces the whole suite
-    extra = [str(root / arg) if "::" in arg and (root / arg.split("::")[0]).is_file() else arg for arg in extra]
+    # a node id after -- (the report's rerun command, relative to the kit) replaces the whole suite; an option's
+    # value that holds "::" (-W error::DeprecationWarning, --deselect FILE::TEST) is no node id
+    nodes = set(node_ids(extra))
+    extra = [
+        str(root / arg) if i in nodes and (root / arg.split("::")[0]).is_file() else arg for i, arg in enumerate(extra)
+    ]
     # The kit's features run under the kit's settings; a team's own (--features) under the team's pytest
     # configuration, its markers and options, as its own pytest would run them. Either way the kit adds what it
     # needs on the command line: its warnings silenced, the cache (--lf, --ff) in the project, not in the kit.
     ini = config.pytest_settings(Path.cwd()) if args.features else None
     pytest_args = [
-        *([] if any("::" in arg for arg in extra) else [str(suite_module())]),
+        *([] if nodes else [str(suite_module())]),
         "-c",
         str(ini or suite_ini()),
         "--rootdir",
@@ -164,6 +168,30 @@ def _run_suite(
     if code in (PYTEST_USAGE, PYTEST_INTERRUPTED):
         return EXIT_BAD_INPUT
     return code
+
+
+# pytest's options after -- that take a value as the next argument: that value is never a node id
+TAKES_VALUE = frozenset(
+    {"-W", "--pythonwarnings", "--deselect", "-k", "-m", "-p", "-o", "--override-ini", "-c", "--config-file"}
+    | {"--rootdir", "--basetemp", "--confcutdir", "--ignore", "--ignore-glob", "--junitxml", "--junit-xml"}
+    | {"--log-file", "--log-level", "--durations", "--maxfail", "--tb", "-r", "-n", "--numprocesses", "--dist"}
+    | {"--reruns", "--reruns-delay", "--only-rerun", "--import-mode", "--capture", "--color", "--sbtck-out"}
+)
+
+
+def node_ids(args: list[str]) -> list[int]:
+    """The positions in ARGS (pytest's, after --) of node ids (FILE::TEST): positional arguments holding "::",
+    never the value of an option (-W error::DeprecationWarning, --deselect FILE::TEST, -k, -m)."""
+    found: list[int] = []
+    value_next = False
+    for i, arg in enumerate(args):
+        if value_next:
+            value_next = False
+        elif arg.startswith("-"):
+            value_next = arg in TAKES_VALUE  # "--deselect=X" and "-Werror::X" carry their value themselves
+        elif "::" in arg:
+            found.append(i)
+    return found
 
 
 def _tag_expression_error(tags: str) -> str | None:

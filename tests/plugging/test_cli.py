@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sbtck.reports.results import INFORMATIVE
-from tests.helpers import ROOT, sbtck
+from tests.helpers import ROOT, sbtck, scenarios_tagged
 
 FEATURES = sorted((ROOT / "features").rglob("*.feature"))
 
@@ -283,3 +284,19 @@ def test_the_rerun_command_of_a_failure_runs_that_scenario_alone(tmp_path: Path)
     again = sbtck(*words[2:], out=own)
     assert again.code == 1
     assert [s["id"] for s in again.results()["scenarios"]] == [failed[0]["id"]]
+
+
+def test_only_a_node_id_after_dashes_replaces_the_suite_an_options_value_passes_through(tmp_path: Path) -> None:
+    """`-W error::DeprecationWarning` and `--deselect FILE::TEST` hold `::` but name no scenario to run alone."""
+    tagged = scenarios_tagged("ACT-09")
+    warned = sbtck("--tags", "ACT-09", "--", "-W", "error::DeprecationWarning", out=tmp_path / "w")
+    assert warned.code == 0, warned.output[-2000:]
+    assert len(warned.results()["scenarios"]) == tagged
+    node = shlex.split(warned.results()["scenarios"][0]["rerun"])[-1]
+    assert "::" in node
+    for given in (["--deselect", node], [f"--deselect={node}"]):
+        deselected = sbtck("--tags", "ACT-09", "--", *given, out=tmp_path / "d")
+        assert deselected.code == 0, deselected.output[-2000:]
+        assert len(deselected.results()["scenarios"]) == tagged - 1
+    alone = sbtck("--", "-W", "error::DeprecationWarning", node, out=tmp_path / "n")
+    assert alone.code == 0 and len(alone.results()["scenarios"]) == 1, alone.output[-2000:]
