@@ -25,7 +25,7 @@ from pytest_bdd.scenario import scenario_wrapper_template_registry
 
 from sbtck import __version__, catalogue, config
 from sbtck.contract import PROTOCOL_VERSION, REQUIRES_TAG
-from sbtck.errors import DeclarationError, ImplementationFault, IUTSpecError, LogDiffers, ResultsError
+from sbtck.errors import CannotStart, DeclarationError, ImplementationFault, IUTSpecError, LogDiffers, ResultsError
 from sbtck.fixtures.clock import ScenarioClock
 from sbtck.iut import answers, protocol
 from sbtck.iut.implementation import Implementation
@@ -133,11 +133,17 @@ class Kit:
                     said = protocol.handshake_json(self.implementation.handshake())
                     self.handshake = answers.handshake_from(said)
                     self._profile = from_handshake(self.handshake)
+                except CannotStart as exc:  # the user's setup, not the implementation's conduct: no verdict at all
+                    raise self._cannot_start(exc) from None
                 except Exception as exc:  # the implementation's code or answer: every scenario's error, not the run's
                     cause = str(exc).removeprefix(f"--iut {self.spec}: ")
                     self.handshake_fault = f"--iut {self.spec}: no usable handshake: {cause}"
                     self._profile = Profile(self.spec, self.spec, "", {}, frozenset(CAPABILITIES), frozenset())
         return self._profile
+
+    def _cannot_start(self, exc: CannotStart) -> pytest.UsageError:
+        """The run's one line (exit status 2 under sbtck run): a scenario could not do better than err."""
+        return pytest.UsageError(f"--iut {self.spec}: {str(exc).removeprefix(f'--iut {self.spec}: ')}")
 
     def _disagreement(self, profile: Profile) -> str | None:
         """A profile that gives an open value other than the one the implementation declares would time every
@@ -145,6 +151,8 @@ class Kit:
         with a value it does not declare)."""
         try:
             declared = answers.handshake_from(protocol.handshake_json(self.implementation.handshake())).params
+        except CannotStart as exc:
+            raise self._cannot_start(exc) from None
         except Exception:  # a broken handshake shows in the scenarios' own errors, not here
             return None
         differ = [

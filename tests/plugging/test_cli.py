@@ -300,3 +300,29 @@ def test_only_a_node_id_after_dashes_replaces_the_suite_an_options_value_passes_
         assert len(deselected.results()["scenarios"]) == tagged - 1
     alone = sbtck("--", "-W", "error::DeprecationWarning", node, out=tmp_path / "n")
     assert alone.code == 0 and len(alone.results()["scenarios"]) == 1, alone.output[-2000:]
+
+
+def test_an_implementation_that_cannot_be_started_or_reached_stops_the_run_with_one_line(tmp_path: Path) -> None:
+    """No such program, nothing listening, no such image: the user's setup, said once with exit 2, not a red report
+    of every scenario erring."""
+    import socket
+
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for spec, said in (
+        ("cmd:no-such-broker-program --stdio", "no such program on PATH"),
+        (f"tcp:127.0.0.1:{port}", "Connection refused"),
+        ("image:sbtck-no-such-image:never", "not in the local Docker engine"),
+    ):
+        out = tmp_path / spec.split(":")[0]
+        run = sbtck("--iut", spec, "--tags", "ACT-09", out=out)
+        assert run.code == 2, (spec, run.output[-2000:])
+        lines = [line for line in run.output.splitlines() if said in line]
+        assert len(lines) == 1 and lines[0].startswith("ERROR: --iut "), (spec, run.output[-2000:])
+        assert "Traceback" not in run.output and "error" not in run.output.lower().replace(lines[0].lower(), "")
+        assert not (out / "results.json").exists()
+    # with a profile the handshake is not needed to start, and the program is still tried before any scenario
+    profile = str(ROOT / "engine" / "profile.yaml")
+    run = sbtck("--iut", "cmd:no-such-broker-program", "--profile", profile, "--tags", "ACT-09", out=tmp_path / "p")
+    assert run.code == 2 and "no such program on PATH" in run.output, run.output[-2000:]
