@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sbtck import __version__, config, workload_cli
+from sbtck import __version__, config, tags, workload_cli
 from sbtck.errors import ConfigError, IUTSpecError, ResultsError, WorkloadSummaryError
 from sbtck.resources import docs, kit_root, suite_ini, suite_module
 
@@ -57,7 +57,10 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     except ConfigError as exc:
         print(f"sbtck: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    chosen: dict[str, str | None] = {key: getattr(args, key) or settings.get(key) for key in config.KEYS}
+    # a value given on the command line wins, an empty one too (--tags "" clears the settings' tags)
+    chosen: dict[str, str | None] = {
+        key: getattr(args, key) if getattr(args, key) is not None else settings.get(key) for key in config.KEYS
+    }
     # the project's folder: the settings file's, found walking up, as pytest finds its rootdir
     project = source.parent if source is not None else Path.cwd()
     out = Path(chosen["out"] or project / "out" / "report").resolve()
@@ -135,14 +138,12 @@ def _run_suite(
         if value:
             pytest_args += [f"--sbtck-{key}", str(Path(value).resolve())]
     if chosen["tags"]:
-        wrong = _tag_expression_error(chosen["tags"])
-        if wrong:
-            print(
-                f"sbtck: --tags {chosen['tags']!r}: {wrong}; write e.g. 'ACT-06 or ACT-07', 'not informative'",
-                file=sys.stderr,
-            )
+        try:
+            tags.expression(chosen["tags"])
+        except ConfigError as exc:
+            print(f"sbtck: {exc}; write e.g. '@ACT-06 or @ACT-07', 'not @informative'", file=sys.stderr)
             return EXIT_BAD_INPUT
-        pytest_args += ["-m", chosen["tags"]]
+        pytest_args.append(f"--sbtck-tags={chosen['tags']}")  # joined: pytest reads an argument starting @ as a file
     if source is not None:
         print(f"sbtck: settings from {source}")
         os.environ[config.SETTINGS_FILE] = str(source)  # the report names it
@@ -162,8 +163,10 @@ def _run_suite(
     if code == PYTEST_NO_TESTS and collected.scenarios:  # none applied: the kit's own line said "nothing ran"
         return EXIT_BAD_INPUT
     if code == PYTEST_NO_TESTS:
-        tags = chosen["tags"]
-        print(f"sbtck: no scenario matches --tags {tags!r}" if tags else "sbtck: no scenario ran", file=sys.stderr)
+        chose = [f"--tags {chosen['tags']!r}"] if chosen["tags"] else []
+        chose += [f"{extra[i - 1]} {extra[i]!r}" for i in range(1, len(extra)) if extra[i - 1] in ("-k", "-m")]
+        said = f"no scenario matches {' and '.join(chose)}" if chose else "no scenario ran"
+        print(f"sbtck: {said}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if code in (PYTEST_USAGE, PYTEST_INTERRUPTED):
         return EXIT_BAD_INPUT
@@ -192,21 +195,6 @@ def node_ids(args: list[str]) -> list[int]:
         elif "::" in arg:
             found.append(i)
     return found
-
-
-def _tag_expression_error(tags: str) -> str | None:
-    """Why pytest's -m would refuse TAGS, said in the kit's words (not pytest's option name), or None."""
-    try:
-        from _pytest.mark.expression import Expression
-    except ImportError:  # pytest's parser moved: pytest says it itself
-        return None
-    try:
-        Expression.compile(tags)
-    except SyntaxError as exc:  # pytest 9
-        return f"not a tag expression (at column {exc.offset}: {exc.msg})"
-    except Exception as exc:  # pytest 8's ParseError
-        return f"not a tag expression ({exc})"
-    return None
 
 
 class _Collected:
@@ -402,7 +390,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--iut", help="the implementation under test (default: reference); see `sbtck docs protocol`")
     run.add_argument("--profile", help="conformance profile file (default: the implementation's own values)")
     run.add_argument("--expectations", help="a YAML file listing the scenario ids expected to fail")
-    run.add_argument("--tags", help="which scenarios, as a tag expression: 'ACT-06 or ACT-07', 'not informative'")
+    run.add_argument(
+        "--tags",
+        help="which scenarios, as a tag expression in Cucumber's syntax ('@ACT-06 or @ACT-07', 'not @informative'; "
+        "the @ may be left out); an empty one clears the settings' tags",
+    )
     run.add_argument("--out", help="output folder (default: out/report)")
     run.add_argument("--features", help="run these .feature files or folders instead (e.g. workload reproducers)")
     run.add_argument(

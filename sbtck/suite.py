@@ -23,9 +23,17 @@ import pytest
 from pytest_bdd.exceptions import StepDefinitionNotFoundError
 from pytest_bdd.scenario import scenario_wrapper_template_registry
 
-from sbtck import __version__, catalogue, config
+from sbtck import __version__, catalogue, config, tags
 from sbtck.contract import PROTOCOL_VERSION, REQUIRES_TAG
-from sbtck.errors import CannotStart, DeclarationError, ImplementationFault, IUTSpecError, LogDiffers, ResultsError
+from sbtck.errors import (
+    CannotStart,
+    ConfigError,
+    DeclarationError,
+    ImplementationFault,
+    IUTSpecError,
+    LogDiffers,
+    ResultsError,
+)
 from sbtck.fixtures.clock import ScenarioClock
 from sbtck.iut import answers, protocol
 from sbtck.iut.implementation import Implementation
@@ -60,7 +68,7 @@ def start(config: pytest.Config) -> Kit:
         )
     try:
         kit = Kit(config)
-    except (IUTSpecError, DeclarationError, ResultsError) as exc:
+    except (IUTSpecError, DeclarationError, ResultsError, ConfigError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[KIT] = kit
     manager = config.pluginmanager
@@ -89,7 +97,10 @@ class Kit:
         self.baseline = Path(given) if given else None
         if self.baseline is not None:
             results.read(self.baseline)  # a wrong baseline is bad input, said before any scenario runs
+        self.tags: str | None = config.getoption("--sbtck-tags") or None
+        self._tags = tags.expression(self.tags) if self.tags else None
         self.interrupted = False
+        self.session: pytest.Session | None = None  # once it finished: whether it stopped early (-x)
         self.changes: baseline.Changes | None = None  # against --sbtck-baseline, once the session finished
         self.handshake_fault: str | None = None
         # what a rerun of one scenario needs of this run's settings
@@ -180,6 +191,7 @@ class Kit:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         self._check_listed()
+        self._select(items)
         for item in items:
             template = _template(item)
             if template is None:
@@ -202,6 +214,61 @@ class Kit:
                 item.add_marker(pytest.mark.xfail(reason=results.LISTED_IN_PROFILE, strict=True))
             elif sid in self.expected_failures:
                 item.add_marker(pytest.mark.xfail(reason=results.LISTED_IN_EXPECTATIONS, strict=True))
+
+    def _select(self, items: list[pytest.Item]) -> None:
+        """Only the scenarios --sbtck-tags picks; a tag no scenario carries is bad input, never an empty run."""
+        if self._tags is None:
+            return
+        templates = [(item, _template(item)) for item in items]
+        known = {tag for _, t in templates if t is not None for tag in _tags_of(t)}
+        wrong = tags.unknown(str(self.tags), self._tags, known) if known else None
+        if wrong:
+            raise pytest.UsageError(wrong)
+        kept = [item for item, t in templates if t is None or tags.matches(self._tags, _tags_of(t, item))]
+        if len(kept) < len(items):
+            self.config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+            items[:] = kept
+
+    def selection(self, session: pytest.Session | None = None) -> dict[str, Any] | None:
+        """How this run's scenarios were chosen when they are not all of its features': how many, of how many, by
+        what. None for a whole run."""
+        total = self._total()
+        if not total or len(self.records) >= total:
+            return None
+        option = self.config.option
+        by = [f"--tags {self.tags!r}"] if self.tags else []
+        by += [f"{flag} {value!r}" for flag, value in (("-m", option.markexpr), ("-k", option.keyword)) if value]
+        deselected = getattr(option, "deselect", None) or []
+        by += [f"--deselect of {len(deselected)}"] if deselected else []
+        nodes = [arg for arg in self.config.args if "::" in arg]
+        by += (
+            [f"node id {nodes[0].rsplit('::', 1)[-1]}" if len(nodes) == 1 else f"{len(nodes)} node ids"]
+            if nodes
+            else []
+        )
+        by += ["--lf (what failed last time)"] if getattr(option, "lf", False) else []
+        if getattr(option, "maxfail", 0) and session is not None and session.shouldfail:
+            by.append(f"a stop after {option.maxfail} failure{'s' if option.maxfail > 1 else ''} (-x, --maxfail)")
+        return {"scenarios": len(self.records), "of": total, "by": ", ".join(by) or "pytest's arguments"}
+
+    def _total(self) -> int:
+        """How many records the run's features make: the scenarios bound in this process (every example of an
+        outline), or, in a process that bound none (xdist's controller), those of the features it runs."""
+        templates = list(scenario_wrapper_template_registry.values())
+        if not templates:
+            from pytest_bdd.feature import get_features
+
+            given = os.environ.get("SBTCK_FEATURES")
+            paths = given.split(os.pathsep) if given else [str(features())]
+            files = [str(f) for p in map(Path, paths) for f in ([p] if p.is_file() else sorted(p.rglob("*.feature")))]
+            templates = [t for feature in get_features(files) for t in feature.scenarios.values()]
+        return len(
+            {
+                results.scenario_id(self.feature_path(t.feature.filename), name)
+                for t in templates
+                for name, _, _ in _identities(t)
+            }
+        )
 
     def _check_listed(self) -> None:
         """Every scenario an expectations file or the profile lists as expected to fail exists: a renamed one
@@ -397,6 +464,7 @@ class Kit:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
+        self.session = session
         self.interrupted = self.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED
         if not hasattr(self.config, "workerinput"):
             verdict = results.verdict({"interrupted": self.interrupted}, [rec.status for rec in self.records])
@@ -436,6 +504,7 @@ class Kit:
             "started": self.started.isoformat(timespec="seconds"),
             "wall_time_s": round(time.perf_counter() - self.t0, 3),
             "interrupted": self.interrupted,
+            "selection": self.selection(self.session),
         }
 
     def write(self, out: Path) -> None:
@@ -463,7 +532,10 @@ class Kit:
             summary = ", ".join(f"{counts[s]} {s}" for s in order)
             folder = interrupted(Path(out)) if self.interrupted else Path(out)
             verdict = results.verdict({"interrupted": self.interrupted}, [rec.status for rec in self.records])
-            terminalreporter.write_line(f"sbtck: {verdict}: {summary}; report: {folder / 'index.html'}")
+            words = results.selection_words({"selection": self.selection(self.session)})
+            terminalreporter.write_line(
+                f"sbtck: {verdict}{' ' + words if words else ''}: {summary}; report: {folder / 'index.html'}"
+            )
         if self.changes is not None:
             terminalreporter.write_line(f"sbtck: against the baseline {self.baseline}: {self.changes.summary()}")
 
@@ -480,6 +552,17 @@ def _template(item: pytest.Item) -> Any:
         return scenario_wrapper_template_registry.get(obj)  # type: ignore[arg-type]
     except TypeError:  # what no weak reference can name, None among them
         return None
+
+
+def _tags_of(template: Any, item: pytest.Item | None = None) -> set[str]:
+    """A scenario's tags and its feature's; of ITEM, an outline's example, its Examples table's too."""
+    found = set(template.tags) | set(template.feature.tags) | {t for table in template.examples for t in table.tags}
+    if item is None or not template.examples:
+        return found
+    example = _identity(item, template)[2] or {}
+    tables = [table for table in template.examples for _ in table.as_contexts()]
+    index = int(example.get("index", 1)) - 1
+    return set(template.tags) | set(template.feature.tags) | set(tables[index].tags if index < len(tables) else ())
 
 
 # the argument through which pytest-bdd parametrizes a Scenario Outline's test with each example's values

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -326,3 +328,51 @@ def test_an_implementation_that_cannot_be_started_or_reached_stops_the_run_with_
     profile = str(ROOT / "engine" / "profile.yaml")
     run = sbtck("--iut", "cmd:no-such-broker-program", "--profile", profile, "--tags", "ACT-09", out=tmp_path / "p")
     assert run.code == 2 and "no such program on PATH" in run.output, run.output[-2000:]
+
+
+def test_a_selection_is_part_of_the_verdict_and_never_reads_as_the_whole_suite(tmp_path: Path) -> None:
+    total = _scenario_count()
+    tagged = sbtck("--tags", "ACT-09", out=tmp_path / "t")
+    assert tagged.code == 0, tagged.output[-2000:]
+    n = scenarios_tagged("ACT-09")
+    words = f"on {n} of {total} scenarios, selected by --tags 'ACT-09'"
+    assert tagged.results()["selection"] == {"scenarios": n, "of": total, "by": "--tags 'ACT-09'"}
+    assert f"sbtck: conforms {words}: {n} passed; report: " in tagged.output
+    assert words in html.unescape((tagged.out / "index.html").read_text())
+    keyword = sbtck("--", "-k", "MAX_QUEUE_READERS", out=tmp_path / "k")
+    selection = keyword.results()["selection"]
+    assert selection["by"] == "-k 'MAX_QUEUE_READERS'" and 0 < selection["scenarios"] < total
+    assert f"sbtck: conforms on {selection['scenarios']} of {total} scenarios, selected by -k " in keyword.output
+
+
+def test_tags_in_cucumbers_syntax_or_pytests_and_a_tag_no_scenario_carries_is_named(tmp_path: Path) -> None:
+    n = scenarios_tagged("ACT-09")
+    cucumber = sbtck("--tags", "@ACT-09 and not @informative", out=tmp_path / "c")
+    assert cucumber.code == 0 and len(cucumber.results()["scenarios"]) == n, cucumber.output[-2000:]
+    lower = sbtck("--tags", "act-09 or ACT-10", out=tmp_path / "l")
+    assert lower.code == 2 and "no scenario carries the tag 'act-09' (did you mean 'ACT-09'?)" in lower.output
+    assert "-m" not in lower.output and "markers" not in lower.output
+    broken = sbtck("--tags", "ACT-09 or", out=tmp_path / "b")
+    assert broken.code == 2 and "--tags 'ACT-09 or': not a tag expression" in broken.output
+    keyword = sbtck("--tags", "ACT-09", "--", "-k", "no_such_scenario_at_all", out=tmp_path / "k")
+    assert keyword.code == 2
+    assert "no scenario matches --tags 'ACT-09' and -k 'no_such_scenario_at_all'" in keyword.output
+
+
+def test_an_empty_tags_option_clears_the_settings_tags(tmp_path: Path) -> None:
+    (tmp_path / "sbtck.toml").write_text('tags = "ACT-09"\n')
+
+    def count(*args: str) -> int:
+        out = tmp_path / "o"
+        subprocess.run(
+            [sys.executable, "-m", "sbtck.cli", "run", "--out", str(out), *args, "--", "-k", "reader"],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        return len(json.loads((out / "results.json").read_text())["scenarios"])
+
+    assert count() < count("--tags", "")
