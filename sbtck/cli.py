@@ -381,8 +381,9 @@ def main(argv: list[str] | None = None) -> int:
         help="run the Gherkin suite against an implementation",
         description="Runs every scenario of the kit's features against the implementation under test and writes "
         "results.json, index.html, cucumber.json and junit.xml under --out. Exit status 0 only when no scenario "
-        "failed unexpectedly. Settings may come from sbtck.toml or [tool.sbtck] in pyproject.toml in the current "
-        "folder; the command line overrides them. Arguments after -- go to pytest unchanged.",
+        "failed unexpectedly. Settings may come from sbtck.toml or [tool.sbtck] in pyproject.toml, in the current "
+        "folder or the nearest folder above it that has one (as pytest finds its rootdir; a pyproject.toml without "
+        "[tool.sbtck] ends the search); the command line overrides them. Arguments after -- go to pytest unchanged.",
         epilog="examples:\n  sbtck run --iut 'cmd:node my-broker.js' --profile my-profile.yaml --out out/mine\n"
         "  sbtck run --tags 'ACT-09 or RTR-4' -- -x",
         formatter_class=Help,

@@ -376,3 +376,11 @@ def test_an_empty_tags_option_clears_the_settings_tags(tmp_path: Path) -> None:
         return len(json.loads((out / "results.json").read_text())["scenarios"])
 
     assert count() < count("--tags", "")
+
+
+def test_run_help_says_where_settings_are_found() -> None:
+    """As pytest finds its rootdir: the current folder and up from it, not the current folder alone (F15)."""
+    from tests.helpers import kit
+
+    said = " ".join(kit("run", "--help").stdout.split())
+    assert "in the current folder or the nearest folder above it" in said

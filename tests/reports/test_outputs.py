@@ -427,3 +427,17 @@ def test_junit_and_cucumber_readers_count_each_example_as_results_json_does(outl
         got = json.loads(read.stdout)
         assert got["test-results-parser"] == {"total": 3, "passed": 2, "failed": 1, "errors": 0, "skipped": 0}
         assert got["xunit-viewer"] == {"passed": 2, "failure": 1}
+
+
+def test_changes_against_a_baseline_are_listed_in_the_features_order_1_before_10() -> None:
+    def record(n: int, status: str) -> results.ScenarioRecord:
+        return results.ScenarioRecord(f"f.feature::[{n}] s", "f.feature", "F", f"[{n}] s", n * 5, [], [], status)
+
+    before = [record(n, results.PASSED) for n in (1, 2, 10, 11)]
+    after = [record(n, results.FAILED) for n in (1, 2, 10, 11)]
+    assert [c.id for c in baseline.compare(before, after).regressions] == [
+        "f.feature::[1] s",
+        "f.feature::[2] s",
+        "f.feature::[10] s",
+        "f.feature::[11] s",
+    ]
