@@ -123,9 +123,8 @@ def _run_suite(
         str(ini or suite_ini()),
         "--rootdir",
         str(ini.parent if ini else root),
-        "-o",
-        f"cache_dir={project / '.pytest_cache'}",
-        *(arg for module in ("sbtck", "pytest_bdd") for arg in ("-W", f"{ALREADY_IMPORTED} {module}:{REWRITE}")),
+        # without pytest's cache plugin (-p no:cacheprovider) there is no cache_dir to set, and pytest would warn
+        *([] if _without_cache(extra) else ["-o", f"cache_dir={project / '.pytest_cache'}"]),
         "--sbtck-iut",
         chosen["iut"] or "reference",
         "--sbtck-out",
@@ -159,7 +158,9 @@ def _run_suite(
             return EXIT_BAD_INPUT
         os.environ["SBTCK_FEATURES"] = os.pathsep.join(str(p) for p in paths)
     collected = _Collected()
-    code = int(pytest.main(pytest_args + extra, plugins=[collected]))
+    # the kit's warnings silenced after the user's arguments: a later -W wins, and -W error must not undo these
+    quiet = [arg for module in ("sbtck", "pytest_bdd") for arg in ("-W", f"{ALREADY_IMPORTED} {module}:{REWRITE}")]
+    code = int(pytest.main(pytest_args + extra + quiet, plugins=[collected]))
     if code == PYTEST_NO_TESTS and collected.scenarios:  # none applied: the kit's own line said "nothing ran"
         return EXIT_BAD_INPUT
     if code == PYTEST_NO_TESTS:
@@ -180,6 +181,14 @@ TAKES_VALUE = frozenset(
     | {"--log-file", "--log-level", "--durations", "--maxfail", "--tb", "-r", "-n", "--numprocesses", "--dist"}
     | {"--reruns", "--reruns-delay", "--only-rerun", "--import-mode", "--capture", "--color", "--sbtck-out"}
 )
+
+
+def _without_cache(args: list[str]) -> bool:
+    """Do pytest's ARGS turn its cache plugin off (-p no:cacheprovider, -pno:cacheprovider)?"""
+    return any(
+        arg.removeprefix("-p").strip() == "no:cacheprovider" and (arg != "no:cacheprovider" or args[i - 1] == "-p")
+        for i, arg in enumerate(args)
+    )
 
 
 def node_ids(args: list[str]) -> list[int]:

@@ -384,3 +384,17 @@ def test_run_help_says_where_settings_are_found() -> None:
 
     said = " ".join(kit("run", "--help").stdout.split())
     assert "in the current folder or the nearest folder above it" in said
+
+
+def test_warnings_as_errors_after_dashes_run_the_suite_with_no_traceback(tmp_path: Path) -> None:
+    """`-W error` turns every warning into an error, and the kit's own (its modules imported before pytest could
+    rewrite them) is no business of the user's (F7)."""
+    run = sbtck("--tags", "ACT-09", "--", "-W", "error", out=tmp_path)
+    assert run.code == 0, run.output[-3000:]
+    assert "Traceback" not in run.output and len(run.results()["scenarios"]) == scenarios_tagged("ACT-09")
+
+
+def test_no_cacheprovider_after_dashes_hears_nothing_of_the_kits_cache_folder(tmp_path: Path) -> None:
+    run = sbtck("--tags", "ACT-09", "--", "-p", "no:cacheprovider", out=tmp_path)
+    assert run.code == 0, run.output[-3000:]
+    assert "cache_dir" not in run.output
