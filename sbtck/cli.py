@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import os
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sbtck import __version__, config, tags, workload_cli
+from sbtck import __version__, config, lock, tags, workload_cli
 from sbtck.errors import ConfigError, IUTSpecError, ResultsError, WorkloadSummaryError
+from sbtck.lock import RUN_LOCK as RUN_LOCK  # where it was declared first
 from sbtck.resources import docs, kit_root, suite_ini, suite_module
 
 # exit codes of every subcommand (the README's table)
@@ -35,7 +34,6 @@ class Help(argparse.HelpFormatter):
 # `sbtck run` imports the kit and pytest-bdd before pytest marks them, as installed plugins, for assertion rewriting
 ALREADY_IMPORTED = "ignore:Module already imported so cannot be rewritten;"
 REWRITE = "pytest.PytestAssertRewriteWarning"
-RUN_LOCK = ".sbtck-run.lock"  # in --out, held while a run writes there
 # pytest options after -- that show something of pytest's and run no scenario: a run of none would read as a verdict
 SHOWS_ONLY = frozenset(
     {"--fixtures", "--fixtures-per-test", "--markers", "--help", "-h", "--version", "-V", "--setup-plan"}
@@ -71,7 +69,7 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     if unwritable:  # found now, not after the whole run
         print(f"sbtck: --out {out}: cannot write there ({unwritable})", file=sys.stderr)
         return EXIT_BAD_INPUT
-    with _one_run_at_a_time(out) as taken:
+    with lock.held(out) as taken:
         if not taken:
             print(
                 f"sbtck: --out {out}: another sbtck run is writing its report there; wait, or name another --out",
@@ -79,21 +77,6 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
             )
             return EXIT_BAD_INPUT
         return _run_suite(args, extra, chosen, out, source, project)
-
-
-@contextlib.contextmanager
-def _one_run_at_a_time(out: Path) -> Iterator[bool]:
-    """A lock on OUT for the run: a second run there at once is refused, never left to replace the first's report."""
-    fd = os.open(out / RUN_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # never through a planted link
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)  # the lock goes with it
 
 
 def _run_suite(

@@ -398,3 +398,14 @@ def test_no_cacheprovider_after_dashes_hears_nothing_of_the_kits_cache_folder(tm
     run = sbtck("--tags", "ACT-09", "--", "-p", "no:cacheprovider", out=tmp_path)
     assert run.code == 0, run.output[-3000:]
     assert "cache_dir" not in run.output
+
+
+def test_a_run_leaves_no_lock_file_and_the_command_imports_without_fcntl(tmp_path: Path) -> None:
+    from sbtck.lock import RUN_LOCK
+
+    run = sbtck("--tags", "ACT-09", out=tmp_path)
+    assert run.code == 0 and not (tmp_path / RUN_LOCK).exists(), run.output[-2000:]
+    # as on Windows, where there is no fcntl
+    code = "import sys; sys.modules['fcntl'] = None; import sbtck.cli"
+    imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert imported.returncode == 0, imported.stderr[-2000:]
