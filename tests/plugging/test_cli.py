@@ -409,3 +409,21 @@ def test_a_run_leaves_no_lock_file_and_the_command_imports_without_fcntl(tmp_pat
     code = "import sys; sys.modules['fcntl'] = None; import sbtck.cli"
     imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert imported.returncode == 0, imported.stderr[-2000:]
+
+
+def test_a_generator_in_an_installed_kit_writes_no_file_inside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python -m sbtck.iut.protocol_doc` in an installed kit: its documents in site-packages stay as installed."""
+    from sbtck import generated
+
+    installed = tmp_path / "site-packages" / "sbtck" / "docs"
+    installed.mkdir(parents=True)
+    (installed / "protocol.md").write_text("as installed\n")
+    monkeypatch.setattr(generated, "docs", lambda: installed)
+    generated.main("protocol.md", lambda old: old + "made anew\n", [])
+    assert (installed / "protocol.md").read_text() == "as installed\n"
+    said = capsys.readouterr()
+    assert said.out == "as installed\nmade anew\n" and "an installed kit" in said.err
+    generated.main("protocol.md", lambda old: "to a file\n", [str(tmp_path / "mine.md")])
+    assert (tmp_path / "mine.md").read_text() == "to a file\n"
