@@ -39,6 +39,7 @@ from sbtck.iut import answers, protocol
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.loader import factory_for, implementation_made
 from sbtck.iut.profile import CAPABILITIES, Profile, from_handshake, load_expectations, load_file
+from sbtck.plugin import WORKLOAD
 from sbtck.reports import baseline, results
 from sbtck.reports.publish import interrupted
 from sbtck.resources import features, kit_root
@@ -59,7 +60,7 @@ def start(config: pytest.Config) -> Kit:
         f"{results.INFORMATIVE}: behaviour the documents leave open; failing it is {results.DIFFERS!r}, "
         "never a failure",
     )
-    config.addinivalue_line("markers", "workload: a reproducer the workload stage shrank from a failing world")
+    config.addinivalue_line("markers", f"{WORKLOAD}: a reproducer the workload stage shrank from a failing world")
     for rule, meaning in catalogue.KIT_RULES.items():
         config.addinivalue_line("markers", f"{rule}: {meaning}")
     for cap in CAPABILITIES:
