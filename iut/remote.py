@@ -23,12 +23,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from sbtck.config import REQUEST_TIMEOUT
 from sbtck.contract import Command, Handshake, Response, Start
 from sbtck.errors import CannotStart, ImplementationFault, ProtocolError
 from sbtck.iut import answers, protocol
 from sbtck.visible import visible
 
-DEFAULT_TIMEOUT_S = float(os.environ.get("SBTCK_REQUEST_TIMEOUT", "10"))
+DEFAULT_TIMEOUT_S = float(os.environ.get(REQUEST_TIMEOUT, "10"))
 EOF_MARK = b""
 TOO_LONG = b"\0too long"
 # how often the reader looks up from a silent implementation to see whether it should stop

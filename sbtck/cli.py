@@ -115,6 +115,19 @@ def _run_suite(
     ]
     if args.baseline:
         pytest_args += ["--sbtck-baseline", str(Path(args.baseline).resolve())]
+    if args.dry_run:
+        pytest_args.append("--sbtck-dry-run")
+    if args.timeout is not None:
+        try:
+            seconds = float(args.timeout)
+        except ValueError:
+            seconds = 0.0
+        if not 0 < seconds < float("inf"):
+            print(f"sbtck: --timeout {args.timeout!r}: a number of seconds above 0, e.g. --timeout 30", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        os.environ[config.REQUEST_TIMEOUT] = (
+            f"{seconds:g}"  # read as the protocol's client is imported, in every worker
+        )
     for key in ("profile", "expectations"):
         value = chosen[key]
         if value:
@@ -153,6 +166,8 @@ def _run_suite(
         print(f"sbtck: {said}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if code in (PYTEST_USAGE, PYTEST_INTERRUPTED):
+        return EXIT_BAD_INPUT
+    if args.dry_run and code != EXIT_OK:  # a step that binds to nothing or a topology that does not load: the input's
         return EXIT_BAD_INPUT
     return code
 
@@ -390,6 +405,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     run.add_argument("--out", help="output folder (default: out/report)")
     run.add_argument("--features", help="run these .feature files or folders instead (e.g. workload reproducers)")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check that every step binds and every topology loads; start no implementation, run nothing",
+    )
+    run.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        help="how long each request waits for the implementation's answer (default: 10; SBTCK_REQUEST_TIMEOUT)",
+    )
     run.add_argument(
         "--baseline",
         metavar="OLD/results.json",

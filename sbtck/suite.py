@@ -39,7 +39,6 @@ from sbtck.iut import answers, protocol
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.loader import factory_for, implementation_made
 from sbtck.iut.profile import CAPABILITIES, Profile, from_handshake, load_expectations, load_file
-from sbtck.plugin import WORKLOAD
 from sbtck.reports import baseline, results
 from sbtck.reports.publish import interrupted
 from sbtck.resources import features, kit_root
@@ -60,7 +59,8 @@ def start(config: pytest.Config) -> Kit:
         f"{results.INFORMATIVE}: behaviour the documents leave open; failing it is {results.DIFFERS!r}, "
         "never a failure",
     )
-    config.addinivalue_line("markers", f"{WORKLOAD}: a reproducer the workload stage shrank from a failing world")
+    shrank = "a reproducer the workload stage shrank from a failing world"
+    config.addinivalue_line("markers", f"{catalogue.WORKLOAD}: {shrank}")
     for rule, meaning in catalogue.KIT_RULES.items():
         config.addinivalue_line("markers", f"{rule}: {meaning}")
     for cap in CAPABILITIES:
@@ -98,6 +98,8 @@ class Kit:
         self.baseline = Path(given) if given else None
         if self.baseline is not None:
             results.read(self.baseline)  # a wrong baseline is bad input, said before any scenario runs
+        self.dry_run = bool(config.getoption("--sbtck-dry-run"))
+        self.dry: dict[str, int] = {"scenarios": 0, "bind": 0}  # of a dry run: how many were checked, how many bound
         self.tags: str | None = config.getoption("--sbtck-tags") or None
         self._tags = tags.expression(self.tags) if self.tags else None
         self.interrupted = False
@@ -193,6 +195,8 @@ class Kit:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         self._check_listed()
         self._select(items)
+        if self.dry_run:  # no handshake: nothing is started
+            return
         for item in items:
             template = _template(item)
             if template is None:
@@ -285,8 +289,9 @@ class Kit:
             return
         for where, listed in (
             (f"expectations {self.settings['expectations']}", self.expected_failures),
-            (f"profile {self._profile_path or 'of the handshake'}", self.profile.expected_failures),
+            (f"profile {self._profile_path or 'of the handshake'}", frozenset() if self.dry_run else None),
         ):
+            listed = self.profile.expected_failures if listed is None else listed
             unknown = sorted(set(listed) - known)
             if unknown:
                 near = difflib.get_close_matches(unknown[0], sorted(known), n=1)
@@ -296,6 +301,35 @@ class Kit:
                     + (f" and {len(unknown) - 1} more" if len(unknown) > 1 else "")
                     + "; `sbtck expectations --from RUN/results.json` writes a list of today's ids"
                 )
+
+    # ------------------------------------------------------------- dry run
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
+        """Under --sbtck-dry-run, a scenario instead of running: each step has a definition, each topology loads."""
+        template = _template(pyfuncitem) if self.dry_run else None
+        if template is None:
+            return None
+        from pytest_bdd.scenario import get_step_function
+
+        from sbtck.fixtures import topology
+        from sbtck.steps.phrases import INLINE_TOPOLOGY, NAMED_TOPOLOGY
+
+        self.dry["scenarios"] += 1
+        callspec = getattr(pyfuncitem, "callspec", None)
+        scenario = template.render(callspec.params.get(EXAMPLE_PARAM, {}) if callspec is not None else {})
+        path = self.feature_path(template.feature.filename)
+        for step in scenario.steps:
+            if get_step_function(pyfuncitem._request, step) is None:
+                said = unknown_step(f"{step.keyword} {step.name}", path, step.line_number)
+                pyfuncitem.stash[SAID] = said
+                raise StepDefinitionNotFoundError(said)
+            named = NAMED_TOPOLOGY.template.match(step.name)
+            if named is not None and named.get("name"):
+                topology.named(str(named["name"]))
+            elif INLINE_TOPOLOGY.template.match(step.name) is not None and step.docstring is not None:
+                topology.parse(step.docstring, path, line_offset=step.line_number + 1)
+        self.dry["bind"] += 1
+        return True
 
     # ------------------------------------------------------------- recording
     @pytest.hookimpl(trylast=True)
@@ -478,7 +512,7 @@ class Kit:
                 if self.changes.regressions and session.exitstatus == pytest.ExitCode.OK:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
             out = self.config.getoption("--sbtck-out")
-            if out is not None:
+            if out is not None and not self.dry_run:
                 self.write(Path(out))
         return (yield)
 
@@ -523,6 +557,13 @@ class Kit:
             print(line, file=sys.stderr)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.dry_run and not hasattr(self.config, "workerinput"):
+            checked, bound = self.dry["scenarios"], self.dry["bind"]
+            terminalreporter.write_line(
+                f"sbtck: dry run: {bound}{f' of {checked}' if bound < checked else ''} scenarios bind and their "
+                "topologies load; nothing ran"
+            )
+            return
         out = self.config.getoption("--sbtck-out")
         if out and self.records and not hasattr(self.config, "workerinput"):
             counts: dict[str, int] = {}

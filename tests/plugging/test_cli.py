@@ -427,3 +427,34 @@ def test_a_generator_in_an_installed_kit_writes_no_file_inside_it(
     assert said.out == "as installed\nmade anew\n" and "an installed kit" in said.err
     generated.main("protocol.md", lambda old: "to a file\n", [str(tmp_path / "mine.md")])
     assert (tmp_path / "mine.md").read_text() == "to a file\n"
+
+
+def test_dry_run_binds_every_step_and_loads_every_topology_and_runs_nothing(tmp_path: Path) -> None:
+    """Cucumber's --dry-run: the implementation is never started (a program that does not exist is fine)."""
+    n = scenarios_tagged("ACT-09")
+    dry = sbtck("--dry-run", "--iut", "cmd:no-such-broker-program", "--tags", "ACT-09", out=tmp_path / "d")
+    assert dry.code == 0, dry.output[-3000:]
+    assert f"sbtck: dry run: {n} scenarios bind and their topologies load; nothing ran" in dry.output
+    assert not (tmp_path / "d" / "results.json").exists()
+    feature = tmp_path / "mine.feature"
+    feature.write_text(
+        'Feature: Mine\n  Scenario: [1] a mistyped step\n    Given the topology "activation"\n'
+        '    When a mesage is sent on dialog "D1"\n\n'
+        "  Scenario: [2] a topology that does not load\n    Given the topology:\n"
+        '      """\n      instances: 5\n      """\n'
+    )
+    bad = sbtck("--dry-run", "--features", str(feature), out=tmp_path / "b")
+    assert bad.code == 2, bad.output[-3000:]
+    assert "no step definition reads When 'a mesage is sent on dialog \"D1\"'" in bad.output
+    assert "; did you mean '" in bad.output
+    assert "mine.feature:9: instances: expected a mapping" in bad.output
+    assert "sbtck: dry run: 0 of 2 scenarios bind" in bad.output
+
+
+def test_timeout_on_the_command_line_is_how_long_a_request_waits(tmp_path: Path) -> None:
+    hang = f"cmd:{sys.executable} {ROOT / 'tests' / 'fakes' / 'misbehaving.py'} hang"
+    run = sbtck("--iut", hang, "--timeout", "1", "--tags", "ACT-09", out=tmp_path / "h", timeout=120)
+    messages = [s["failure"]["message"] for s in run.results()["scenarios"] if s["failure"]]
+    assert messages and all("within 1 seconds" in m for m in messages), messages[:1]
+    bad = sbtck("--timeout", "soon", out=tmp_path / "b")
+    assert bad.code == 2 and "--timeout 'soon': a number of seconds above 0" in bad.output
