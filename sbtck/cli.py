@@ -346,11 +346,21 @@ DOCUMENTS = {
 }
 
 
+# made when asked, from the kit's own files
+TOPOLOGIES = "topologies"
+
+
 def _docs(args: argparse.Namespace) -> int:
     folder = docs()
     if args.name is None:
         for name, file in DOCUMENTS.items():
             print(f"{name:<13} {folder / file}")
+        print(f"{TOPOLOGIES:<13} made from {kit_root() / 'fixtures' / 'topologies'}")
+        return EXIT_OK
+    if args.name == TOPOLOGIES:
+        from sbtck import topology_doc
+
+        sys.stdout.write(topology_doc.render())
         return EXIT_OK
     sys.stdout.write((folder / DOCUMENTS[args.name]).read_text(encoding="utf-8"))
     return EXIT_OK
@@ -469,12 +479,12 @@ def main(argv: list[str] | None = None) -> int:
         description="Prints one of the documents the kit carries: the step vocabulary (steps), the protocol an "
         "implementation speaks (protocol) and its JSON Schema (schema), what an implementation must do to pass "
         "(implementing), what each protocol version asks beyond the last (changes), the map of the kit's code "
-        "(architecture). Without a name, lists them "
+        "(architecture), each topology's instances, queues and services (topologies). Without a name, lists them "
         "with where they are.",
         epilog="examples:\n  sbtck docs steps | less\n  sbtck docs schema > protocol.schema.json",
         formatter_class=Help,
     )
-    documents.add_argument("name", nargs="?", choices=sorted(DOCUMENTS), help="which document")
+    documents.add_argument("name", nargs="?", choices=sorted([*DOCUMENTS, TOPOLOGIES]), help="which document")
     workload_cli.add_parser(commands, formatter_class=Help)
     args = parser.parse_args(argv)
     # SIGTERM (what timeout, CI runners and container stops send) ends a run as Ctrl-C does: a partial report

@@ -458,3 +458,20 @@ def test_timeout_on_the_command_line_is_how_long_a_request_waits(tmp_path: Path)
     assert messages and all("within 1 seconds" in m for m in messages), messages[:1]
     bad = sbtck("--timeout", "soon", out=tmp_path / "b")
     assert bad.code == 2 and "--timeout 'soon': a number of seconds above 0" in bad.output
+
+
+def test_docs_topologies_lists_every_instance_queue_and_service_of_each_topology() -> None:
+    import yaml
+
+    from tests.helpers import kit
+
+    shown = kit("docs", "topologies")
+    assert shown.returncode == 0, shown.stderr
+    for path in sorted((ROOT / "fixtures" / "topologies").glob("*.yaml")):
+        assert f"\n## {path.stem}\n" in shown.stdout
+        section = shown.stdout.split(f"\n## {path.stem}\n", 1)[1].split("\n## ", 1)[0]
+        for name, instance in yaml.safe_load(path.read_text())["instances"].items():
+            assert f"instance `{name}` ({instance['address']}" in section
+            for database in instance.get("databases", {}).values():
+                assert all(f"queue `{queue}`" in section for queue in database.get("queues", {}))
+                assert all(f"service `{s}` on `{v['queue']}`" in section for s, v in database["services"].items())
