@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from sbtck.reports import baseline, results
-from tests.helpers import ROOT, Run, kit, sbtck
+from tests.helpers import ROOT, Run, kit, sbtck, scenarios_tagged
 
 MIXED = "python:tests.fakes.mixed:mixed"
 
@@ -441,3 +441,23 @@ def test_changes_against_a_baseline_are_listed_in_the_features_order_1_before_10
         "f.feature::[10] s",
         "f.feature::[11] s",
     ]
+
+
+def test_a_markdown_summary_beside_the_report_and_on_the_ci_job_page(mixed: Run, tmp_path: Path) -> None:
+    """summary.md counts what results.json counts and lists what did not pass with its rerun command; under
+    GitHub Actions ($GITHUB_STEP_SUMMARY) it is appended to the job's page, never replacing what is there."""
+    scenarios = mixed.results()["scenarios"]
+    summary = (mixed.out / "summary.md").read_text()
+    assert summary.startswith("## ✘ mixed fortunes 0.1.0: does not conform\n")
+    for status, count in _statuses(mixed).items():
+        assert f"| {results.ICONS[status]} {status} | {count} |" in summary
+    against = [s for s in scenarios if s["status"] in results.AGAINST]
+    assert against and all(s["id"] in summary and s["rerun"] in summary for s in against)
+    page = tmp_path / "step-summary.md"
+    page.write_text("an earlier step's summary\n")
+    proc = kit("run", "--tags", "ACT-09", "--out", str(tmp_path / "o"), env={"GITHUB_STEP_SUMMARY": str(page)})
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    written = page.read_text()
+    assert written.startswith("an earlier step's summary\n")
+    assert written.endswith((tmp_path / "o" / "summary.md").read_text())
+    assert f"conforms on {scenarios_tagged('ACT-09')} of " in written
