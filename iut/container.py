@@ -14,7 +14,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from sbtck.errors import ImplementationFault
+from sbtck.errors import CannotStart, ImplementationFault
 from sbtck.iut.remote import DEFAULT_TIMEOUT_S, RemoteImplementation, SocketChannel
 
 READY_LINE = "listening"
@@ -42,13 +42,15 @@ class ContainerImplementation(RemoteImplementation):
             from testcontainers.core.container import DockerContainer
             from testcontainers.core.wait_strategies import LogMessageWaitStrategy
         except ImportError as exc:
-            raise ImplementationFault(f"image:{self.image} needs the testcontainers package: {exc}") from None
+            raise CannotStart(
+                f"image:{self.image} needs the testcontainers package (pip install 'sbtck[containers]'): {exc}"
+            ) from None
         try:
             import docker
 
             docker.from_env().images.get(self.image)
         except Exception as exc:  # no engine, or no such image: either way nothing may be pulled
-            raise ImplementationFault(
+            raise CannotStart(
                 f"image {self.image} is not in the local Docker engine ({exc.__class__.__name__}); the kit never "
                 "pulls: build it first (scripts/build-image.sh builds the reference engine's)"
             ) from None

@@ -23,12 +23,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from sbtck.config import REQUEST_TIMEOUT
 from sbtck.contract import Command, Handshake, Response, Start
-from sbtck.errors import ImplementationFault, ProtocolError
+from sbtck.errors import CannotStart, ImplementationFault, ProtocolError
 from sbtck.iut import answers, protocol
 from sbtck.visible import visible
 
-DEFAULT_TIMEOUT_S = float(os.environ.get("SBTCK_REQUEST_TIMEOUT", "10"))
+DEFAULT_TIMEOUT_S = float(os.environ.get(REQUEST_TIMEOUT, "10"))
 EOF_MARK = b""
 TOO_LONG = b"\0too long"
 # how often the reader looks up from a silent implementation to see whether it should stop
@@ -171,7 +172,7 @@ class ProcessChannel(Channel):
     def __init__(self, argv: list[str], cwd: Path | None = None) -> None:
         program = shutil.which(argv[0])
         if program is None:
-            raise ImplementationFault(f"cannot start {argv[0]!r}: no such program on PATH")
+            raise CannotStart(f"cannot start {argv[0]!r}: no such program on PATH")
         self.description = " ".join(argv)
         try:
             self.process = subprocess.Popen(
@@ -183,7 +184,7 @@ class ProcessChannel(Channel):
                 start_new_session=True,
             )
         except OSError as exc:
-            raise ImplementationFault(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
+            raise CannotStart(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
         assert self.process.stdin is not None and self.process.stdout is not None and self.process.stderr is not None
         self.stderr = _Tail(self.process.stderr.fileno())
         super().__init__(self.process.stdout.fileno(), self.process.stdin.fileno())
@@ -248,7 +249,7 @@ class SocketChannel(Channel):
         try:
             self.sock = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as exc:
-            raise ImplementationFault(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
+            raise CannotStart(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
         self.sock.settimeout(None)
         super().__init__(self.sock.fileno(), self.sock.fileno())
 

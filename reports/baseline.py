@@ -43,8 +43,10 @@ class Changes:
 def compare(before: list[ScenarioRecord], after: list[ScenarioRecord]) -> Changes:
     old = {r.id: r.status for r in before}
     new = {r.id: r.status for r in after}
+    # in the features' order (a feature's path, then the scenario's line): [1] before [10], never as strings sort
+    place = {r.id: (r.feature_path, r.line, r.id) for r in [*before, *after]}
     changes = Changes()
-    for sid in sorted(old.keys() | new.keys()):
+    for sid in sorted(old.keys() | new.keys(), key=place.__getitem__):
         was, now = old.get(sid, ABSENT), new.get(sid, ABSENT)
         if was == now:
             continue

@@ -108,7 +108,7 @@ def _scenario(record: ScenarioRecord, feature_id: str) -> dict[str, Any]:
     own_tags = [t for t in record.tags if t not in record.feature_tags]
     element: dict[str, Any] = {
         "id": f"{feature_id};{slug(record.name)}",
-        "keyword": "Scenario",
+        "keyword": "Scenario Outline" if record.example else "Scenario",
         "name": record.name,
         "line": record.line,
         "type": "scenario",

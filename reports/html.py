@@ -137,7 +137,8 @@ def banner(run: dict[str, Any], records: list[ScenarioRecord], label: str | None
     said = results.verdict(run, [rec.status for rec in records])
     ran = sum(n for s, n in counts.items() if s != results.NOT_APPLICABLE)
     detail = {
-        results.CONFORMS: f"on the {ran} scenarios that apply ({counts.get(results.NOT_APPLICABLE, 0)} not applicable)",
+        results.CONFORMS: (results.selection_words(run) or f"on the {ran} scenarios")
+        + f" that apply ({counts.get(results.NOT_APPLICABLE, 0)} not applicable)",
         results.DOES_NOT_CONFORM: ", ".join(f"{counts[s]} {s}" for s in results.AGAINST if counts.get(s))
         + f" of {ran} run",
         results.NOTHING_RAN: f"no scenario applies to the capabilities declared ({len(records)} not applicable)"
@@ -157,7 +158,7 @@ def banner(run: dict[str, Any], records: list[ScenarioRecord], label: str | None
     return (
         f'<section class="verdict v-{_cls(said)}" aria-label="verdict" data-verdict="{escape(said)}">'
         f'<p class="big"><span aria-hidden="true">{VERDICT_ICONS[said]}</span> {escape(name)}: '
-        f"{escape(said)}</p><p>{escape(detail)}</p>{checks}"
+        f"{escape(said)}{' on a selection' if run.get('selection') else ''}</p><p>{escape(detail)}</p>{checks}"
         f'<div class="counts">{_counts(records)}</div></section>'
     )
 

@@ -16,16 +16,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sbtck.reports import cucumber, html, junit, results
+from sbtck.reports import cucumber, html, junit, results, summary
 
 
-def build(folder: Path, run: dict[str, Any], records: list[results.ScenarioRecord], baseline: Path | None) -> None:
-    """results.json, and the others made from it: cucumber.json, junit.xml, index.html."""
+def build(
+    folder: Path, run: dict[str, Any], records: list[results.ScenarioRecord], baseline: Path | None, target: Path
+) -> None:
+    """results.json, and the others made from it: cucumber.json, junit.xml, index.html, summary.md (which names
+    the page where it will be, in TARGET)."""
     written = folder / "results.json"
     results.write(written, run, records)
     cucumber.write(records, folder / "cucumber.json")
     junit.write(*results.read(written), folder / "junit.xml")
     html.build([written], folder / "index.html", baseline=baseline)
+    summary.write(folder, run, records, target / "index.html")
 
 
 def publish(
@@ -49,7 +53,8 @@ def publish(
             f"sbtck: the run was interrupted after {len(records)} scenarios; the report in {out} is left "
             f"as it was, this run's partial report is in {target}"
         )
-    staged(target, lambda staging: build(staging, run, records, baseline))
+    staged(target, lambda staging: build(staging, run, records, baseline, target))
+    summary.to_step_summary(target / summary.NAME)
     return target
 
 

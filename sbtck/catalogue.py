@@ -14,6 +14,8 @@ from sbtck.resources import kit_path
 
 CATALOGUE_PATH = kit_path("spec", "rules.yaml")
 RULE_ID = re.compile(r"^[A-Z]+-[0-9A-Z]+$")
+# the tag of a reproducer the workload stage shrank from a failing world
+WORKLOAD = "workload"
 # the kit's own rule ids, beside the catalogue's: what the workload stage checks that no one rule states
 KIT_RULES = {
     "INV-messages": "no message lost or duplicated unless a rule drops it",

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import os
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sbtck import __version__, config, workload_cli
+from sbtck import __version__, config, lock, tags, workload_cli
 from sbtck.errors import ConfigError, IUTSpecError, ResultsError, WorkloadSummaryError
+from sbtck.lock import RUN_LOCK as RUN_LOCK  # where it was declared first
 from sbtck.resources import docs, kit_root, suite_ini, suite_module
 
 # exit codes of every subcommand (the README's table)
@@ -35,7 +34,6 @@ class Help(argparse.HelpFormatter):
 # `sbtck run` imports the kit and pytest-bdd before pytest marks them, as installed plugins, for assertion rewriting
 ALREADY_IMPORTED = "ignore:Module already imported so cannot be rewritten;"
 REWRITE = "pytest.PytestAssertRewriteWarning"
-RUN_LOCK = ".sbtck-run.lock"  # in --out, held while a run writes there
 # pytest options after -- that show something of pytest's and run no scenario: a run of none would read as a verdict
 SHOWS_ONLY = frozenset(
     {"--fixtures", "--fixtures-per-test", "--markers", "--help", "-h", "--version", "-V", "--setup-plan"}
@@ -57,7 +55,10 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     except ConfigError as exc:
         print(f"sbtck: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    chosen: dict[str, str | None] = {key: getattr(args, key) or settings.get(key) for key in config.KEYS}
+    # a value given on the command line wins, an empty one too (--tags "" clears the settings' tags)
+    chosen: dict[str, str | None] = {
+        key: getattr(args, key) if getattr(args, key) is not None else settings.get(key) for key in config.KEYS
+    }
     # the project's folder: the settings file's, found walking up, as pytest finds its rootdir
     project = source.parent if source is not None else Path.cwd()
     out = Path(chosen["out"] or project / "out" / "report").resolve()
@@ -68,7 +69,7 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     if unwritable:  # found now, not after the whole run
         print(f"sbtck: --out {out}: cannot write there ({unwritable})", file=sys.stderr)
         return EXIT_BAD_INPUT
-    with _one_run_at_a_time(out) as taken:
+    with lock.held(out) as taken:
         if not taken:
             print(
                 f"sbtck: --out {out}: another sbtck run is writing its report there; wait, or name another --out",
@@ -76,21 +77,6 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
             )
             return EXIT_BAD_INPUT
         return _run_suite(args, extra, chosen, out, source, project)
-
-
-@contextlib.contextmanager
-def _one_run_at_a_time(out: Path) -> Iterator[bool]:
-    """A lock on OUT for the run: a second run there at once is refused, never left to replace the first's report."""
-    fd = os.open(out / RUN_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # never through a planted link
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)  # the lock goes with it
 
 
 def _run_suite(
@@ -104,21 +90,24 @@ def _run_suite(
     import pytest
 
     root = kit_root()
-    # a node id after -- (the report's rerun command, relative to the kit) replaces the whole suite
-    extra = [str(root / arg) if "::" in arg and (root / arg.split("::")[0]).is_file() else arg for arg in extra]
+    # a node id after -- (the report's rerun command, relative to the kit) replaces the whole suite; an option's
+    # value that holds "::" (-W error::DeprecationWarning, --deselect FILE::TEST) is no node id
+    nodes = set(node_ids(extra))
+    extra = [
+        str(root / arg) if i in nodes and (root / arg.split("::")[0]).is_file() else arg for i, arg in enumerate(extra)
+    ]
     # The kit's features run under the kit's settings; a team's own (--features) under the team's pytest
     # configuration, its markers and options, as its own pytest would run them. Either way the kit adds what it
     # needs on the command line: its warnings silenced, the cache (--lf, --ff) in the project, not in the kit.
     ini = config.pytest_settings(Path.cwd()) if args.features else None
     pytest_args = [
-        *([] if any("::" in arg for arg in extra) else [str(suite_module())]),
+        *([] if nodes else [str(suite_module())]),
         "-c",
         str(ini or suite_ini()),
         "--rootdir",
         str(ini.parent if ini else root),
-        "-o",
-        f"cache_dir={project / '.pytest_cache'}",
-        *(arg for module in ("sbtck", "pytest_bdd") for arg in ("-W", f"{ALREADY_IMPORTED} {module}:{REWRITE}")),
+        # without pytest's cache plugin (-p no:cacheprovider) there is no cache_dir to set, and pytest would warn
+        *([] if _without_cache(extra) else ["-o", f"cache_dir={project / '.pytest_cache'}"]),
         "--sbtck-iut",
         chosen["iut"] or "reference",
         "--sbtck-out",
@@ -126,19 +115,30 @@ def _run_suite(
     ]
     if args.baseline:
         pytest_args += ["--sbtck-baseline", str(Path(args.baseline).resolve())]
+    if args.dry_run:
+        pytest_args.append("--sbtck-dry-run")
+    if args.timeout is not None:
+        try:
+            seconds = float(args.timeout)
+        except ValueError:
+            seconds = 0.0
+        if not 0 < seconds < float("inf"):
+            print(f"sbtck: --timeout {args.timeout!r}: a number of seconds above 0, e.g. --timeout 30", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        os.environ[config.REQUEST_TIMEOUT] = (
+            f"{seconds:g}"  # read as the protocol's client is imported, in every worker
+        )
     for key in ("profile", "expectations"):
         value = chosen[key]
         if value:
             pytest_args += [f"--sbtck-{key}", str(Path(value).resolve())]
     if chosen["tags"]:
-        wrong = _tag_expression_error(chosen["tags"])
-        if wrong:
-            print(
-                f"sbtck: --tags {chosen['tags']!r}: {wrong}; write e.g. 'ACT-06 or ACT-07', 'not informative'",
-                file=sys.stderr,
-            )
+        try:
+            tags.expression(chosen["tags"])
+        except ConfigError as exc:
+            print(f"sbtck: {exc}; write e.g. '@ACT-06 or @ACT-07', 'not @informative'", file=sys.stderr)
             return EXIT_BAD_INPUT
-        pytest_args += ["-m", chosen["tags"]]
+        pytest_args.append(f"--sbtck-tags={chosen['tags']}")  # joined: pytest reads an argument starting @ as a file
     if source is not None:
         print(f"sbtck: settings from {source}")
         os.environ[config.SETTINGS_FILE] = str(source)  # the report names it
@@ -154,31 +154,54 @@ def _run_suite(
             return EXIT_BAD_INPUT
         os.environ["SBTCK_FEATURES"] = os.pathsep.join(str(p) for p in paths)
     collected = _Collected()
-    code = int(pytest.main(pytest_args + extra, plugins=[collected]))
+    # the kit's warnings silenced after the user's arguments: a later -W wins, and -W error must not undo these
+    quiet = [arg for module in ("sbtck", "pytest_bdd") for arg in ("-W", f"{ALREADY_IMPORTED} {module}:{REWRITE}")]
+    code = int(pytest.main(pytest_args + extra + quiet, plugins=[collected]))
     if code == PYTEST_NO_TESTS and collected.scenarios:  # none applied: the kit's own line said "nothing ran"
         return EXIT_BAD_INPUT
     if code == PYTEST_NO_TESTS:
-        tags = chosen["tags"]
-        print(f"sbtck: no scenario matches --tags {tags!r}" if tags else "sbtck: no scenario ran", file=sys.stderr)
+        chose = [f"--tags {chosen['tags']!r}"] if chosen["tags"] else []
+        chose += [f"{extra[i - 1]} {extra[i]!r}" for i in range(1, len(extra)) if extra[i - 1] in ("-k", "-m")]
+        said = f"no scenario matches {' and '.join(chose)}" if chose else "no scenario ran"
+        print(f"sbtck: {said}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if code in (PYTEST_USAGE, PYTEST_INTERRUPTED):
+        return EXIT_BAD_INPUT
+    if args.dry_run and code != EXIT_OK:  # a step that binds to nothing or a topology that does not load: the input's
         return EXIT_BAD_INPUT
     return code
 
 
-def _tag_expression_error(tags: str) -> str | None:
-    """Why pytest's -m would refuse TAGS, said in the kit's words (not pytest's option name), or None."""
-    try:
-        from _pytest.mark.expression import Expression
-    except ImportError:  # pytest's parser moved: pytest says it itself
-        return None
-    try:
-        Expression.compile(tags)
-    except SyntaxError as exc:  # pytest 9
-        return f"not a tag expression (at column {exc.offset}: {exc.msg})"
-    except Exception as exc:  # pytest 8's ParseError
-        return f"not a tag expression ({exc})"
-    return None
+# pytest's options after -- that take a value as the next argument: that value is never a node id
+TAKES_VALUE = frozenset(
+    {"-W", "--pythonwarnings", "--deselect", "-k", "-m", "-p", "-o", "--override-ini", "-c", "--config-file"}
+    | {"--rootdir", "--basetemp", "--confcutdir", "--ignore", "--ignore-glob", "--junitxml", "--junit-xml"}
+    | {"--log-file", "--log-level", "--durations", "--maxfail", "--tb", "-r", "-n", "--numprocesses", "--dist"}
+    | {"--reruns", "--reruns-delay", "--only-rerun", "--import-mode", "--capture", "--color", "--sbtck-out"}
+)
+
+
+def _without_cache(args: list[str]) -> bool:
+    """Do pytest's ARGS turn its cache plugin off (-p no:cacheprovider, -pno:cacheprovider)?"""
+    return any(
+        arg.removeprefix("-p").strip() == "no:cacheprovider" and (arg != "no:cacheprovider" or args[i - 1] == "-p")
+        for i, arg in enumerate(args)
+    )
+
+
+def node_ids(args: list[str]) -> list[int]:
+    """The positions in ARGS (pytest's, after --) of node ids (FILE::TEST): positional arguments holding "::",
+    never the value of an option (-W error::DeprecationWarning, --deselect FILE::TEST, -k, -m)."""
+    found: list[int] = []
+    value_next = False
+    for i, arg in enumerate(args):
+        if value_next:
+            value_next = False
+        elif arg.startswith("-"):
+            value_next = arg in TAKES_VALUE  # "--deselect=X" and "-Werror::X" carry their value themselves
+        elif "::" in arg:
+            found.append(i)
+    return found
 
 
 class _Collected:
@@ -324,11 +347,21 @@ DOCUMENTS = {
 }
 
 
+# made when asked, from the kit's own files
+TOPOLOGIES = "topologies"
+
+
 def _docs(args: argparse.Namespace) -> int:
     folder = docs()
     if args.name is None:
         for name, file in DOCUMENTS.items():
             print(f"{name:<13} {folder / file}")
+        print(f"{TOPOLOGIES:<13} made from {kit_root() / 'fixtures' / 'topologies'}")
+        return EXIT_OK
+    if args.name == TOPOLOGIES:
+        from sbtck import topology_doc
+
+        sys.stdout.write(topology_doc.render())
         return EXIT_OK
     sys.stdout.write((folder / DOCUMENTS[args.name]).read_text(encoding="utf-8"))
     return EXIT_OK
@@ -366,8 +399,9 @@ def main(argv: list[str] | None = None) -> int:
         help="run the Gherkin suite against an implementation",
         description="Runs every scenario of the kit's features against the implementation under test and writes "
         "results.json, index.html, cucumber.json and junit.xml under --out. Exit status 0 only when no scenario "
-        "failed unexpectedly. Settings may come from sbtck.toml or [tool.sbtck] in pyproject.toml in the current "
-        "folder; the command line overrides them. Arguments after -- go to pytest unchanged.",
+        "failed unexpectedly. Settings may come from sbtck.toml or [tool.sbtck] in pyproject.toml, in the current "
+        "folder or the nearest folder above it that has one (as pytest finds its rootdir; a pyproject.toml without "
+        "[tool.sbtck] ends the search); the command line overrides them. Arguments after -- go to pytest unchanged.",
         epilog="examples:\n  sbtck run --iut 'cmd:node my-broker.js' --profile my-profile.yaml --out out/mine\n"
         "  sbtck run --tags 'ACT-09 or RTR-4' -- -x",
         formatter_class=Help,
@@ -375,9 +409,23 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--iut", help="the implementation under test (default: reference); see `sbtck docs protocol`")
     run.add_argument("--profile", help="conformance profile file (default: the implementation's own values)")
     run.add_argument("--expectations", help="a YAML file listing the scenario ids expected to fail")
-    run.add_argument("--tags", help="which scenarios, as a tag expression: 'ACT-06 or ACT-07', 'not informative'")
+    run.add_argument(
+        "--tags",
+        help="which scenarios, as a tag expression in Cucumber's syntax ('@ACT-06 or @ACT-07', 'not @informative'; "
+        "the @ may be left out); an empty one clears the settings' tags",
+    )
     run.add_argument("--out", help="output folder (default: out/report)")
     run.add_argument("--features", help="run these .feature files or folders instead (e.g. workload reproducers)")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check that every step binds and every topology loads; start no implementation, run nothing",
+    )
+    run.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        help="how long each request waits for the implementation's answer (default: 10; SBTCK_REQUEST_TIMEOUT)",
+    )
     run.add_argument(
         "--baseline",
         metavar="OLD/results.json",
@@ -432,12 +480,12 @@ def main(argv: list[str] | None = None) -> int:
         description="Prints one of the documents the kit carries: the step vocabulary (steps), the protocol an "
         "implementation speaks (protocol) and its JSON Schema (schema), what an implementation must do to pass "
         "(implementing), what each protocol version asks beyond the last (changes), the map of the kit's code "
-        "(architecture). Without a name, lists them "
+        "(architecture), each topology's instances, queues and services (topologies). Without a name, lists them "
         "with where they are.",
         epilog="examples:\n  sbtck docs steps | less\n  sbtck docs schema > protocol.schema.json",
         formatter_class=Help,
     )
-    documents.add_argument("name", nargs="?", choices=sorted(DOCUMENTS), help="which document")
+    documents.add_argument("name", nargs="?", choices=sorted([*DOCUMENTS, TOPOLOGIES]), help="which document")
     workload_cli.add_parser(commands, formatter_class=Help)
     args = parser.parse_args(argv)
     # SIGTERM (what timeout, CI runners and container stops send) ends a run as Ctrl-C does: a partial report

@@ -20,6 +20,8 @@ from sbtck.fixtures.yamlfile import MAX_BYTES
 KEYS = ("iut", "profile", "expectations", "tags", "out")
 # the environment variable by which sbtck run tells the plugin which settings file it used (the report names it)
 SETTINGS_FILE = "SBTCK_SETTINGS_FILE"
+# the environment variable from which the protocol's client reads how long a request waits (sbtck run --timeout)
+REQUEST_TIMEOUT = "SBTCK_REQUEST_TIMEOUT"
 
 
 def load(folder: Path) -> tuple[dict[str, str], Path | None]:

@@ -17,6 +17,7 @@ LOG_FOLLOWS = "\nlog:\n"
 
 __all__ = [
     "BrokerError",
+    "CannotStart",
     "ConfigError",
     "ContractError",
     "DeclarationError",
@@ -135,6 +136,11 @@ class ReportImpossible(SbtckError, AssertionError):
 
 class ImplementationFault(SbtckError):
     """The implementation broke the protocol or died: read the stderr tail shown and mend the implementation."""
+
+
+class CannotStart(ImplementationFault):
+    """The implementation could not be started or reached for a reason on the user's side (no such program, nothing
+    listening on the port, no such image or a missing extra): mend the --iut or the machine, then run again."""
 
 
 class ProtocolError(SbtckError, ValueError):

@@ -2,7 +2,8 @@
 
 Each generator (steps.md from the phrases, protocol.md's reference part and
 protocol.schema.json from the contract) writes the kit's own copy in
-``docs/`` by default, PATH when given, or standard output for ``-``; a test
+``docs/`` by default (in a checkout: an installed kit's are left as installed
+and the document goes to standard output), PATH when given, or standard output for ``-``; a test
 fails while the kit's copy differs from what its generator makes now.
 """
 
@@ -20,7 +21,11 @@ def main(name: str, make: Callable[[str], str], argv: list[str] | None = None) -
     argv = sys.argv[1:] if argv is None else argv
     own = docs() / name
     text = make(own.read_text(encoding="utf-8") if own.is_file() else "")
-    target = argv[0] if argv else str(own)
+    # an installed kit's documents are the distribution's: without a PATH they go to standard output
+    checkout = (own.resolve().parent.parent / "pyproject.toml").is_file()
+    target = argv[0] if argv else str(own) if checkout else "-"
+    if not argv and not checkout:
+        print(f"{own} is an installed kit's, left as installed; give a PATH to write a file", file=sys.stderr)
     if target == "-":
         sys.stdout.write(text)
         return

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import difflib
+import functools
 import os
 import sys
 import time
@@ -22,9 +23,17 @@ import pytest
 from pytest_bdd.exceptions import StepDefinitionNotFoundError
 from pytest_bdd.scenario import scenario_wrapper_template_registry
 
-from sbtck import __version__, catalogue, config
+from sbtck import __version__, catalogue, config, tags
 from sbtck.contract import PROTOCOL_VERSION, REQUIRES_TAG
-from sbtck.errors import DeclarationError, ImplementationFault, IUTSpecError, LogDiffers, ResultsError
+from sbtck.errors import (
+    CannotStart,
+    ConfigError,
+    DeclarationError,
+    ImplementationFault,
+    IUTSpecError,
+    LogDiffers,
+    ResultsError,
+)
 from sbtck.fixtures.clock import ScenarioClock
 from sbtck.iut import answers, protocol
 from sbtck.iut.implementation import Implementation
@@ -50,7 +59,8 @@ def start(config: pytest.Config) -> Kit:
         f"{results.INFORMATIVE}: behaviour the documents leave open; failing it is {results.DIFFERS!r}, "
         "never a failure",
     )
-    config.addinivalue_line("markers", "workload: a reproducer the workload stage shrank from a failing world")
+    shrank = "a reproducer the workload stage shrank from a failing world"
+    config.addinivalue_line("markers", f"{catalogue.WORKLOAD}: {shrank}")
     for rule, meaning in catalogue.KIT_RULES.items():
         config.addinivalue_line("markers", f"{rule}: {meaning}")
     for cap in CAPABILITIES:
@@ -59,7 +69,7 @@ def start(config: pytest.Config) -> Kit:
         )
     try:
         kit = Kit(config)
-    except (IUTSpecError, DeclarationError, ResultsError) as exc:
+    except (IUTSpecError, DeclarationError, ResultsError, ConfigError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[KIT] = kit
     manager = config.pluginmanager
@@ -88,7 +98,12 @@ class Kit:
         self.baseline = Path(given) if given else None
         if self.baseline is not None:
             results.read(self.baseline)  # a wrong baseline is bad input, said before any scenario runs
+        self.dry_run = bool(config.getoption("--sbtck-dry-run"))
+        self.dry: dict[str, int] = {"scenarios": 0, "bind": 0}  # of a dry run: how many were checked, how many bound
+        self.tags: str | None = config.getoption("--sbtck-tags") or None
+        self._tags = tags.expression(self.tags) if self.tags else None
         self.interrupted = False
+        self.session: pytest.Session | None = None  # once it finished: whether it stopped early (-x)
         self.changes: baseline.Changes | None = None  # against --sbtck-baseline, once the session finished
         self.handshake_fault: str | None = None
         # what a rerun of one scenario needs of this run's settings
@@ -132,11 +147,17 @@ class Kit:
                     said = protocol.handshake_json(self.implementation.handshake())
                     self.handshake = answers.handshake_from(said)
                     self._profile = from_handshake(self.handshake)
+                except CannotStart as exc:  # the user's setup, not the implementation's conduct: no verdict at all
+                    raise self._cannot_start(exc) from None
                 except Exception as exc:  # the implementation's code or answer: every scenario's error, not the run's
                     cause = str(exc).removeprefix(f"--iut {self.spec}: ")
                     self.handshake_fault = f"--iut {self.spec}: no usable handshake: {cause}"
                     self._profile = Profile(self.spec, self.spec, "", {}, frozenset(CAPABILITIES), frozenset())
         return self._profile
+
+    def _cannot_start(self, exc: CannotStart) -> pytest.UsageError:
+        """The run's one line (exit status 2 under sbtck run): a scenario could not do better than err."""
+        return pytest.UsageError(f"--iut {self.spec}: {str(exc).removeprefix(f'--iut {self.spec}: ')}")
 
     def _disagreement(self, profile: Profile) -> str | None:
         """A profile that gives an open value other than the one the implementation declares would time every
@@ -144,6 +165,8 @@ class Kit:
         with a value it does not declare)."""
         try:
             declared = answers.handshake_from(protocol.handshake_json(self.implementation.handshake())).params
+        except CannotStart as exc:
+            raise self._cannot_start(exc) from None
         except Exception:  # a broken handshake shows in the scenarios' own errors, not here
             return None
         differ = [
@@ -171,6 +194,9 @@ class Kit:
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         self._check_listed()
+        self._select(items)
+        if self.dry_run:  # no handshake: nothing is started
+            return
         for item in items:
             template = _template(item)
             if template is None:
@@ -187,12 +213,67 @@ class Kit:
                 # plugins of pytest-bdd (allure-pytest-bdd) record a scenario only once it has started
                 why = f"{results.NOT_APPLICABLE_PREFIX}{self.profile.name} does not declare {', '.join(missing)}"
                 item.stash[NOT_APPLICABLE_BECAUSE] = why
-            sid = results.scenario_id(self.feature_path(template.feature.filename), template.name)
+            sid = results.scenario_id(self.feature_path(template.feature.filename), _identity(item, template)[0])
             # strict: an unexpected pass fails the run, as junit.xml and cucumber.json say it does
             if sid in self.profile.expected_failures:
                 item.add_marker(pytest.mark.xfail(reason=results.LISTED_IN_PROFILE, strict=True))
             elif sid in self.expected_failures:
                 item.add_marker(pytest.mark.xfail(reason=results.LISTED_IN_EXPECTATIONS, strict=True))
+
+    def _select(self, items: list[pytest.Item]) -> None:
+        """Only the scenarios --sbtck-tags picks; a tag no scenario carries is bad input, never an empty run."""
+        if self._tags is None:
+            return
+        templates = [(item, _template(item)) for item in items]
+        known = {tag for _, t in templates if t is not None for tag in _tags_of(t)}
+        wrong = tags.unknown(str(self.tags), self._tags, known) if known else None
+        if wrong:
+            raise pytest.UsageError(wrong)
+        kept = [item for item, t in templates if t is None or tags.matches(self._tags, _tags_of(t, item))]
+        if len(kept) < len(items):
+            self.config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+            items[:] = kept
+
+    def selection(self, session: pytest.Session | None = None) -> dict[str, Any] | None:
+        """How this run's scenarios were chosen when they are not all of its features': how many, of how many, by
+        what. None for a whole run."""
+        total = self._total()
+        if not total or len(self.records) >= total:
+            return None
+        option = self.config.option
+        by = [f"--tags {self.tags!r}"] if self.tags else []
+        by += [f"{flag} {value!r}" for flag, value in (("-m", option.markexpr), ("-k", option.keyword)) if value]
+        deselected = getattr(option, "deselect", None) or []
+        by += [f"--deselect of {len(deselected)}"] if deselected else []
+        nodes = [arg for arg in self.config.args if "::" in arg]
+        by += (
+            [f"node id {nodes[0].rsplit('::', 1)[-1]}" if len(nodes) == 1 else f"{len(nodes)} node ids"]
+            if nodes
+            else []
+        )
+        by += ["--lf (what failed last time)"] if getattr(option, "lf", False) else []
+        if getattr(option, "maxfail", 0) and session is not None and session.shouldfail:
+            by.append(f"a stop after {option.maxfail} failure{'s' if option.maxfail > 1 else ''} (-x, --maxfail)")
+        return {"scenarios": len(self.records), "of": total, "by": ", ".join(by) or "pytest's arguments"}
+
+    def _total(self) -> int:
+        """How many records the run's features make: the scenarios bound in this process (every example of an
+        outline), or, in a process that bound none (xdist's controller), those of the features it runs."""
+        templates = list(scenario_wrapper_template_registry.values())
+        if not templates:
+            from pytest_bdd.feature import get_features
+
+            given = os.environ.get("SBTCK_FEATURES")
+            paths = given.split(os.pathsep) if given else [str(features())]
+            files = [str(f) for p in map(Path, paths) for f in ([p] if p.is_file() else sorted(p.rglob("*.feature")))]
+            templates = [t for feature in get_features(files) for t in feature.scenarios.values()]
+        return len(
+            {
+                results.scenario_id(self.feature_path(t.feature.filename), name)
+                for t in templates
+                for name, _, _ in _identities(t)
+            }
+        )
 
     def _check_listed(self) -> None:
         """Every scenario an expectations file or the profile lists as expected to fail exists: a renamed one
@@ -200,15 +281,17 @@ class Kit:
         if os.environ.get("SBTCK_FEATURES"):
             return
         known = {
-            results.scenario_id(self.feature_path(t.feature.filename), t.name)
+            results.scenario_id(self.feature_path(t.feature.filename), name)
             for t in scenario_wrapper_template_registry.values()
+            for name, _, _ in _identities(t)
         }
         if not known:
             return
         for where, listed in (
             (f"expectations {self.settings['expectations']}", self.expected_failures),
-            (f"profile {self._profile_path or 'of the handshake'}", self.profile.expected_failures),
+            (f"profile {self._profile_path or 'of the handshake'}", frozenset() if self.dry_run else None),
         ):
+            listed = self.profile.expected_failures if listed is None else listed
             unknown = sorted(set(listed) - known)
             if unknown:
                 near = difflib.get_close_matches(unknown[0], sorted(known), n=1)
@@ -219,15 +302,49 @@ class Kit:
                     + "; `sbtck expectations --from RUN/results.json` writes a list of today's ids"
                 )
 
+    # ------------------------------------------------------------- dry run
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
+        """Under --sbtck-dry-run, a scenario instead of running: each step has a definition, each topology loads."""
+        template = _template(pyfuncitem) if self.dry_run else None
+        if template is None:
+            return None
+        from pytest_bdd.scenario import get_step_function
+
+        from sbtck.fixtures import topology
+        from sbtck.steps.phrases import INLINE_TOPOLOGY, NAMED_TOPOLOGY
+
+        self.dry["scenarios"] += 1
+        callspec = getattr(pyfuncitem, "callspec", None)
+        scenario = template.render(callspec.params.get(EXAMPLE_PARAM, {}) if callspec is not None else {})
+        path = self.feature_path(template.feature.filename)
+        for step in scenario.steps:
+            if get_step_function(pyfuncitem._request, step) is None:
+                said = unknown_step(f"{step.keyword} {step.name}", path, step.line_number)
+                pyfuncitem.stash[SAID] = said
+                raise StepDefinitionNotFoundError(said)
+            named = NAMED_TOPOLOGY.template.match(step.name)
+            if named is not None and named.get("name"):
+                topology.named(str(named["name"]))
+            elif INLINE_TOPOLOGY.template.match(step.name) is not None and step.docstring is not None:
+                topology.parse(step.docstring, path, line_offset=step.line_number + 1)
+        self.dry["bind"] += 1
+        return True
+
     # ------------------------------------------------------------- recording
     @pytest.hookimpl(trylast=True)
     def pytest_bdd_before_scenario(self, request: pytest.FixtureRequest, feature: Any, scenario: Any) -> None:
+        template = _template(request.node)
+        name, line, example = (
+            _identity(request.node, template) if template is not None else (scenario.name, scenario.line_number, None)
+        )
         record = results.ScenarioRecord(
-            id=results.scenario_id(self.feature_path(feature.filename), scenario.name),
+            id=results.scenario_id(self.feature_path(feature.filename), name),
             feature_path=self.feature_path(feature.filename),
             feature_name=feature.name,
-            name=scenario.name,
-            line=scenario.line_number,
+            name=name,
+            line=line,
+            example=example,
             tags=sorted(scenario.tags | feature.tags),
             feature_tags=sorted(feature.tags),
             steps=[
@@ -240,9 +357,7 @@ class Kit:
                 )
                 for s in scenario.steps
             ],
-            rerun=results.rerun_command(
-                self._node_id(request.node), {**self.settings, "out": self._rerun_out(scenario.name)}
-            ),
+            rerun=results.rerun_command(self._node_id(request.node), {**self.settings, "out": self._rerun_out(name)}),
         )
         request.node.stash[RECORD] = record
         why = request.node.stash.get(NOT_APPLICABLE_BECAUSE, None)
@@ -384,6 +499,7 @@ class Kit:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
+        self.session = session
         self.interrupted = self.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED
         if not hasattr(self.config, "workerinput"):
             verdict = results.verdict({"interrupted": self.interrupted}, [rec.status for rec in self.records])
@@ -396,7 +512,7 @@ class Kit:
                 if self.changes.regressions and session.exitstatus == pytest.ExitCode.OK:
                     session.exitstatus = pytest.ExitCode.TESTS_FAILED
             out = self.config.getoption("--sbtck-out")
-            if out is not None:
+            if out is not None and not self.dry_run:
                 self.write(Path(out))
         return (yield)
 
@@ -423,6 +539,7 @@ class Kit:
             "started": self.started.isoformat(timespec="seconds"),
             "wall_time_s": round(time.perf_counter() - self.t0, 3),
             "interrupted": self.interrupted,
+            "selection": self.selection(self.session),
         }
 
     def write(self, out: Path) -> None:
@@ -440,6 +557,13 @@ class Kit:
             print(line, file=sys.stderr)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.dry_run and not hasattr(self.config, "workerinput"):
+            checked, bound = self.dry["scenarios"], self.dry["bind"]
+            terminalreporter.write_line(
+                f"sbtck: dry run: {bound}{f' of {checked}' if bound < checked else ''} scenarios bind and their "
+                "topologies load; nothing ran"
+            )
+            return
         out = self.config.getoption("--sbtck-out")
         if out and self.records and not hasattr(self.config, "workerinput"):
             counts: dict[str, int] = {}
@@ -450,7 +574,10 @@ class Kit:
             summary = ", ".join(f"{counts[s]} {s}" for s in order)
             folder = interrupted(Path(out)) if self.interrupted else Path(out)
             verdict = results.verdict({"interrupted": self.interrupted}, [rec.status for rec in self.records])
-            terminalreporter.write_line(f"sbtck: {verdict}: {summary}; report: {folder / 'index.html'}")
+            words = results.selection_words({"selection": self.selection(self.session)})
+            terminalreporter.write_line(
+                f"sbtck: {verdict}{' ' + words if words else ''}: {summary}; report: {folder / 'index.html'}"
+            )
         if self.changes is not None:
             terminalreporter.write_line(f"sbtck: against the baseline {self.baseline}: {self.changes.summary()}")
 
@@ -467,6 +594,67 @@ def _template(item: pytest.Item) -> Any:
         return scenario_wrapper_template_registry.get(obj)  # type: ignore[arg-type]
     except TypeError:  # what no weak reference can name, None among them
         return None
+
+
+def _tags_of(template: Any, item: pytest.Item | None = None) -> set[str]:
+    """A scenario's tags and its feature's; of ITEM, an outline's example, its Examples table's too."""
+    found = set(template.tags) | set(template.feature.tags) | {t for table in template.examples for t in table.tags}
+    if item is None or not template.examples:
+        return found
+    example = _identity(item, template)[2] or {}
+    tables = [table for table in template.examples for _ in table.as_contexts()]
+    index = int(example.get("index", 1)) - 1
+    return set(template.tags) | set(template.feature.tags) | set(tables[index].tags if index < len(tables) else ())
+
+
+# the argument through which pytest-bdd parametrizes a Scenario Outline's test with each example's values
+EXAMPLE_PARAM = "_pytest_bdd_example"
+
+
+def _identities(template: Any) -> list[tuple[str, int, dict[str, Any] | None]]:
+    """The name, line and example of each record TEMPLATE makes: one of a Scenario, one per example of a Scenario
+    Outline (across its Examples tables, in pytest-bdd's order of parametrization), at the example's row."""
+    examples = [(table, values) for table in template.examples for values in table.as_contexts()]
+    if not examples:
+        return [(template.name, template.line_number, None)]
+    rows = _example_rows(template.feature.filename, tuple(table.line_number for table in template.examples))
+    return [
+        (
+            results.example_name(template.render(values).name, index, values),
+            rows[index - 1] if index <= len(rows) else template.line_number,
+            {"index": index, "values": values},
+        )
+        for index, (_, values) in enumerate(examples, 1)
+    ]
+
+
+def _identity(item: pytest.Item, template: Any) -> tuple[str, int, dict[str, Any] | None]:
+    """The name, line and example of the record ITEM makes (pytest's index of its example picks which)."""
+    identities = _identities(template)
+    callspec = getattr(item, "callspec", None)
+    index = callspec.indices.get(EXAMPLE_PARAM, 0) if callspec is not None else 0
+    return identities[index] if index < len(identities) else identities[0]
+
+
+@functools.lru_cache(maxsize=256)
+def _example_rows(filename: str, tables: tuple[int | None, ...]) -> list[int]:
+    """The line of each example row of the Examples tables starting at TABLES (pytest-bdd keeps no row's line):
+    after each table's header row, the rows up to the first line that is neither a row, blank nor a comment."""
+    lines = Path(filename).read_text(encoding="utf-8").splitlines()
+    rows: list[int] = []
+    for start in tables:
+        if start is None:
+            continue
+        header = False
+        for number in range(start + 1, len(lines) + 1):
+            text = lines[number - 1].strip()
+            if text.startswith("|"):
+                if header:
+                    rows.append(number)
+                header = True
+            elif text and not text.startswith("#"):
+                break
+    return rows
 
 
 class _Request:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import json
+import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sbtck.reports.results import INFORMATIVE
-from tests.helpers import ROOT, sbtck
+from tests.helpers import ROOT, sbtck, scenarios_tagged
 
 FEATURES = sorted((ROOT / "features").rglob("*.feature"))
 
@@ -283,3 +286,192 @@ def test_the_rerun_command_of_a_failure_runs_that_scenario_alone(tmp_path: Path)
     again = sbtck(*words[2:], out=own)
     assert again.code == 1
     assert [s["id"] for s in again.results()["scenarios"]] == [failed[0]["id"]]
+
+
+def test_only_a_node_id_after_dashes_replaces_the_suite_an_options_value_passes_through(tmp_path: Path) -> None:
+    """`-W error::DeprecationWarning` and `--deselect FILE::TEST` hold `::` but name no scenario to run alone."""
+    tagged = scenarios_tagged("ACT-09")
+    warned = sbtck("--tags", "ACT-09", "--", "-W", "error::DeprecationWarning", out=tmp_path / "w")
+    assert warned.code == 0, warned.output[-2000:]
+    assert len(warned.results()["scenarios"]) == tagged
+    node = shlex.split(warned.results()["scenarios"][0]["rerun"])[-1]
+    assert "::" in node
+    for given in (["--deselect", node], [f"--deselect={node}"]):
+        deselected = sbtck("--tags", "ACT-09", "--", *given, out=tmp_path / "d")
+        assert deselected.code == 0, deselected.output[-2000:]
+        assert len(deselected.results()["scenarios"]) == tagged - 1
+    alone = sbtck("--", "-W", "error::DeprecationWarning", node, out=tmp_path / "n")
+    assert alone.code == 0 and len(alone.results()["scenarios"]) == 1, alone.output[-2000:]
+
+
+def test_an_implementation_that_cannot_be_started_or_reached_stops_the_run_with_one_line(tmp_path: Path) -> None:
+    """No such program, nothing listening, no such image: the user's setup, said once with exit 2, not a red report
+    of every scenario erring."""
+    import socket
+
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for spec, said in (
+        ("cmd:no-such-broker-program --stdio", "no such program on PATH"),
+        (f"tcp:127.0.0.1:{port}", "Connection refused"),
+        ("image:sbtck-no-such-image:never", "not in the local Docker engine"),
+    ):
+        out = tmp_path / spec.split(":")[0]
+        run = sbtck("--iut", spec, "--tags", "ACT-09", out=out)
+        assert run.code == 2, (spec, run.output[-2000:])
+        lines = [line for line in run.output.splitlines() if said in line]
+        assert len(lines) == 1 and lines[0].startswith("ERROR: --iut "), (spec, run.output[-2000:])
+        assert "Traceback" not in run.output and "error" not in run.output.lower().replace(lines[0].lower(), "")
+        assert not (out / "results.json").exists()
+    # with a profile the handshake is not needed to start, and the program is still tried before any scenario
+    profile = str(ROOT / "engine" / "profile.yaml")
+    run = sbtck("--iut", "cmd:no-such-broker-program", "--profile", profile, "--tags", "ACT-09", out=tmp_path / "p")
+    assert run.code == 2 and "no such program on PATH" in run.output, run.output[-2000:]
+
+
+def test_a_selection_is_part_of_the_verdict_and_never_reads_as_the_whole_suite(tmp_path: Path) -> None:
+    total = _scenario_count()
+    tagged = sbtck("--tags", "ACT-09", out=tmp_path / "t")
+    assert tagged.code == 0, tagged.output[-2000:]
+    n = scenarios_tagged("ACT-09")
+    words = f"on {n} of {total} scenarios, selected by --tags 'ACT-09'"
+    assert tagged.results()["selection"] == {"scenarios": n, "of": total, "by": "--tags 'ACT-09'"}
+    assert f"sbtck: conforms {words}: {n} passed; report: " in tagged.output
+    assert words in html.unescape((tagged.out / "index.html").read_text())
+    keyword = sbtck("--", "-k", "MAX_QUEUE_READERS", out=tmp_path / "k")
+    selection = keyword.results()["selection"]
+    assert selection["by"] == "-k 'MAX_QUEUE_READERS'" and 0 < selection["scenarios"] < total
+    assert f"sbtck: conforms on {selection['scenarios']} of {total} scenarios, selected by -k " in keyword.output
+
+
+def test_tags_in_cucumbers_syntax_or_pytests_and_a_tag_no_scenario_carries_is_named(tmp_path: Path) -> None:
+    n = scenarios_tagged("ACT-09")
+    cucumber = sbtck("--tags", "@ACT-09 and not @informative", out=tmp_path / "c")
+    assert cucumber.code == 0 and len(cucumber.results()["scenarios"]) == n, cucumber.output[-2000:]
+    lower = sbtck("--tags", "act-09 or ACT-10", out=tmp_path / "l")
+    assert lower.code == 2 and "no scenario carries the tag 'act-09' (did you mean 'ACT-09'?)" in lower.output
+    assert "-m" not in lower.output and "markers" not in lower.output
+    broken = sbtck("--tags", "ACT-09 or", out=tmp_path / "b")
+    assert broken.code == 2 and "--tags 'ACT-09 or': not a tag expression" in broken.output
+    keyword = sbtck("--tags", "ACT-09", "--", "-k", "no_such_scenario_at_all", out=tmp_path / "k")
+    assert keyword.code == 2
+    assert "no scenario matches --tags 'ACT-09' and -k 'no_such_scenario_at_all'" in keyword.output
+
+
+def test_an_empty_tags_option_clears_the_settings_tags(tmp_path: Path) -> None:
+    (tmp_path / "sbtck.toml").write_text('tags = "ACT-09"\n')
+
+    def count(*args: str) -> int:
+        out = tmp_path / "o"
+        subprocess.run(
+            [sys.executable, "-m", "sbtck.cli", "run", "--out", str(out), *args, "--", "-k", "reader"],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        return len(json.loads((out / "results.json").read_text())["scenarios"])
+
+    assert count() < count("--tags", "")
+
+
+def test_run_help_says_where_settings_are_found() -> None:
+    """As pytest finds its rootdir: the current folder and up from it, not the current folder alone (F15)."""
+    from tests.helpers import kit
+
+    said = " ".join(kit("run", "--help").stdout.split())
+    assert "in the current folder or the nearest folder above it" in said
+
+
+def test_warnings_as_errors_after_dashes_run_the_suite_with_no_traceback(tmp_path: Path) -> None:
+    """`-W error` turns every warning into an error, and the kit's own (its modules imported before pytest could
+    rewrite them) is no business of the user's (F7)."""
+    run = sbtck("--tags", "ACT-09", "--", "-W", "error", out=tmp_path)
+    assert run.code == 0, run.output[-3000:]
+    assert "Traceback" not in run.output and len(run.results()["scenarios"]) == scenarios_tagged("ACT-09")
+
+
+def test_no_cacheprovider_after_dashes_hears_nothing_of_the_kits_cache_folder(tmp_path: Path) -> None:
+    run = sbtck("--tags", "ACT-09", "--", "-p", "no:cacheprovider", out=tmp_path)
+    assert run.code == 0, run.output[-3000:]
+    assert "cache_dir" not in run.output
+
+
+def test_a_run_leaves_no_lock_file_and_the_command_imports_without_fcntl(tmp_path: Path) -> None:
+    from sbtck.lock import RUN_LOCK
+
+    run = sbtck("--tags", "ACT-09", out=tmp_path)
+    assert run.code == 0 and not (tmp_path / RUN_LOCK).exists(), run.output[-2000:]
+    # as on Windows, where there is no fcntl
+    code = "import sys; sys.modules['fcntl'] = None; import sbtck.cli"
+    imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert imported.returncode == 0, imported.stderr[-2000:]
+
+
+def test_a_generator_in_an_installed_kit_writes_no_file_inside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python -m sbtck.iut.protocol_doc` in an installed kit: its documents in site-packages stay as installed."""
+    from sbtck import generated
+
+    installed = tmp_path / "site-packages" / "sbtck" / "docs"
+    installed.mkdir(parents=True)
+    (installed / "protocol.md").write_text("as installed\n")
+    monkeypatch.setattr(generated, "docs", lambda: installed)
+    generated.main("protocol.md", lambda old: old + "made anew\n", [])
+    assert (installed / "protocol.md").read_text() == "as installed\n"
+    said = capsys.readouterr()
+    assert said.out == "as installed\nmade anew\n" and "an installed kit" in said.err
+    generated.main("protocol.md", lambda old: "to a file\n", [str(tmp_path / "mine.md")])
+    assert (tmp_path / "mine.md").read_text() == "to a file\n"
+
+
+def test_dry_run_binds_every_step_and_loads_every_topology_and_runs_nothing(tmp_path: Path) -> None:
+    """Cucumber's --dry-run: the implementation is never started (a program that does not exist is fine)."""
+    n = scenarios_tagged("ACT-09")
+    dry = sbtck("--dry-run", "--iut", "cmd:no-such-broker-program", "--tags", "ACT-09", out=tmp_path / "d")
+    assert dry.code == 0, dry.output[-3000:]
+    assert f"sbtck: dry run: {n} scenarios bind and their topologies load; nothing ran" in dry.output
+    assert not (tmp_path / "d" / "results.json").exists()
+    feature = tmp_path / "mine.feature"
+    feature.write_text(
+        'Feature: Mine\n  Scenario: [1] a mistyped step\n    Given the topology "activation"\n'
+        '    When a mesage is sent on dialog "D1"\n\n'
+        "  Scenario: [2] a topology that does not load\n    Given the topology:\n"
+        '      """\n      instances: 5\n      """\n'
+    )
+    bad = sbtck("--dry-run", "--features", str(feature), out=tmp_path / "b")
+    assert bad.code == 2, bad.output[-3000:]
+    assert "no step definition reads When 'a mesage is sent on dialog \"D1\"'" in bad.output
+    assert "; did you mean '" in bad.output
+    assert "mine.feature:9: instances: expected a mapping" in bad.output
+    assert "sbtck: dry run: 0 of 2 scenarios bind" in bad.output
+
+
+def test_timeout_on_the_command_line_is_how_long_a_request_waits(tmp_path: Path) -> None:
+    hang = f"cmd:{sys.executable} {ROOT / 'tests' / 'fakes' / 'misbehaving.py'} hang"
+    run = sbtck("--iut", hang, "--timeout", "1", "--tags", "ACT-09", out=tmp_path / "h", timeout=120)
+    messages = [s["failure"]["message"] for s in run.results()["scenarios"] if s["failure"]]
+    assert messages and all("within 1 seconds" in m for m in messages), messages[:1]
+    bad = sbtck("--timeout", "soon", out=tmp_path / "b")
+    assert bad.code == 2 and "--timeout 'soon': a number of seconds above 0" in bad.output
+
+
+def test_docs_topologies_lists_every_instance_queue_and_service_of_each_topology() -> None:
+    import yaml
+
+    from tests.helpers import kit
+
+    shown = kit("docs", "topologies")
+    assert shown.returncode == 0, shown.stderr
+    for path in sorted((ROOT / "fixtures" / "topologies").glob("*.yaml")):
+        assert f"\n## {path.stem}\n" in shown.stdout
+        section = shown.stdout.split(f"\n## {path.stem}\n", 1)[1].split("\n## ", 1)[0]
+        for name, instance in yaml.safe_load(path.read_text())["instances"].items():
+            assert f"instance `{name}` ({instance['address']}" in section
+            for database in instance.get("databases", {}).values():
+                assert all(f"queue `{queue}`" in section for queue in database.get("queues", {}))
+                assert all(f"service `{s}` on `{v['queue']}`" in section for s, v in database["services"].items())

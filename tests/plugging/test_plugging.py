@@ -137,3 +137,29 @@ def test_a_python_implementation_in_the_current_folder_is_found_by_the_console_s
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "sbtck: conforms" in proc.stdout
+
+
+def test_an_unrelated_pytest_bdd_project_with_tags_never_wakes_the_kit(tmp_path: Path) -> None:
+    """A pytest-bdd project of its own, tagged and bound, in the kit's environment: the kit stays unloaded (F12),
+    as a session that names a --sbtck-* option, collects the kit's features or carries its tags would load it."""
+    (tmp_path / "smoke.feature").write_text(
+        "@smoke\nFeature: Cart\n  @fast\n  Scenario: Add\n    Given a cart\n    Then it has 0 items\n"
+    )
+    (tmp_path / "test_cart.py").write_text(
+        "import sys\n"
+        "from pytest_bdd import given, scenarios, then\n\n"
+        'scenarios("smoke.feature")\n\n\n'
+        '@given("a cart")\ndef cart():\n    pass\n\n\n'
+        '@then("it has 0 items")\ndef empty():\n'
+        '    assert "sbtck.suite" not in sys.modules, "the kit woke"\n'
+    )
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    smoke: s\n    fast: f\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_cart.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]

@@ -54,26 +54,6 @@ def test_another_protocol_version_makes_every_scenario_an_error_saying_so(tmp_pa
     assert all("docs/changes.md" in s["failure"]["message"] for s in scenarios)
 
 
-def test_a_program_missing_from_path(tmp_path: Path) -> None:
-    run = sbtck("--iut", "cmd:no-such-broker --fast", "--tags", TAGS, out=tmp_path / "a")
-    assert run.code == 1
-    messages = {s["failure"]["message"] for s in run.results()["scenarios"]}
-    assert messages and all("cannot start 'no-such-broker': no such program on PATH" in m for m in messages)
-    # with a profile the kit needs no handshake up front: each scenario reports it as well
-    run = sbtck(
-        "--iut",
-        "cmd:no-such-broker",
-        "--profile",
-        str(ROOT / "engine" / "profile.yaml"),
-        "--tags",
-        "ACT-09",
-        out=tmp_path / "b",
-    )
-    assert run.code == 1
-    statuses = {s["status"] for s in run.results()["scenarios"]}
-    assert statuses == {"error"}
-
-
 def test_serve_refuses_any_address_but_loopback() -> None:
     from sbtck.iut.serve import serve_tcp
 

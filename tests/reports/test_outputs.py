@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from sbtck.reports import baseline, results
-from tests.helpers import ROOT, Run, kit, sbtck
+from tests.helpers import ROOT, Run, kit, sbtck, scenarios_tagged
 
 MIXED = "python:tests.fakes.mixed:mixed"
 
@@ -371,3 +371,93 @@ def test_under_xdist_the_results_keep_the_features_order_and_the_terminal_the_st
     (line,) = [line for line in run.output.splitlines() if line.startswith("sbtck: does not conform: ")]
     said = [part.split(" ", 1)[1] for part in line.split(": ", 2)[2].split(";")[0].split(", ")]
     assert said == [s for s in results.STATUSES if s in said] and len(said) >= 2
+
+
+OUTLINE = ROOT / "tests" / "fakes" / "features" / "outline.feature"
+
+
+@pytest.fixture(scope="module")
+def outline(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """A user's Scenario Outline whose FIRST example fails, the other two pass (tests/fakes/features)."""
+    return sbtck("--features", str(OUTLINE), out=tmp_path_factory.mktemp("outline") / "run")
+
+
+def test_each_example_of_an_outline_is_its_own_record_in_results_json_and_the_terminal(outline: Run) -> None:
+    scenarios = outline.results()["scenarios"]
+    assert [(s["name"], s["status"]) for s in scenarios] == [
+        ("[1] Orders are taken by 3 procedures (example 1: readers=3)", results.FAILED),
+        ("[1] Orders are taken by 2 procedures (example 2: readers=2)", results.PASSED),
+        ("[1] Orders are taken by 2 procedures (example 3: readers=2)", results.PASSED),
+    ]
+    assert len({s["id"] for s in scenarios}) == 3 and not any(s["flaky"] for s in scenarios)
+    assert [s["example"] for s in scenarios] == [
+        {"index": 1, "values": {"readers": "3"}},
+        {"index": 2, "values": {"readers": "2"}},
+        {"index": 3, "values": {"readers": "2"}},
+    ]
+    # each example at its row of the Examples table, as Cucumber places it
+    rows = [n for n, line in enumerate(OUTLINE.read_text().splitlines(), 1) if re.match(r"\s*\| [23] ", line)]
+    assert [s["line"] for s in scenarios] == rows
+    assert outline.code == 1
+    assert "sbtck: does not conform: 2 passed, 1 failed;" in outline.output
+    assert 'data-verdict="does not conform"' in (outline.out / "index.html").read_text()
+
+
+def test_junit_and_cucumber_readers_count_each_example_as_results_json_does(outline: Run) -> None:
+    from junitparser import Failure, JUnitXml
+
+    want = Counter(s["status"] for s in outline.results()["scenarios"])
+    assert want == Counter({results.PASSED: 2, results.FAILED: 1})
+    cases = [case for suite in JUnitXml.fromfile(str(outline.out / "junit.xml")) for case in suite]
+    assert len(cases) == 3
+    failed = [case.name for case in cases if any(isinstance(r, Failure) for r in case.result)]
+    assert failed == ["[1] Orders are taken by 3 procedures (example 1: readers=3)"]
+    features = json.loads((outline.out / "cucumber.json").read_text())
+    elements = [e for f in features for e in f["elements"]]
+    assert Counter(_worst(e) for e in elements) == Counter({"passed": 2, "failed": 1})
+    assert {e["keyword"] for e in elements} == {"Scenario Outline"} and len({e["id"] for e in elements}) == 3
+    if (READERS / "test-results-parser").is_dir():  # the Node.js readers, where scripts/setup.sh installed them
+        read = subprocess.run(
+            ["node", str(Path(__file__).with_name("junit_readers.mjs")), str(READERS), str(outline.out / "junit.xml")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        got = json.loads(read.stdout)
+        assert got["test-results-parser"] == {"total": 3, "passed": 2, "failed": 1, "errors": 0, "skipped": 0}
+        assert got["xunit-viewer"] == {"passed": 2, "failure": 1}
+
+
+def test_changes_against_a_baseline_are_listed_in_the_features_order_1_before_10() -> None:
+    def record(n: int, status: str) -> results.ScenarioRecord:
+        return results.ScenarioRecord(f"f.feature::[{n}] s", "f.feature", "F", f"[{n}] s", n * 5, [], [], status)
+
+    before = [record(n, results.PASSED) for n in (1, 2, 10, 11)]
+    after = [record(n, results.FAILED) for n in (1, 2, 10, 11)]
+    assert [c.id for c in baseline.compare(before, after).regressions] == [
+        "f.feature::[1] s",
+        "f.feature::[2] s",
+        "f.feature::[10] s",
+        "f.feature::[11] s",
+    ]
+
+
+def test_a_markdown_summary_beside_the_report_and_on_the_ci_job_page(mixed: Run, tmp_path: Path) -> None:
+    """summary.md counts what results.json counts and lists what did not pass with its rerun command; under
+    GitHub Actions ($GITHUB_STEP_SUMMARY) it is appended to the job's page, never replacing what is there."""
+    scenarios = mixed.results()["scenarios"]
+    summary = (mixed.out / "summary.md").read_text()
+    assert summary.startswith("## ✘ mixed fortunes 0.1.0: does not conform\n")
+    for status, count in _statuses(mixed).items():
+        assert f"| {results.ICONS[status]} {status} | {count} |" in summary
+    against = [s for s in scenarios if s["status"] in results.AGAINST]
+    assert against and all(s["id"] in summary and s["rerun"] in summary for s in against)
+    page = tmp_path / "step-summary.md"
+    page.write_text("an earlier step's summary\n")
+    proc = kit("run", "--tags", "ACT-09", "--out", str(tmp_path / "o"), env={"GITHUB_STEP_SUMMARY": str(page)})
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    written = page.read_text()
+    assert written.startswith("an earlier step's summary\n")
+    assert written.endswith((tmp_path / "o" / "summary.md").read_text())
+    assert f"conforms on {scenarios_tagged('ACT-09')} of " in written
