@@ -27,15 +27,32 @@ mkdir "$context/site"
 .venv/bin/python - "$context/site" <<'PYTHON'
 import shutil
 import sys
+import tomllib
 from importlib.metadata import distribution
 from pathlib import Path
 
+from packaging.requirements import Requirement
+
 site = Path(sys.argv[1])
-for name in ("msgspec",):
+# every distribution the kit needs without an extra, and theirs in turn, but PyYAML (the base has Debian's): a
+# list written here went stale when the kit gained a dependency, and the image failed at its first import
+# (the kit's own from pyproject.toml, which an editable install's metadata may lag behind)
+needed, seen = list(tomllib.loads(Path("pyproject.toml").read_text())["project"]["dependencies"]), set()
+while needed:
+    name = Requirement(needed.pop()).name.lower().replace("_", "-")
+    if name in seen or name == "pyyaml":
+        continue
+    seen.add(name)
+    for text in distribution(name).requires or ():
+        wanted = Requirement(text)
+        if wanted.marker is None or wanted.marker.evaluate({"extra": ""}):
+            needed.append(text)
+for name in sorted(seen):
     dist = distribution(name)
     for file in dist.files or ():
         source = Path(dist.locate_file(file))
-        if source.is_file() and "__pycache__" not in file.parts:
+        # a console script's record runs up out of site-packages (../../../bin/pytest): the image runs none
+        if source.is_file() and "__pycache__" not in file.parts and ".." not in file.parts:
             target = site / file
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
