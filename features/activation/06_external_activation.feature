@@ -147,3 +147,24 @@ Feature: Activation 06 - External activation
       | second                                                                 | event              |
       | 0                                                                      | event notification |
       | 0.5 * {external_activation_timeout_s} or {external_activation_timeout_s} | event notification |
+
+  # "Once an application calls RECEIVE on the queue or the time-out expires, Service Broker creates another
+  # event notification if activation is required": unread messages do not make it required while a session
+  # waits in RECEIVE for them (ACT-07), here for a group another session holds, so the time-out that the
+  # second message's notification began expires quietly (no application calls RECEIVE while it runs).
+  @ACT-13 @ACT-07 @ACT-09
+  Scenario: [12] A time-out that expires while a reader waits for the unread messages raises no notification
+    Given session "App" begins a transaction
+    And a message is sent on dialog "D1"
+    And time passes to second 0.5 * {external_activation_timeout_s}
+    And session "App" receives from queue "ExternalQueue"
+    And session "Other" receives from queue "ExternalQueue" waiting up to 20000 seconds
+    And time passes to second 0.75 * {external_activation_timeout_s}
+    And a message is sent on dialog "D1"
+    When time passes to second 2 * {external_activation_timeout_s}
+    Then session "App" got the message D1:0
+    And session "Other" is waiting
+    And the log for queue "ExternalQueue" shows exactly:
+      | second                                 | event              |
+      | 0                                      | event notification |
+      | 0.75 * {external_activation_timeout_s} | event notification |

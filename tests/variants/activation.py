@@ -271,6 +271,22 @@ def idle_time_out_stays_notified() -> ReferenceImplementation:
     return ReferenceImplementation(broker_class=broker, name="wrong variant: idle_time_out_stays_notified")
 
 
+class _TimeOutNotifiesWhileUnread(QueueMonitors):
+    def _time_out(self, queue: Queue, monitor: QueueMonitor) -> None:
+        if not queue.unread():
+            super()._time_out(queue, monitor)
+            return
+        monitor.notified_until_ms = None
+        self.log.add({**queue.key.fields(), "at_ms": self.clock.now_ms, "kind": Kind.ACTIVATION_TIME_OUT})
+        self.notify(queue, monitor)
+
+
+def time_out_notifies_while_unread() -> ReferenceImplementation:
+    """A time-out that expires on a queue with unread messages notifies again, though a reader waits for them:
+    ACT-13 creates another notification only "if activation is required"."""
+    return _variant(_TimeOutNotifiesWhileUnread, "time_out_notifies_while_unread")
+
+
 class _WhereReceiveUnchecked(QueueMonitors):
     def receive_finished(self, queue: Queue, *, empty: bool, has_where: bool) -> None:
         if not has_where:
@@ -306,6 +322,7 @@ VARIANTS = [
     "timed_out_wait_still_waits",
     "waiters_on_any_queue_count",
     "idle_time_out_stays_notified",
+    "time_out_notifies_while_unread",
     "where_receive_unchecked",
     "unread_count",
     "ignores_max_queue_readers",
