@@ -114,3 +114,19 @@ Feature: Activation 05 - Internal activation
       | 5      | procedure started | 2    |
       | 10     | procedure started | 3    |
     And 3 activated tasks run for queue "StallQueue"
+
+  # sys.dm_broker_queue_monitors' last_activated_time is when the monitor last started a procedure (or raised a
+  # notification): an activation found necessary and withheld at MAX_QUEUE_READERS starts nothing, so it moves
+  # nothing, the second time as the first
+  @ACT-10 @ACT-04
+  Scenario: [9] An activation withheld at MAX_QUEUE_READERS leaves last_activated_time where the last start put it
+    Given a message is sent on dialog "D1"
+    And time passes to second 2
+    And a message is sent on dialog "D2"
+    And a message is sent on dialog "D3"
+    And time passes to second 3
+    And a message is sent on dialog "D4"
+    When time passes to second 11
+    Then 3 activated tasks run for queue "StallQueue"
+    And sys.dm_broker_queue_monitors shows for queue "StallQueue":
+      | last_activated_time | second 2 |

@@ -287,6 +287,18 @@ def time_out_notifies_while_unread() -> ReferenceImplementation:
     return _variant(_TimeOutNotifiesWhileUnread, "time_out_notifies_while_unread")
 
 
+class _WithheldCountsAsActivated(QueueMonitors):
+    def internal_occurs(self, queue: Queue) -> bool:
+        self.monitors[queue.key].last_activated_ms = self.clock.now_ms
+        return super().internal_occurs(queue)
+
+
+def withheld_counts_as_activated() -> ReferenceImplementation:
+    """An activation found necessary but withheld at MAX_QUEUE_READERS moves last_activated_time, though it started
+    nothing."""
+    return _variant(_WithheldCountsAsActivated, "withheld_counts_as_activated")
+
+
 class _WhereReceiveUnchecked(QueueMonitors):
     def receive_finished(self, queue: Queue, *, empty: bool, has_where: bool) -> None:
         if not has_where:
@@ -316,6 +328,9 @@ def looks_between_commit_and_receive() -> ReferenceImplementation:
     return _variant(_LooksBetweenCommitAndReceive, "looks_between_commit_and_receive")
 
 
+# faults the workload stage cannot show, so only the scenarios find them: its worlds query no queue monitor view
+NOT_IN_WORLDS = {"withheld_counts_as_activated"}
+
 VARIANTS = [
     "looks_between_commit_and_receive",
     "first_empty_result_decides",
@@ -323,6 +338,7 @@ VARIANTS = [
     "waiters_on_any_queue_count",
     "idle_time_out_stays_notified",
     "time_out_notifies_while_unread",
+    "withheld_counts_as_activated",
     "where_receive_unchecked",
     "unread_count",
     "ignores_max_queue_readers",
