@@ -461,3 +461,53 @@ def test_a_markdown_summary_beside_the_report_and_on_the_ci_job_page(mixed: Run,
     assert written.startswith("an earlier step's summary\n")
     assert written.endswith((tmp_path / "o" / "summary.md").read_text())
     assert f"conforms on {scenarios_tagged('ACT-09')} of " in written
+
+
+def _read_messages(path: Path) -> list[Any]:
+    """The envelopes of a Cucumber Messages file, each read into its declared type by cucumber-messages' reader."""
+    from cucumber_messages import Envelope, message_converter  # type: ignore[import-untyped]
+
+    envelopes = [message_converter.from_dict(json.loads(line), Envelope) for line in path.read_text().splitlines()]
+    for envelope in envelopes:  # one message each
+        assert sum(value is not None for value in vars(envelope).values()) == 1, envelope
+    return envelopes
+
+
+def _message_statuses(envelopes: list[Any]) -> dict[str, str]:
+    """Each pickle's name with its test case's worst step result, as a Cucumber reader sums it up."""
+    rank = ["FAILED", "PENDING", "UNDEFINED", "SKIPPED", "PASSED"]
+    pickles = {e.pickle.id: e.pickle for e in envelopes if e.pickle}
+    cases = {e.test_case.id: e.test_case for e in envelopes if e.test_case}
+    started = {e.test_case_started.id: e.test_case_started.test_case_id for e in envelopes if e.test_case_started}
+    definitions = {e.step_definition.id for e in envelopes if e.step_definition}
+    for case in cases.values():  # every reference names what the file declares
+        steps = {s.id for s in pickles[case.pickle_id].steps}
+        assert all(s.pickle_step_id in steps for s in case.test_steps if s.pickle_step_id)
+        assert all(set(s.step_definition_ids or []) <= definitions for s in case.test_steps)
+    worst: dict[str, str] = {}
+    for e in envelopes:
+        if e.test_step_finished:
+            case = cases[started[e.test_step_finished.test_case_started_id]]
+            status = e.test_step_finished.test_step_result.status.value
+            now = worst.get(case.id, "PASSED")
+            worst[case.id] = min(now, status, key=rank.index)
+    assert [e for e in envelopes if e.test_run_finished]
+    return {f"{pickles[c.pickle_id].uri}:{pickles[c.pickle_id].location.line}": worst[c.id] for c in cases.values()}
+
+
+def test_cucumber_messages_read_by_cucumbers_reader_agree_with_results_json(outline: Run, mixed: Run) -> None:
+    outline_read = _message_statuses(_read_messages(outline.out / "cucumber.ndjson"))
+    assert sorted(outline_read.values()) == ["FAILED", "PASSED", "PASSED"]
+    first = outline.results()["scenarios"][0]
+    assert outline_read[f"{first['feature_path']}:{first['line']}"] == "FAILED"
+    read = _message_statuses(_read_messages(mixed.out / "cucumber.ndjson"))
+    counts = _statuses(mixed)
+    assert Counter(read.values()) == Counter(
+        {
+            "PASSED": counts[results.PASSED],
+            "FAILED": counts[results.FAILED] + counts[results.ERROR] + counts[results.UNEXPECTED_PASS],
+            "SKIPPED": counts[results.NOT_APPLICABLE] + counts[results.DIFFERS],
+            "PENDING": counts[results.EXPECTED_FAILURE],
+        }
+    )
+    assert set(read) == {f"{s['feature_path']}:{s['line']}" for s in mixed.results()["scenarios"]}
