@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from sbtck import __version__
-from sbtck.reports.cucumber import _failing, _message, _step_status
+from sbtck.reports.cucumber import STDERR_HEADING, _failing, _message, _step_status
 from sbtck.reports.results import DIFFERS, ERROR, EXPECTED_FAILURE, FAILED, UNEXPECTED_PASS, ScenarioRecord
 from sbtck.resources import features
 
@@ -180,6 +180,10 @@ def _case(record: ScenarioRecord, pickle: dict[str, Any], case: str, at: float) 
         }
         at += step.duration_s
         finished = {"testCaseStartedId": started, "testStepId": f"{case}-step-{i}", "timestamp": _stamp(at)}
+        stderr = (record.failure or {}).get("stderr")
+        if i == failing and stderr:  # as cucumber.json's output: the end of what the implementation said
+            attached = {**_stderr_attachment(stderr), "testCaseStartedId": started, "testStepId": f"{case}-step-{i}"}
+            yield {"attachment": attached}
         yield {"testStepFinished": {**finished, "testStepResult": result}}
     if hook:
         if record.status == UNEXPECTED_PASS:
@@ -193,6 +197,15 @@ def _case(record: ScenarioRecord, pickle: dict[str, Any], case: str, at: float) 
         finished = {"testCaseStartedId": started, "testStepId": f"{case}-after", "timestamp": _stamp(at)}
         yield {"testStepFinished": {**finished, "testStepResult": result}}
     yield {"testCaseFinished": {"testCaseStartedId": started, "timestamp": _stamp(at), "willBeRetried": False}}
+
+
+def _stderr_attachment(stderr: str) -> dict[str, Any]:
+    return {
+        "body": f"{STDERR_HEADING}\n{stderr}",
+        "contentEncoding": "IDENTITY",
+        "mediaType": "text/plain",
+        "fileName": "stderr.txt",
+    }
 
 
 def write(run: dict[str, Any], records: list[ScenarioRecord], path: Path) -> Path:

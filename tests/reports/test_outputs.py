@@ -511,3 +511,25 @@ def test_cucumber_messages_read_by_cucumbers_reader_agree_with_results_json(outl
         }
     )
     assert set(read) == {f"{s['feature_path']}:{s['line']}" for s in mixed.results()["scenarios"]}
+
+
+def test_a_failed_scenario_carries_the_end_of_the_implementations_stderr_in_every_output(
+    tmp_path: Path, pytest_junit_schema: Path
+) -> None:
+    """Not only an erred one: a wrong answer is as much a reason to read what the implementation said."""
+    import xmlschema
+    from junitparser import JUnitXml
+
+    wrong = f"{sys.executable} -m sbtck.cli serve --stdio --iut python:tests.variants.routing:pinning_ignored"
+    spec = f"cmd:sh -c 'echo routing-said-this-on-stderr >&2; exec {wrong}'"
+    run = sbtck("--iut", spec, "--tags", "RTE-04", out=tmp_path)
+    failed = [s for s in run.results()["scenarios"] if s["status"] == results.FAILED]
+    assert failed and all("routing-said-this-on-stderr" in s["failure"]["stderr"] for s in failed), run.output[-2000:]
+    cases = [c for suite in JUnitXml.fromfile(str(tmp_path / "junit.xml")) for c in suite if c.system_err]
+    assert len(cases) == len(failed) and all("routing-said-this-on-stderr" in c.system_err for c in cases)
+    xmlschema.XMLSchema(str(pytest_junit_schema)).validate(str(tmp_path / "junit.xml"))
+    features = json.loads((tmp_path / "cucumber.json").read_text())
+    said = [o for f in features for e in f["elements"] for s in e["steps"] for o in s.get("output", [])]
+    assert sum("routing-said-this-on-stderr" in o for o in said) == len(failed)
+    attached = [e for e in _read_messages(tmp_path / "cucumber.ndjson") if e.attachment]
+    assert len(attached) == len(failed) and all("routing-said-this-on-stderr" in e.attachment.body for e in attached)
