@@ -726,6 +726,11 @@ def nearest_phrases(words: str, most: int = 3) -> list[Phrase]:
 
 @pytest.fixture
 def world(request: pytest.FixtureRequest) -> Iterator[World]:
+    yield from world_of(request)
+
+
+def world_of(request: pytest.FixtureRequest) -> Iterator[World]:
+    """The world of one scenario or test: the implementation under test, the profile, a frozen clock, the log."""
     kit = request.config.stash[KIT]
     profile = kit.profile  # tried once per run: a handshake fault is then every scenario's error
     if kit.handshake_fault is not None:
