@@ -277,6 +277,10 @@ class RemoteImplementation:
         self._handshake: Handshake | None = None
         self._next_id = 0
 
+    def stderr_tail(self) -> str:
+        """The end of what the implementation wrote to stderr (a failed scenario's report carries it too)."""
+        return visible(self.channel.stderr_tail()) if self.channel is not None else ""
+
     def _request(self, message: dict[str, Any], what: str) -> answers.Answer:
         channel = self._open()
         self._next_id += 1

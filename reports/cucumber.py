@@ -43,6 +43,8 @@ NS = 1_000_000_000
 _RANK = ["failed", "pending", "skipped", "passed"]
 # the tag of a scenario that passed only on a rerun
 FLAKY = "flaky"
+# what stands above the end of the implementation's stderr that a failed step carries
+STDERR_HEADING = "the end of the implementation's stderr:"
 
 
 def slug(text: str) -> str:
@@ -96,6 +98,9 @@ def _step(record: ScenarioRecord, index: int, failing: int | None) -> dict[str, 
         out["output"] = [f"not checked: {step.left_out}"]
     if index == failing and record.status == DIFFERS:
         out["output"] = [f"differs ({record.reason}): {(record.failure or {}).get('message', '')}"]
+    stderr = (record.failure or {}).get("stderr")
+    if index == failing and stderr:
+        out["output"] = [*out.get("output", []), f"{STDERR_HEADING}\n{stderr}"]
     if step.datatable:
         out["rows"] = [{"cells": list(row)} for row in step.datatable]
     if step.docstring is not None:

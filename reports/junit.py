@@ -151,6 +151,9 @@ def render(run: dict[str, Any], records: list[ScenarioRecord]) -> ET.Element:
                 f"checks: {', '.join(f'{n} {what}' for what, n in record.checks.items())}"
                 + "".join(f"\nline {s.line} not checked: {s.left_out}" for s in record.steps if s.left_out)
             )
+            stderr = (record.failure or {}).get("stderr")
+            if stderr:  # the end of the implementation's stderr, where CI systems show a case's error output
+                ET.SubElement(case, "system-err").text = _text(stderr)
     return root
 
 

@@ -16,17 +16,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sbtck.reports import cucumber, html, junit, results, summary
+from sbtck.reports import cucumber, html, junit, messages, results, summary
 
 
 def build(
     folder: Path, run: dict[str, Any], records: list[results.ScenarioRecord], baseline: Path | None, target: Path
 ) -> None:
-    """results.json, and the others made from it: cucumber.json, junit.xml, index.html, summary.md (which names
-    the page where it will be, in TARGET)."""
+    """results.json, and the others made from it: cucumber.json, cucumber.ndjson, junit.xml, index.html and
+    summary.md (which names the page where it will be, in TARGET)."""
     written = folder / "results.json"
     results.write(written, run, records)
     cucumber.write(records, folder / "cucumber.json")
+    messages.write(run, records, folder / messages.NAME)
     junit.write(*results.read(written), folder / "junit.xml")
     html.build([written], folder / "index.html", baseline=baseline)
     summary.write(folder, run, records, target / "index.html")

@@ -453,6 +453,11 @@ class Kit:
             record.status, record.reason = results.DIFFERS, INFORMATIVE_REASON
             # pytest's own exit status and summary then agree with the verdict, which a difference leaves alone
             report.outcome, report.longrepr = "passed", None
+        if record.status == results.FAILED and record.failure is not None:
+            # a wrong answer is as much a reason to read what the implementation said as a fault (whose message has it)
+            tail = self._stderr_tail()
+            if tail:
+                record.failure["stderr"] = tail
         record.duration_s = round(report.duration, 4)
         world: World | None = item.stash.get(WORLD, None)
         if world is not None:
@@ -473,6 +478,12 @@ class Kit:
             world.forget()
             del item.stash[WORLD]
         return report
+
+    def _stderr_tail(self) -> str:
+        """The end of the implementation's stderr, where it runs in a process of its own; "" in process."""
+        inner = getattr(self._implementation, "inner", self._implementation)
+        tail = getattr(inner, "stderr_tail", None)
+        return str(tail()) if callable(tail) else ""
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -715,6 +726,11 @@ def nearest_phrases(words: str, most: int = 3) -> list[Phrase]:
 
 @pytest.fixture
 def world(request: pytest.FixtureRequest) -> Iterator[World]:
+    yield from world_of(request)
+
+
+def world_of(request: pytest.FixtureRequest) -> Iterator[World]:
+    """The world of one scenario or test: the implementation under test, the profile, a frozen clock, the log."""
     kit = request.config.stash[KIT]
     profile = kit.profile  # tried once per run: a handshake fault is then every scenario's error
     if kit.handshake_fault is not None:

@@ -58,7 +58,8 @@ def add_parser(commands: Any, **how: Any) -> None:
         "difference to the reference, and writes worlds/ and failures/ (Parquet), reproducers/ (.feature) and "
         "summary.json under --out. The folder holds INCOMPLETE instead of summary.json until the job finishes. "
         "Exit status 0 when no world failed, 1 when some did, 2 on bad input or a job that could not finish. "
-        "The first run keeps the classes Spark's driver loaded (about 170 MB in ~/.cache/sbtck, or "
+        "The first run keeps the classes Spark's driver loaded (about 170 MB in the platform's cache folder, "
+        "~/.cache/sbtck on Linux, or "
         "$SBTCK_CACHE_DIR), so that later runs start faster; SBTCK_SPARK_CLASSES=off neither keeps nor uses them. "
         "Needs the spark extra (pip install 'sbtck[spark]') and Java 17.",
         epilog="example:\n  sbtck workload --worlds 2000 --iut 'cmd:node my-broker.js' --out out/mine\n"

@@ -91,7 +91,7 @@ def session(master: str, app: str = "sbtck-workload", classes: ClassArchive | No
 # ------------------------------------------------------------------ the driver's classes, kept between runs
 
 CLASSES_SETTING = "SBTCK_SPARK_CLASSES"  # "off": no archive is used or made
-CACHE_SETTING = "SBTCK_CACHE_DIR"  # where the archive lives (default: $XDG_CACHE_HOME/sbtck, ~/.cache/sbtck)
+CACHE_SETTING = "SBTCK_CACHE_DIR"  # where the archive lives (default: the platform's cache folder, cache_folder)
 # what hides the JVM's own word on an archive it cannot use (another JVM, another class path): it then runs without
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
@@ -156,10 +156,13 @@ class ClassArchive:
 
 
 def cache_folder() -> Path:
+    """SBTCK_CACHE_DIR, or the platform's cache folder for the kit (platformdirs: $XDG_CACHE_HOME/sbtck on Linux,
+    ~/Library/Caches/sbtck on macOS, %LOCALAPPDATA%\\sbtck\\Cache on Windows)."""
     if os.environ.get(CACHE_SETTING):
         return Path(os.environ[CACHE_SETTING])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "sbtck"
+    import platformdirs
+
+    return platformdirs.user_cache_path("sbtck", appauthor=False)
 
 
 def class_archive(options: str = JAVA_OPTIONS) -> ClassArchive | None:

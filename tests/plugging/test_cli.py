@@ -475,3 +475,15 @@ def test_docs_topologies_lists_every_instance_queue_and_service_of_each_topology
             for database in instance.get("databases", {}).values():
                 assert all(f"queue `{queue}`" in section for queue in database.get("queues", {}))
                 assert all(f"service `{s}` on `{v['queue']}`" in section for s, v in database["services"].items())
+
+
+def test_the_cache_folder_is_the_platforms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import platformdirs
+
+    from sbtck.workloads import sparkling
+
+    monkeypatch.delenv(sparkling.CACHE_SETTING, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert sparkling.cache_folder() == platformdirs.user_cache_path("sbtck") == tmp_path / "xdg" / "sbtck"
+    monkeypatch.setenv(sparkling.CACHE_SETTING, str(tmp_path / "mine"))
+    assert sparkling.cache_folder() == tmp_path / "mine"

@@ -163,3 +163,40 @@ def test_an_unrelated_pytest_bdd_project_with_tags_never_wakes_the_kit(tmp_path:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+PLAIN = '''\
+from sbtck import contract
+from sbtck.fixtures.topology import named
+
+
+def test_a_stalled_queue_starts_no_more_readers_than_its_maximum(sbtck_world):
+    """Five messages to a queue whose procedure never reads: MAX_QUEUE_READERS (3) tasks, no more."""
+    sbtck_world.start(named("activation"))
+    sbtck_world.run(contract.BeginDialog(sbtck_world.at(), "D1", "sql1", "shop", "Initiator", "StallService"))
+    for _ in range(5):
+        sbtck_world.run(contract.Send(sbtck_world.at(), "D1"))
+    tasks = sbtck_world.view("sys.dm_broker_activated_tasks")
+    assert len(tasks) == 3
+'''
+
+
+def test_the_public_fixture_drives_an_implementation_from_a_plain_pytest_test(tmp_path: Path) -> None:
+    """sbtck_world: the implementation under test (--sbtck-iut), a frozen clock and the log, with no Gherkin."""
+    (tmp_path / "test_plain.py").write_text(PLAIN)
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_plain.py", *extra],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    reference = run()
+    assert reference.returncode == 0, reference.stdout[-3000:]
+    wrong = run("--sbtck-iut", "python:tests.variants.activation:ignores_max_queue_readers")
+    assert wrong.returncode == 1 and "assert 5 == 3" in wrong.stdout, wrong.stdout[-3000:]

@@ -324,7 +324,9 @@ def test_nothing_ran_is_said_and_is_not_success(tmp_path: Path) -> None:
     assert run.code == results.VERDICT_EXIT[results.NOTHING_RAN] == 2
     assert 'data-verdict="nothing ran"' in (run.out / "index.html").read_text()
     # one account of it: scenarios matched the tags, and none applied, which is not "no scenario matches"
-    assert "nothing ran: " in run.output and "no scenario matches" not in run.output
+    said = r"sbtck: nothing ran on 7 of \d+ scenarios, selected by --tags 'ACT-13': 7 not applicable"
+    assert re.search(said, run.output)
+    assert "no scenario matches" not in run.output
 
 
 def test_the_workload_spells_statuses_as_the_suite_does() -> None:
@@ -368,8 +370,12 @@ def test_under_xdist_the_results_keep_the_features_order_and_the_terminal_the_st
     scenarios = run.results()["scenarios"]
     places = [(s["feature_path"], s["line"]) for s in scenarios]
     assert len(places) > 10 and places == sorted(places)
-    (line,) = [line for line in run.output.splitlines() if line.startswith("sbtck: does not conform: ")]
-    said = [part.split(" ", 1)[1] for part in line.split(": ", 2)[2].split(";")[0].split(", ")]
+    # the controller, which binds no scenario itself, still says of how many the selection is
+    files = (ROOT / "features").rglob("*.feature")
+    total = sum(line.lstrip().startswith("Scenario:") for f in files for line in f.read_text().splitlines())
+    selection = f"on {len(scenarios)} of {total} scenarios, selected by --tags "
+    (line,) = [line for line in run.output.splitlines() if line.startswith(f"sbtck: does not conform {selection}")]
+    said = [part.split(" ", 1)[1] for part in line.split("; report: ")[0].rsplit(": ", 1)[1].split(", ")]
     assert said == [s for s in results.STATUSES if s in said] and len(said) >= 2
 
 
@@ -461,3 +467,75 @@ def test_a_markdown_summary_beside_the_report_and_on_the_ci_job_page(mixed: Run,
     assert written.startswith("an earlier step's summary\n")
     assert written.endswith((tmp_path / "o" / "summary.md").read_text())
     assert f"conforms on {scenarios_tagged('ACT-09')} of " in written
+
+
+def _read_messages(path: Path) -> list[Any]:
+    """The envelopes of a Cucumber Messages file, each read into its declared type by cucumber-messages' reader."""
+    from cucumber_messages import Envelope, message_converter  # type: ignore[import-untyped]
+
+    envelopes = [message_converter.from_dict(json.loads(line), Envelope) for line in path.read_text().splitlines()]
+    for envelope in envelopes:  # one message each
+        assert sum(value is not None for value in vars(envelope).values()) == 1, envelope
+    return envelopes
+
+
+def _message_statuses(envelopes: list[Any]) -> dict[str, str]:
+    """Each pickle's name with its test case's worst step result, as a Cucumber reader sums it up."""
+    rank = ["FAILED", "PENDING", "UNDEFINED", "SKIPPED", "PASSED"]
+    pickles = {e.pickle.id: e.pickle for e in envelopes if e.pickle}
+    cases = {e.test_case.id: e.test_case for e in envelopes if e.test_case}
+    started = {e.test_case_started.id: e.test_case_started.test_case_id for e in envelopes if e.test_case_started}
+    definitions = {e.step_definition.id for e in envelopes if e.step_definition}
+    for case in cases.values():  # every reference names what the file declares
+        steps = {s.id for s in pickles[case.pickle_id].steps}
+        assert all(s.pickle_step_id in steps for s in case.test_steps if s.pickle_step_id)
+        assert all(set(s.step_definition_ids or []) <= definitions for s in case.test_steps)
+    worst: dict[str, str] = {}
+    for e in envelopes:
+        if e.test_step_finished:
+            case = cases[started[e.test_step_finished.test_case_started_id]]
+            status = e.test_step_finished.test_step_result.status.value
+            now = worst.get(case.id, "PASSED")
+            worst[case.id] = min(now, status, key=rank.index)
+    assert [e for e in envelopes if e.test_run_finished]
+    return {f"{pickles[c.pickle_id].uri}:{pickles[c.pickle_id].location.line}": worst[c.id] for c in cases.values()}
+
+
+def test_cucumber_messages_read_by_cucumbers_reader_agree_with_results_json(outline: Run, mixed: Run) -> None:
+    outline_read = _message_statuses(_read_messages(outline.out / "cucumber.ndjson"))
+    assert sorted(outline_read.values()) == ["FAILED", "PASSED", "PASSED"]
+    first = outline.results()["scenarios"][0]
+    assert outline_read[f"{first['feature_path']}:{first['line']}"] == "FAILED"
+    read = _message_statuses(_read_messages(mixed.out / "cucumber.ndjson"))
+    counts = _statuses(mixed)
+    assert Counter(read.values()) == Counter(
+        {
+            "PASSED": counts[results.PASSED],
+            "FAILED": counts[results.FAILED] + counts[results.ERROR] + counts[results.UNEXPECTED_PASS],
+            "SKIPPED": counts[results.NOT_APPLICABLE] + counts[results.DIFFERS],
+            "PENDING": counts[results.EXPECTED_FAILURE],
+        }
+    )
+    assert set(read) == {f"{s['feature_path']}:{s['line']}" for s in mixed.results()["scenarios"]}
+
+
+def test_a_failed_scenario_carries_the_end_of_the_implementations_stderr_in_every_output(
+    tmp_path: Path, pytest_junit_schema: Path
+) -> None:
+    """Not only an erred one: a wrong answer is as much a reason to read what the implementation said."""
+    import xmlschema
+    from junitparser import JUnitXml
+
+    wrong = f"{sys.executable} -m sbtck.cli serve --stdio --iut python:tests.variants.routing:pinning_ignored"
+    spec = f"cmd:sh -c 'echo routing-said-this-on-stderr >&2; exec {wrong}'"
+    run = sbtck("--iut", spec, "--tags", "RTE-04", out=tmp_path)
+    failed = [s for s in run.results()["scenarios"] if s["status"] == results.FAILED]
+    assert failed and all("routing-said-this-on-stderr" in s["failure"]["stderr"] for s in failed), run.output[-2000:]
+    cases = [c for suite in JUnitXml.fromfile(str(tmp_path / "junit.xml")) for c in suite if c.system_err]
+    assert len(cases) == len(failed) and all("routing-said-this-on-stderr" in c.system_err for c in cases)
+    xmlschema.XMLSchema(str(pytest_junit_schema)).validate(str(tmp_path / "junit.xml"))
+    features = json.loads((tmp_path / "cucumber.json").read_text())
+    said = [o for f in features for e in f["elements"] for s in e["steps"] for o in s.get("output", [])]
+    assert sum("routing-said-this-on-stderr" in o for o in said) == len(failed)
+    attached = [e for e in _read_messages(tmp_path / "cucumber.ndjson") if e.attachment]
+    assert len(attached) == len(failed) and all("routing-said-this-on-stderr" in e.attachment.body for e in attached)
