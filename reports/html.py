@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from sbtck import catalogue
+from sbtck import catalogue, tables
 from sbtck.errors import LOG_FOLLOWS
 from sbtck.reports import baseline as base
 from sbtck.reports import matrix, results, sequence, timeline, workload
@@ -47,8 +47,10 @@ white-space:nowrap;border:1px solid #bbb}.rid{white-space:nowrap}
 .scenario:target{outline:3px solid #36c}.scenario{scroll-margin-top:1em}
 .wide{overflow-x:auto;max-width:100%}.cause{white-space:pre-wrap;overflow-wrap:anywhere}
 .failures li{margin:.3em 0}.failures .why{display:block;color:#444;overflow-wrap:anywhere}
-.vs td.d{background:#fbe1e1;font-weight:bold}.vs th.gap,.vs td.gap{border:0;width:1em}
-.vs tr.d th{background:#fbe1e1}.sequence{max-width:none}
+.pair{display:flex;flex-wrap:wrap;gap:.6em 1.2em;margin:.4em 0}.half{flex:0 1 auto;max-width:100%;overflow-x:auto}
+.vs{width:auto}.vs caption{text-align:left;font-weight:bold}.vs td,.vs th{white-space:nowrap}
+.vs td.d{background:#fbe1e1;font-weight:bold}.vs tr.changed th,.vs tr.missing,.vs tr.inserted{background:#fbe1e1}
+.vs td.none{color:#666;text-align:center}.sequence{max-width:none}
 .step{margin-left:1em;font-family:ui-monospace,monospace;white-space:pre-wrap;overflow-wrap:anywhere}
 pre{background:#f6f6f6;padding:.5em;overflow-x:auto;white-space:pre}
 .tags{color:#666;font-size:.85em;overflow-wrap:anywhere}
@@ -58,7 +60,7 @@ td .s{white-space:normal}#filters{background:#f7f7f7;padding:.5em;border-radius:
 .counts{display:flex;flex-wrap:wrap;gap:.3em 1.2em;margin:.5em 0}code{overflow-wrap:anywhere}
 @media (max-width:600px){td,th{padding:2px 3px}.step{margin-left:.2em}#filters input[type=search]{width:100%}
 .s{white-space:normal;overflow-wrap:anywhere}td:nth-child(2){font-size:.9em}td,th{overflow-wrap:anywhere}
-.rid{white-space:normal}.scenario{padding:.3em .4em}}
+.scenario{padding:.3em .4em}.half{flex-basis:100%}.vs td,.vs th{white-space:normal;overflow-wrap:normal}}
 """
 
 SCRIPT = """
@@ -294,37 +296,58 @@ def _table(rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def side_by_side(table: dict[str, Any], name: str) -> str:
-    """A log table as expected and as reported, row by row; a row that differs is marked, and so are its cells."""
-    columns = [str(c) for c in table.get("columns", [])]
-    expected, got = list(table.get("expected", [])), list(table.get("got", []))
+DIFFERING = ' class="d"'
+MARKS = {
+    "same": "",
+    "changed": '<span class="sr"> differs</span> <span aria-hidden="true">✘</span>',
+    "missing": " ✘ missing",
+    "inserted": " ✘ not expected",
+}
 
-    def cells(row: list[Any] | None, other: list[Any] | None) -> str:
-        if row is None:
-            return "".join('<td class="d">-</td>' for _ in columns)
-        marked = ['class="d"' if other is None or i >= len(other) or other[i] != v else "" for i, v in enumerate(row)]
-        return "".join(
-            f"<td {mark}>{escape(shorten(str(value), 200))}</td>" for mark, value in zip(marked, row, strict=True)
-        )
 
+def _kind(pair: tables.Pair) -> str:
+    if pair.missing:
+        return "missing"
+    if pair.inserted:
+        return "inserted"
+    return "changed" if pair.differs else "same"
+
+
+def _half(side: str, columns: list[str], pairs: list[tables.Pair], name: str) -> str:
+    """One side of the aligned tables; a row the other side has and this one lacks stands as an empty row, so
+    that the two halves keep their rows level when they sit side by side."""
     rows = []
-    for n in range(max(len(expected), len(got))):
-        want = expected[n] if n < len(expected) else None
-        have = got[n] if n < len(got) else None
-        differs = want != have
-        mark = ' class="d"' if differs else ""
-        label = f"{n + 1}" + ('<span class="sr"> differs</span> ✘' if differs else "")
-        rows.append(
-            f'<tr{mark}><th scope="row">{label}</th>{cells(want, have)}<td class="gap"></td>{cells(have, want)}</tr>'
-        )
+    for pair in pairs:
+        kind = _kind(pair)
+        row, number = (pair.want, pair.want_number) if side == "expected" else (pair.got, pair.got_number)
+        differing = set(pair.differing()) if pair.differs else set()
+        if row is None:
+            cells = f'<td colspan="{len(columns)}" class="none">-</td>'
+            label = "-"
+        else:
+            cells = "".join(
+                f"<td{DIFFERING if i in differing else ''}>{escape(shorten(str(v), 200))}</td>"
+                for i, v in enumerate(row)
+            )
+            label = f"{number}"
+        rows.append(f'<tr class="{kind}"><th scope="row">{label}{MARKS[kind]}</th>{cells}</tr>')
     heads = "".join(f'<th scope="col">{escape(c)}</th>' for c in columns)
     return (
-        f'<div class="wide" tabindex="0" role="region" aria-label="expected and reported log of {escape(name)}">'
-        f'<table class="vs"><thead><tr><th scope="col" rowspan="2">row</th>'
-        f'<th scope="colgroup" colspan="{len(columns)}">expected</th><td class="gap"></td>'
-        f'<th scope="colgroup" colspan="{len(columns)}">reported</th></tr>'
-        f'<tr>{heads}<td class="gap"></td>{heads}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+        f'<div class="half" tabindex="0" role="region" aria-label="{side} rows of {escape(name)}">'
+        f'<table class="vs {side}"><caption>{side}</caption><thead><tr><th scope="col">row</th>{heads}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
+
+
+def side_by_side(table: dict[str, Any], name: str) -> str:
+    """The expected rows and the reported ones, aligned by a diff: a changed row and its differing cells, a
+    missing and a not expected row are marked. The two halves sit side by side where they fit, one above the
+    other where they do not."""
+    columns = [str(c) for c in table.get("columns", [])]
+    expected = [[str(v) for v in row] for row in table.get("expected", [])]
+    got = [[str(v) for v in row] for row in table.get("got", [])]
+    pairs = tables.align(expected, got)
+    return f'<div class="pair">{_half("expected", columns, pairs, name)}{_half("reported", columns, pairs, name)}</div>'
 
 
 def _events(events: list[dict[str, Any]], not_kept: int = 0) -> str:

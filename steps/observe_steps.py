@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbtck import contract
+from sbtck import contract, tables
 from sbtck.agreement import arrangement, asked, asked_field
 from sbtck.errors import LOG_FOLLOWS, LogDiffers, ScenarioError
 from sbtck.observations import FIELDS, Kind
@@ -260,8 +260,10 @@ def log_shows(
                 "  | " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + " |" for r in rows_
             )
 
+        where = f" for queue {queue!r}" if queue else f" for dialog {dialog!r}" if dialog else ""
         raise LogDiffers(
-            f"the log{f' for queue {queue!r}' if queue else ''} differs.\nexpected:\n{table([header, *want])}\n"
+            f"the log{where} differs: {tables.first_difference(header, want, got)}\n"
+            f"expected:\n{table([header, *want])}\n"
             f"got:\n{table([header, *got])}{LOG_FOLLOWS}{world.log_text()}",
             header,
             want,

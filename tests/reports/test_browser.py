@@ -300,9 +300,9 @@ def test_the_failures_are_listed_on_the_first_screen_and_nothing_overflows(
 def test_a_differing_log_is_set_side_by_side_and_a_routing_scenario_drawn(browser: Any, mixed_report: Path) -> None:
     page, problems, _ = _open(browser, mixed_report, DESKTOP)
     failed = page.locator('.scenario[data-status="failed"][data-area="routing"]').first
-    table = failed.locator("table.vs")
-    assert table.count() == 1
-    assert table.locator("tbody tr.d").count() >= 1 and table.locator("tbody tr:not(.d)").count() >= 1
+    reported = failed.locator("table.vs.reported")
+    assert failed.locator("table.vs.expected").count() == 1 and reported.count() == 1
+    assert reported.locator("tbody tr:not(.same)").count() >= 1 and reported.locator("tbody tr.same").count() >= 1
     # the cause is said once: not the log again above the event log
     assert "second      0" not in failed.locator("pre.cause").inner_text()
     picture = failed.locator("svg.sequence")

@@ -190,3 +190,52 @@ def test_a_reproducer_is_linked_only_by_a_relative_path() -> None:
         "data:text/html,x",
     ):
         assert "<a" not in _reproducer(hostile), hostile
+
+
+def _log_failure(expected: list[list[str]], got: list[list[str]]) -> results.ScenarioRecord:
+    table = {"columns": ["second", "event", "task"], "expected": expected, "got": got}
+    return _record("failed", failure={"step": "Then x", "line": 4, "kind": "failed", "message": "m", "table": table})
+
+
+def test_one_extra_reported_row_marks_that_row_alone(tmp_path: Path) -> None:
+    """The rows are aligned by a diff: a row the implementation reported beyond the table is marked as not
+    expected, and the rows after it, which match, are not marked."""
+    expected = [["0", "procedure started", "1"], ["3", "procedure exited", "1"], ["3", "procedure started", "2"]]
+    got = [expected[0], ["0", "procedure started", "2"], expected[1], expected[2]]
+    path = tmp_path / "results.json"
+    results.write(path, {"implementation": {"name": "x"}}, [_log_failure(expected, got)])
+    page = html.build([path], tmp_path / "index.html").read_text()
+    marked = re.findall(r'<tr class="([^"]*)"', page[page.index('class="vs reported"') :])
+    assert marked.count("inserted") == 1 and "missing" not in marked and marked.count("same") == 3, marked
+    assert "not expected" in page
+
+
+def test_a_row_the_implementation_did_not_report_is_marked_missing(tmp_path: Path) -> None:
+    expected = [["0", "procedure started", "1"], ["3", "procedure exited", "1"], ["3", "procedure started", "2"]]
+    got = [expected[0], expected[2]]
+    path = tmp_path / "results.json"
+    results.write(path, {"implementation": {"name": "x"}}, [_log_failure(expected, got)])
+    page = html.build([path], tmp_path / "index.html").read_text()
+    marked = re.findall(r'<tr class="([^"]*)"', page[page.index('class="vs reported"') :])
+    assert marked.count("missing") == 1 and marked.count("same") == 2, marked
+
+
+def test_the_cause_of_a_differing_log_names_its_first_differing_cell(tmp_path: Path) -> None:
+    """Not "the log differs.": the row and the column, what was expected and what came."""
+    from tests.helpers import sbtck
+
+    run = sbtck("--iut", "python:tests.variants.activation:ignores_max_queue_readers", "--tags", "ACT-07", out=tmp_path)
+    assert run.code == 1
+    causes = [
+        s["failure"]["message"].splitlines()[0]
+        for s in run.results()["scenarios"]
+        if s["status"] == "failed" and "table" in s["failure"]
+    ]
+    shapes = (
+        r"the log for queue '\w+' differs: (row \d+, \w+: expected .+, got .+"
+        r"|reported row \d+ was not expected \(.+\)|expected row \d+ is missing \(.+\))"
+    )
+    assert causes and all(re.fullmatch(shapes, cause) for cause in causes), causes
+    assert "the log for queue 'StallQueue' differs: row 2, second: expected 2, got 0" in causes, causes
+    page = (tmp_path / "index.html").read_text()
+    assert "differs." not in page[page.index('id="failures"') : page.index('id="glance"')]
