@@ -24,7 +24,15 @@ from pytest_bdd.scenario import scenario_wrapper_template_registry
 
 from sbtck import __version__, catalogue, config
 from sbtck.contract import PROTOCOL_VERSION, REQUIRES_TAG
-from sbtck.errors import DeclarationError, ImplementationFault, IUTSpecError, LogDiffers, ResultsError
+from sbtck.errors import (
+    CheckFailed,
+    DeclarationError,
+    ImplementationFault,
+    IUTSpecError,
+    Refused,
+    ResultsError,
+    RowsDiffer,
+)
 from sbtck.fixtures.clock import ScenarioClock
 from sbtck.iut import answers, protocol
 from sbtck.iut.implementation import Implementation
@@ -298,7 +306,7 @@ class Kit:
                 "kind": kind,
                 "message": str(exception) or type(exception).__name__,
             }
-            if isinstance(exception, LogDiffers):  # the expected and the reported table, side by side in the page
+            if isinstance(exception, RowsDiffer):  # the expected and the reported table, side by side in the page
                 record.failure["table"] = exception.table
 
     @pytest.hookimpl
@@ -319,7 +327,7 @@ class Kit:
             # the kit's own words first and alone, not after pytest's frames of the fixture or step that raised
             if isinstance(call.excinfo.value, StepDefinitionNotFoundError) and SAID in item.stash:
                 report.longrepr = item.stash[SAID]
-            elif isinstance(call.excinfo.value, ImplementationFault | DeclarationError):
+            elif isinstance(call.excinfo.value, ImplementationFault | DeclarationError | CheckFailed | Refused):
                 report.longrepr = f"{type(call.excinfo.value).__name__}: {call.excinfo.value}"
         record: results.ScenarioRecord | None = item.stash.get(RECORD, None)
         if record is None and (report.skipped or report.failed) and call.when == "setup":

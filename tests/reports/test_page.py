@@ -239,3 +239,29 @@ def test_the_cause_of_a_differing_log_names_its_first_differing_cell(tmp_path: P
     assert "the log for queue 'StallQueue' differs: row 2, second: expected 2, got 0" in causes, causes
     page = (tmp_path / "index.html").read_text()
     assert "differs." not in page[page.index('id="failures"') : page.index('id="glance"')]
+
+
+def test_a_failing_view_check_is_a_table_and_the_terminal_says_the_kits_words_first(tmp_path: Path) -> None:
+    """A view check says its cause in one line and shows the rows as a table: no Python list of dicts, no copy
+    of the whole log, no pytest "Use -v"; the terminal shows that message and no frame of pytest's fixtures."""
+    from html import escape
+
+    from tests.helpers import sbtck
+
+    run = sbtck("--iut", "python:tests.variants.activation:ignores_max_queue_readers", "--tags", "ACT-10", out=tmp_path)
+    assert run.code == 1
+    failed = {s["name"]: s["failure"] for s in run.results()["scenarios"] if s["status"] == "failed"}
+    counted = failed["[2] At MAX_QUEUE_READERS no further procedure starts"]
+    cause = "expected 3 rows for queue 'StallQueue' in sys.dm_broker_activated_tasks, got 16"
+    assert counted["message"].splitlines()[0] == cause
+    assert counted["table"]["expected"] is None and len(counted["table"]["got"]) == 16
+    for failure in failed.values():
+        for wrong in ("[{", "Use -v", "\nassert ", "  log:"):
+            assert wrong not in failure["message"], failure["message"]
+    page = (tmp_path / "index.html").read_text()
+    shown = page.index(escape(cause))
+    assert page.index('class="vs reported"') > shown and "&#x27;spid&#x27;" not in page
+    # the terminal: the kit's message, not pytest's frames of the fixture that ran the step
+    assert cause in run.output
+    for frame in ("fixturefunc", "def log_shows", "def task_count", "_pytest/fixtures.py", "Use -v"):
+        assert frame not in run.output, frame
