@@ -14,6 +14,7 @@ scrolling block takes the keyboard's focus, and all of it is in ``<main>``
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,11 @@ td .s{white-space:normal}#filters{background:#f7f7f7;padding:.5em;border-radius:
 .counts{display:flex;flex-wrap:wrap;gap:.3em 1.2em;margin:.5em 0}code{overflow-wrap:anywhere}
 @media (max-width:600px){td,th{padding:2px 3px}.step{margin-left:.2em}#filters input[type=search]{width:100%}
 .s{white-space:normal;overflow-wrap:anywhere}td:nth-child(2){font-size:.9em}td,th{overflow-wrap:anywhere}
-.scenario{padding:.3em .4em}.half{flex-basis:100%}.vs td,.vs th{white-space:normal;overflow-wrap:normal}}
+.scenario{padding:.3em .4em}.half{flex-basis:100%}
+.matrix td,.matrix th,.matrix .s{overflow-wrap:normal}.matrix th{overflow-wrap:break-word}
+.vs,.vs tbody,.vs tr,.vs td,.vs th{display:block;white-space:normal}.vs thead{display:none}
+.vs tr{border:1px solid #ddd;margin:.3em 0}.vs td,.vs th{border:0}
+.vs td[data-col]::before{content:attr(data-col) ": ";color:#555}}
 """
 
 SCRIPT = """
@@ -109,8 +114,14 @@ def _badge(status: str, text: str | None = None) -> str:
     return f'<span class="s {_cls(status)}" title="{escape(status)}">{_icon(status)} {words}</span>'
 
 
-def anchor(record: ScenarioRecord) -> str:
-    return "sc-" + "".join(ch if ch.isalnum() else "-" for ch in record.id)
+def anchor(record: ScenarioRecord, run: str = "") -> str:
+    """A scenario's id in the page; RUN (``r2-``) tells apart the same scenario of a later run."""
+    return run + "sc-" + "".join(ch if ch.isalnum() else "-" for ch in record.id)
+
+
+def run_key(index: int) -> str:
+    """The prefix of a run's anchors: none for the first run, so that its links read as a single run's do."""
+    return f"r{index + 1}-" if index else ""
 
 
 def _area(record: ScenarioRecord) -> str:
@@ -157,7 +168,7 @@ def banner(run: dict[str, Any], records: list[ScenarioRecord], label: str | None
         else ""
     )
     return (
-        f'<section class="verdict v-{_cls(said)}" aria-label="verdict" data-verdict="{escape(said)}">'
+        f'<section class="verdict v-{_cls(said)}" aria-label="verdict of {escape(name)}" data-verdict="{escape(said)}">'
         f'<p class="big"><span aria-hidden="true">{VERDICT_ICONS[said]}</span> {escape(name)}: '
         f"{escape(said)}</p><p>{escape(detail)}</p>{checks}"
         f'<div class="counts">{_counts(records)}</div></section>'
@@ -170,24 +181,46 @@ def first_line(record: ScenarioRecord) -> str:
     return (message.strip().splitlines() or [""])[0]
 
 
-def failures(records: list[ScenarioRecord]) -> str:
-    """Right under the verdict: every scenario against the implementation, each with its rules, one line of cause
-    and a link to it."""
-    against = [
+def _against(records: list[ScenarioRecord]) -> list[ScenarioRecord]:
+    return [
         rec for rec in sorted(records, key=lambda rec: (rec.feature_path, rec.line)) if rec.status in results.AGAINST
     ]
-    if not against:
-        return ""
+
+
+def _rule_ids(rules: list[str]) -> str:
+    """Rule ids that wrap between ids, never inside one (``ACT-`` / ``07`` at 390 px)."""
+    return "".join(f'<span class="rid">{escape(rule)}</span> ' for rule in rules)
+
+
+def _failure_list(against: list[ScenarioRecord], run: str) -> str:
     items = "".join(
-        f'<li>{_badge(rec.status)} <a href="#{anchor(rec)}">{escape(shorten(_short(rec), 300))}</a> '
-        f'<span class="rid">{escape(" ".join(rec.rules))}</span>'
+        f'<li>{_badge(rec.status)} <a href="#{anchor(rec, run)}">{escape(shorten(_short(rec), 300))}</a> '
+        f'<span class="rules">{_rule_ids(rec.rules)}</span>'
         f'<span class="why">{escape(shorten(first_line(rec), 300))}</span></li>'
         for rec in against
     )
-    return (
-        f'<section aria-labelledby="failures"><h2 id="failures">What did not pass ({len(against)})</h2>'
-        f'<ol class="failures">{items}</ol></section>'
-    )
+    return f'<ol class="failures">{items}</ol>'
+
+
+def failures(runs: list[list[ScenarioRecord]], labels: list[str] | None = None) -> str:
+    """Right under the verdict: every scenario against the implementation, each with its rules, one line of cause
+    and a link to it; of several runs, run by run under each run's label."""
+    against = [_against(records) for records in runs]
+    total = sum(len(found) for found in against)
+    if not total:
+        return ""
+    if len(runs) == 1 or labels is None:
+        return (
+            f'<section aria-labelledby="failures"><h2 id="failures">What did not pass ({total})</h2>'
+            f"{_failure_list(against[0], '')}</section>"
+        )
+    parts = [f'<section aria-labelledby="failures"><h2 id="failures">What did not pass ({total}, by run)</h2>']
+    for index, (found, label) in enumerate(zip(against, labels, strict=True)):
+        parts.append(f"<h3>{escape(shorten(label, 300))} ({len(found)})</h3>")
+        parts.append(
+            _failure_list(found, run_key(index)) if found else "<p>Every scenario passed or did not apply.</p>"
+        )
+    return "".join(parts) + "</section>"
 
 
 def _summary(run: dict[str, Any], label: str) -> str:
@@ -225,8 +258,9 @@ def _by_rule(records: list[ScenarioRecord]) -> dict[str, list[ScenarioRecord]]:
     return found
 
 
-def rule_grid(records: list[ScenarioRecord]) -> str:
-    """Every rule of the catalogue by area, each with the worst status of its scenarios."""
+def rule_grid(records: list[ScenarioRecord], label: str | None = None, index: int = 0) -> str:
+    """Every rule of the catalogue by area, each with the worst status of its scenarios; LABEL names the run
+    when the page has several."""
     by_rule = _by_rule(records)
     areas: dict[str, list[str]] = {}
     for rule in catalogue.load().rules.values():
@@ -235,7 +269,8 @@ def rule_grid(records: list[ScenarioRecord]) -> str:
             f'<li><a href="#rule-{escape(rule.id)}" class="{_cls(status)}" title="{escape(rule.id)}: '
             f'{escape(status)}">{_icon(status)} {escape(rule.id)}<span class="sr"> {escape(status)}</span></a></li>'
         )
-    return '<h2 id="glance">Rules at a glance</h2>' + "".join(
+    title = "Rules at a glance" + (f": {escape(shorten(label, 300))}" if label else "")
+    return f'<h2 id="glance{f"-{index + 1}" if index else ""}">{title}</h2>' + "".join(
         f'<h3>{escape(area)}</h3><ul class="grid">{"".join(cells)}</ul>' for area, cells in areas.items()
     )
 
@@ -326,7 +361,8 @@ def _half(side: str, columns: list[str], pairs: list[tables.Pair], name: str) ->
             label = "-"
         else:
             cells = "".join(
-                f"<td{DIFFERING if i in differing else ''}>{escape(shorten(str(v), 200))}</td>"
+                f'<td data-col="{escape(columns[i]) if i < len(columns) else ""}"'
+                f"{DIFFERING if i in differing else ''}>{escape(shorten(str(v), 200))}</td>"
                 for i, v in enumerate(row)
             )
             label = f"{number}"
@@ -362,7 +398,30 @@ def _events(events: list[dict[str, Any]], not_kept: int = 0) -> str:
     return escape(shorten("\n".join(lines), 20 * LONG))
 
 
-def _scenario(record: ScenarioRecord) -> str:
+def failing_messages(record: ScenarioRecord) -> set[str]:
+    """The messages a failed check is about, as the sequence picture names them: ``D1:2`` from the first row
+    that differs (its dialog from the row or from the step, ``the log for dialog "D1"``), or the step's dialog."""
+    failure = record.failure or {}
+    step = re.search(r'dialog "([^"]+)"', str(failure.get("step", "")))
+    dialog = step.group(1) if step else None
+    table = failure.get("table")
+    if isinstance(table, dict) and isinstance(table.get("expected"), list):
+        columns = [str(c) for c in table.get("columns", [])]
+        got = [[str(v) for v in row] for row in table.get("got", [])]
+        expected = [[str(v) for v in row] for row in table["expected"]]
+        pair = next((p for p in tables.align(expected, got) if p.differs), None)
+        row = None if pair is None else pair.got if pair.got is not None else pair.want
+        if row is not None and "message_sequence_number" in columns:
+            found = dict(zip(columns, row, strict=False))
+            name = found.get("dialog", dialog)
+            if name and name != "NULL":
+                return {f"{name}:{found['message_sequence_number']}"}
+    return {dialog} if dialog and record.status == results.FAILED else set()
+
+
+def _scenario(record: ScenarioRecord, run: str = "") -> str:
+    # a later run's copy of a scenario gets labels of its own: landmarks of one page are told apart by them
+    title = record.name + (f" (run {run[1:-1]})" if run else "")
     steps = []
     for step in record.steps:
         steps.append(
@@ -386,15 +445,15 @@ def _scenario(record: ScenarioRecord) -> str:
             f"<p><b>{'Erred' if record.status == results.ERROR else 'Failed'} at:</b> "
             f"{escape(str(record.failure.get('step', '')))} (line {escape(str(record.failure.get('line', '')))})</p>"
             f'<pre class="cause" tabindex="0">{escape(shorten(message))}</pre>'
-            + (side_by_side(table, record.name) if isinstance(table, dict) else "")
+            + (side_by_side(table, title) if isinstance(table, dict) else "")
             + f"<p>Rerun: <code>{escape(record.rerun)}</code></p>"
         )
     drawing = timeline.svg(record.events) if _area(record) in ("activation", "periodic") else ""
-    picture = sequence.svg(record.events, anchor(record))
+    picture = sequence.svg(record.events, anchor(record, run), failing_messages(record))
     if picture:
         drawing += (
-            f'<div class="wide" tabindex="0" role="region" aria-label="where the messages of {escape(record.name)} '
-            f'went">{picture}</div>'
+            f'<div class="wide sequence-region" tabindex="0" role="region" '
+            f'aria-label="where the messages of {escape(title)} went">{picture}</div>'
         )
     log = (
         (
@@ -412,7 +471,7 @@ def _scenario(record: ScenarioRecord) -> str:
         f'<a href="#rule-{escape(t)}">@{escape(t)}</a>' if t in rules else f"@{escape(t)}" for t in record.tags
     )
     return (
-        f'<div class="scenario" id="{anchor(record)}" data-status="{escape(record.status)}" '
+        f'<div class="scenario" id="{anchor(record, run)}" data-status="{escape(record.status)}" '
         f'data-area="{escape(_area(record))}" data-rules="{escape(" ".join(record.rules))}">'
         f'<p>{_badge(record.status)} <b>{escape(record.name)}</b> <span class="tags">{tags}</span></p>'
         + (f'<p class="tags">{escape(record.status)}: {escape(record.reason)}</p>' if record.reason else "")
@@ -421,11 +480,13 @@ def _scenario(record: ScenarioRecord) -> str:
     )
 
 
-def _living_specification(records: list[ScenarioRecord]) -> str:
+def _living_specification(records: list[ScenarioRecord], later: list[tuple[str, list[ScenarioRecord]]]) -> str:
+    """Every scenario of the first run; of each later run (LATER: its label and records), those that did not
+    pass, which its failures link to."""
     features: dict[str, list[ScenarioRecord]] = {}
     for record in sorted(records, key=lambda rec: (rec.feature_path, rec.line)):
         features.setdefault(record.feature_path, []).append(record)
-    areas = sorted({_area(rec) for rec in records})
+    areas = sorted({_area(rec) for rec in records} | {_area(rec) for _, recs in later for rec in recs})
     filters = (
         '<div id="filters"><input type="search" id="search" placeholder="search the scenarios" aria-label="search">'
         ' <select id="area" aria-label="area"><option value="">every area</option>'
@@ -438,7 +499,82 @@ def _living_specification(records: list[ScenarioRecord]) -> str:
     for path, scenarios in features.items():
         body.append(f'<h3>{escape(scenarios[0].feature_name)} <span class="tags">{escape(path)}</span></h3>')
         body.extend(_scenario(s) for s in scenarios)
+    for index, (label, recs) in enumerate(later, start=1):
+        against = _against(recs)
+        if against:
+            body.append(f"<h3>What did not pass in {escape(shorten(label, 300))}</h3>")
+            body.extend(_scenario(s, run_key(index)) for s in against)
     return "".join(body)
+
+
+def _scenario_ids(runs: list[list[ScenarioRecord]]) -> list[ScenarioRecord]:
+    """One record per scenario id of any run (the first run's where several have it), in the features' order."""
+    found: dict[str, ScenarioRecord] = {}
+    for records in runs:
+        for record in records:
+            found.setdefault(record.id, record)
+    return sorted(found.values(), key=lambda rec: (rec.feature_path, rec.line, rec.id))
+
+
+def interop(runs: list[list[ScenarioRecord]], labels: list[str]) -> str:
+    """Per area, the scenarios every run passes (wpt.fyi's interop figure), then each run's passes."""
+    by_run = [{rec.id: rec.status for rec in records} for records in runs]
+    areas: dict[str, list[str]] = {}
+    for record in _scenario_ids(runs):
+        areas.setdefault(_area(record), []).append(record.id)
+
+    def figure(passed: int, total: int) -> str:
+        return f"{passed} of {total} ({100 * passed // total if total else 0}%)"
+
+    # areas across the top (few, short names), runs down the side (long names wrap): it fits a phone
+    every = "".join(
+        f"<td><b>{figure(sum(all(st.get(i) == results.PASSED for st in by_run) for i in ids), len(ids))}</b></td>"
+        for ids in areas.values()
+    )
+    rows = [f'<tr><th scope="row">every run</th>{every}</tr>']
+    for statuses, label in zip(by_run, labels, strict=True):
+        each = "".join(
+            f"<td>{figure(sum(statuses.get(i) == results.PASSED for i in ids), len(ids))}</td>"
+            for ids in areas.values()
+        )
+        rows.append(f'<tr><th scope="row">{matrix.label(shorten(label, 300))}</th>{each}</tr>')
+    heads = "".join(f'<th scope="col">{escape(area)}</th>' for area in areas)
+    return (
+        '<h2 id="interop">Interoperability</h2><p>Per area, the scenarios that pass in every run, then those '
+        "that pass in each (a scenario a run lacks, or that does not apply to it, is not a pass).</p>"
+        '<div class="wide" tabindex="0" role="region" aria-label="scenarios passed by area and run">'
+        f'<table class="matrix"><tr><th scope="col">run</th>{heads}</tr>'
+        f"{''.join(rows)}</table></div>"
+    )
+
+
+def scenario_matrix(runs: list[list[ScenarioRecord]], labels: list[str]) -> str:
+    """A scenario per row, a run per column, as wpt.fyi shows tests by browser; a cell links to the run's
+    scenario where the page shows it (every scenario of the first run, what did not pass of the others)."""
+    by_run = [{rec.id: rec for rec in records} for records in runs]
+    rows, area = [], None
+    for record in _scenario_ids(runs):
+        if _area(record) != area:
+            area = _area(record)
+            rows.append(f'<tr><th scope="colgroup" colspan="{len(runs) + 1}">{escape(area)}</th></tr>')
+        cells = []
+        for index, found in enumerate(by_run):
+            rec = found.get(record.id)
+            if rec is None:
+                cells.append('<td>-<span class="sr"> not in this run</span></td>')
+            elif index == 0 or rec.status in results.AGAINST:
+                cells.append(f'<td><a href="#{anchor(rec, run_key(index))}">{_badge(rec.status)}</a></td>')
+            else:
+                cells.append(f"<td>{_badge(rec.status)}</td>")
+        rows.append(
+            f'<tr class="scenario-row"><th scope="row">{escape(shorten(_short(record), 300))}</th>{"".join(cells)}</tr>'
+        )
+    heads = "".join(f'<th scope="col">{matrix.label(shorten(label, 300))}</th>' for label in labels)
+    return (
+        '<h2 id="scenario-matrix">Scenarios by run</h2>'
+        '<div class="wide" tabindex="0" role="region" aria-label="scenarios by run">'
+        f'<table class="matrix"><tr><th scope="col">scenario</th>{heads}</tr>{"".join(rows)}</table></div>'
+    )
 
 
 def render(
@@ -450,17 +586,25 @@ def render(
     body = ["<h1>sbtck conformance report</h1>"]
     labels = run_labels([run for run, _ in runs])
     body.extend(banner(run, records, label) for (run, records), label in zip(runs, labels, strict=True))
-    body.append(failures(first_records))
+    several = len(runs) > 1
+    body.append(failures([records for _, records in runs], labels))
     if baseline is not None:
         body.append(changes(base.compare(baseline[1], first_records), first_records, baseline[0]))
-    body.append(rule_grid(first_records))
+    if several:
+        body.append(interop([records for _, records in runs], labels))
+    body.extend(
+        rule_grid(records, label if several else None, index)
+        for index, ((_, records), label) in enumerate(zip(runs, labels, strict=True))
+    )
     body.extend(_summary(run, label) for (run, _), label in zip(runs, labels, strict=True))
-    if len(runs) > 1:
+    if several:
         body.append(matrix.table(runs))
+        body.append(scenario_matrix([records for _, records in runs], labels))
     if work is not None:
         body.append(workload.section(work))
     body.append(_rule_table(first_records))
-    body.append(_living_specification(first_records))
+    later = [(label, records) for (_, records), label in zip(runs[1:], labels[1:], strict=True)]
+    body.append(_living_specification(first_records, later))
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'

@@ -265,3 +265,44 @@ def test_a_failing_view_check_is_a_table_and_the_terminal_says_the_kits_words_fi
     assert cause in run.output
     for frame in ("fixturefunc", "def log_shows", "def task_count", "_pytest/fixtures.py", "Use -v"):
         assert frame not in run.output, frame
+
+
+def _named(status: str, number: int, area: str = "activation") -> results.ScenarioRecord:
+    record = _record(status)
+    record.id = f"features/{area}/0{number}_x.feature::[{number}] s{number}"
+    record.feature_path = f"features/{area}/0{number}_x.feature"
+    record.name = f"[{number}] s{number}"
+    return record
+
+
+def test_a_report_of_three_runs_has_a_scenario_matrix_labelled_glances_and_each_runs_failures(tmp_path: Path) -> None:
+    """As wpt.fyi shows browsers: a scenario per row, a run per column, an interop figure per area (the
+    scenarios every run passes); each run's glance and failures under its label."""
+    runs = {
+        "alpha": [_named("passed", 1), _named("passed", 2), _named("passed", 3, "routing")],
+        "beta": [_named("failed", 1), _named("passed", 2), _named("passed", 3, "routing")],
+        "gamma": [_named("passed", 1), _named("error", 2), _named("passed", 3, "routing")],
+    }
+    paths = []
+    for name, records in runs.items():
+        paths.append(tmp_path / f"{name}.json")
+        results.write(paths[-1], {"implementation": {"name": name, "version": "1"}}, records)
+    page = html.build(paths, tmp_path / "index.html").read_text()
+    for label in ("alpha 1", "beta 1", "gamma 1"):
+        assert f"Rules at a glance: {label}</h" in page
+    failures = page[page.index('id="failures"') : page.index('id="glance')]
+    assert "beta 1" in failures and "gamma 1" in failures and "[1] s1" in failures and "[2] s2" in failures
+    assert failures.index("beta 1") < failures.index("[1] s1") < failures.index("gamma 1") < failures.index("[2] s2")
+    grid = page[page.index('id="scenario-matrix"') :]
+    grid = grid[: grid.index("</table>")]
+    assert grid.count('<tr class="scenario-row"') == 3
+    row = grid[grid.index("[1] s1") :]
+    row = row[: row.index("</tr>")]
+    assert [m for m in re.findall(r'class="s (\w[\w-]*)"', row)] == ["passed", "failed", "passed"]
+    interop = page[page.index('id="interop"') :]
+    interop = interop[: interop.index("</table>")]
+    every = interop[interop.index("every run</th>") :]
+    assert re.match(r"every run</th><td><b>0 of 2 \(0%\)</b></td><td><b>1 of 1 \(100%\)</b></td></tr>", every)
+    # a failure of a later run links to that run's scenario, which the page holds
+    target = re.search(r'href="#(r2-sc-[^"]+)"', failures)
+    assert target and f'id="{target.group(1)}"' in page
