@@ -2,7 +2,9 @@
 
 Everything an implementation said (names, messages, event fields) goes
 through ``escape``: a report must not run what an implementation wrote.
-The page loads nothing from anywhere: styles and script are inline.
+The page loads nothing from anywhere: styles and script are inline. Its frame
+and the sections of several runs are jinja2 templates with autoescape; the
+other sections are still written here, each value through ``escape``.
 
 The first screen answers the first question: a verdict banner (words, icon
 and colour), then what changed against a baseline, then every rule at a
@@ -16,8 +18,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
+from functools import cache
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 
 from sbtck import catalogue, tables
 from sbtck.errors import LOG_FOLLOWS
@@ -25,70 +33,25 @@ from sbtck.reports import baseline as base
 from sbtck.reports import matrix, results, sequence, timeline, workload
 from sbtck.reports.results import STATUSES, ScenarioRecord, read
 from sbtck.reports.text import LONG, escape, run_labels, shorten
+from sbtck.visible import visible
 
-CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:1em;color:#222}
-h1{font-size:1.5em}h2{margin-top:2em;border-bottom:1px solid #ccc}
-table{border-collapse:collapse;width:100%}
-td,th{border:1px solid #ddd;padding:3px 6px;vertical-align:top;text-align:left}
-.s{display:inline-block;padding:0 6px;border-radius:3px;font-size:.85em;white-space:nowrap}
-.passed{background:#d4f4d4}.failed{background:#f8c8c8}.error{background:#ead4f7}.not-applicable{background:#e4e4e4}
-.expected-failure{background:#fde9c4}.unexpected-pass{background:#cfe0ff}.differs{background:#e2ecd2}.uncovered{background:#fff3b0}
-.not-run,.skipped,.left-out{background:#f2f2f2}
-.sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
-.verdict{border:2px solid;border-radius:6px;padding:.6em 1em;margin:.8em 0}
-.verdict .big{font-size:1.6em;font-weight:bold;margin:.1em 0}
-.v-conforms{background:#e3f6e3;border-color:#2b7a2b}.v-does-not-conform{background:#fbe1e1;border-color:#b02020}
-.v-nothing-ran{background:#eee;border-color:#666}.v-interrupted{background:#fff0cc;border-color:#a06800}
-.grid{display:flex;flex-wrap:wrap;gap:4px;list-style:none;padding:0;margin:.3em 0}
-.grid a{display:inline-block;padding:2px 6px;border-radius:3px;color:#222;text-decoration:none;
-white-space:nowrap;border:1px solid #bbb}.rid{white-space:nowrap}
-.changes td:first-child{width:60%}
-.scenario{border:1px solid #ddd;border-radius:4px;margin:.6em 0;padding:.4em .8em}
-.scenario:target{outline:3px solid #36c}.scenario{scroll-margin-top:1em}
-.wide{overflow-x:auto;max-width:100%}.cause{white-space:pre-wrap;overflow-wrap:anywhere}
-.failures li{margin:.3em 0}.failures .why{display:block;color:#444;overflow-wrap:anywhere}
-.pair{display:flex;flex-wrap:wrap;gap:.6em 1.2em;margin:.4em 0}.half{flex:0 1 auto;max-width:100%;overflow-x:auto}
-.vs{width:auto}.vs caption{text-align:left;font-weight:bold}.vs td,.vs th{white-space:nowrap}
-.vs td.d{background:#fbe1e1;font-weight:bold}.vs tr.changed th,.vs tr.missing,.vs tr.inserted{background:#fbe1e1}
-.vs td.none{color:#666;text-align:center}.sequence{max-width:none}
-.step{margin-left:1em;font-family:ui-monospace,monospace;white-space:pre-wrap;overflow-wrap:anywhere}
-pre{background:#f6f6f6;padding:.5em;overflow-x:auto;white-space:pre}
-.tags{color:#666;font-size:.85em;overflow-wrap:anywhere}
-td .s{white-space:normal}#filters{background:#f7f7f7;padding:.5em;border-radius:4px}
-#filters label{margin-right:.8em;white-space:nowrap}#filters input[type=search]{width:16em}
-.timeline{max-width:100%;border:1px solid #eee;margin:.4em 0}
-.counts{display:flex;flex-wrap:wrap;gap:.3em 1.2em;margin:.5em 0}code{overflow-wrap:anywhere}
-@media (max-width:600px){td,th{padding:2px 3px}.step{margin-left:.2em}#filters input[type=search]{width:100%}
-.s{white-space:normal;overflow-wrap:anywhere}td:nth-child(2){font-size:.9em}td,th{overflow-wrap:anywhere}
-.scenario{padding:.3em .4em}.half{flex-basis:100%}
-.matrix td,.matrix th,.matrix .s{overflow-wrap:normal}.matrix th{overflow-wrap:break-word}
-.vs,.vs tbody,.vs tr,.vs td,.vs th{display:block;white-space:normal}.vs thead{display:none}
-.vs tr{border:1px solid #ddd;margin:.3em 0}.vs td,.vs th{border:0}
-.vs td[data-col]::before{content:attr(data-col) ": ";color:#555}}
-"""
 
-SCRIPT = """
-function applyFilter(){
-  const on=new Set([...document.querySelectorAll('#filters input[type=checkbox]:checked')].map(i=>i.value));
-  const area=document.getElementById('area').value;
-  const rule=document.getElementById('rule').value.trim().toUpperCase();
-  const words=document.getElementById('search').value.trim().toLowerCase();
-  let shown=0;
-  document.querySelectorAll('.scenario').forEach(s=>{
-    const ok=on.has(s.dataset.status)&&(!area||s.dataset.area===area)
-      &&(!rule||(' '+s.dataset.rules+' ').includes(' '+rule+' '))
-      &&(!words||s.textContent.toLowerCase().includes(words));
-    s.hidden=!ok; if(ok) shown++;
-  });
-  document.getElementById('shown').textContent=shown;
-}
-document.querySelectorAll('#filters input,#filters select').forEach(i=>{
-  i.addEventListener('input',applyFilter); i.addEventListener('change',applyFilter);});
-window.addEventListener('hashchange',()=>{const t=document.getElementById(location.hash.slice(1));
-  if(t&&t.hidden){t.hidden=false;} if(t) t.scrollIntoView();});
-applyFilter();
-"""
+def _shown(value: Any) -> Any:
+    """Every value a template prints, before autoescape: an implementation's hidden characters as [U+202E]."""
+    return visible(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+
+
+# The page's frame and the sections of several runs are templates (sbtck/reports/templates/), its style and
+# script package files (sbtck/reports/static/) inlined whole: the page loads nothing from anywhere.
+PAGES = Environment(
+    loader=PackageLoader("sbtck.reports", "templates"), autoescape=True, finalize=_shown, undefined=StrictUndefined
+)
+
+
+@cache
+def _static(name: str) -> Markup:
+    """A style or script file of the kit, trusted as it is: it is the kit's own, never an implementation's."""
+    return Markup(files("sbtck.reports").joinpath("static", name).read_text(encoding="utf-8"))
 
 
 def _cls(status: str) -> str:
@@ -112,6 +75,18 @@ def _badge(status: str, text: str | None = None) -> str:
     """A status in colour, icon and words: the words are visible, or read out when ``text`` says something else."""
     words = escape(status) if text is None else f'<span class="sr">{escape(status)}: </span>{escape(text)}'
     return f'<span class="s {_cls(status)}" title="{escape(status)}">{_icon(status)} {words}</span>'
+
+
+PAGES.filters["cls"] = _cls
+PAGES.filters["icon"] = lambda status: results.ICONS.get(status, "•")
+PAGES.filters["wrap"] = lambda text: Markup(matrix.label(shorten(str(text), 300)))
+RUNS = PAGES.get_template("runs.html.j2").module
+
+
+def _section(macro: str, *args: Any) -> str:
+    """A section of several runs, drawn by the macro of templates/runs.html.j2 so named."""
+    drawn: Callable[..., str] = getattr(RUNS, macro)
+    return str(drawn(*args))
 
 
 def anchor(record: ScenarioRecord, run: str = "") -> str:
@@ -527,54 +502,33 @@ def interop(runs: list[list[ScenarioRecord]], labels: list[str]) -> str:
         return f"{passed} of {total} ({100 * passed // total if total else 0}%)"
 
     # areas across the top (few, short names), runs down the side (long names wrap): it fits a phone
-    every = "".join(
-        f"<td><b>{figure(sum(all(st.get(i) == results.PASSED for st in by_run) for i in ids), len(ids))}</b></td>"
-        for ids in areas.values()
-    )
-    rows = [f'<tr><th scope="row">every run</th>{every}</tr>']
-    for statuses, label in zip(by_run, labels, strict=True):
-        each = "".join(
-            f"<td>{figure(sum(statuses.get(i) == results.PASSED for i in ids), len(ids))}</td>"
-            for ids in areas.values()
-        )
-        rows.append(f'<tr><th scope="row">{matrix.label(shorten(label, 300))}</th>{each}</tr>')
-    heads = "".join(f'<th scope="col">{escape(area)}</th>' for area in areas)
-    return (
-        '<h2 id="interop">Interoperability</h2><p>Per area, the scenarios that pass in every run, then those '
-        "that pass in each (a scenario a run lacks, or that does not apply to it, is not a pass).</p>"
-        '<div class="wide" tabindex="0" role="region" aria-label="scenarios passed by area and run">'
-        f'<table class="matrix"><tr><th scope="col">run</th>{heads}</tr>'
-        f"{''.join(rows)}</table></div>"
-    )
+    every = [
+        figure(sum(all(st.get(i) == results.PASSED for st in by_run) for i in ids), len(ids)) for ids in areas.values()
+    ]
+    each = [
+        (label, [figure(sum(statuses.get(i) == results.PASSED for i in ids), len(ids)) for ids in areas.values()])
+        for statuses, label in zip(by_run, labels, strict=True)
+    ]
+    return _section("interop", list(areas), every, each)
 
 
 def scenario_matrix(runs: list[list[ScenarioRecord]], labels: list[str]) -> str:
     """A scenario per row, a run per column, as wpt.fyi shows tests by browser; a cell links to the run's
     scenario where the page shows it (every scenario of the first run, what did not pass of the others)."""
     by_run = [{rec.id: rec for rec in records} for records in runs]
-    rows, area = [], None
+    rows: list[dict[str, Any]] = []
+    area = None
     for record in _scenario_ids(runs):
-        if _area(record) != area:
-            area = _area(record)
-            rows.append(f'<tr><th scope="colgroup" colspan="{len(runs) + 1}">{escape(area)}</th></tr>')
-        cells = []
+        cells: list[dict[str, str] | None] = []
         for index, found in enumerate(by_run):
             rec = found.get(record.id)
-            if rec is None:
-                cells.append('<td>-<span class="sr"> not in this run</span></td>')
-            elif index == 0 or rec.status in results.AGAINST:
-                cells.append(f'<td><a href="#{anchor(rec, run_key(index))}">{_badge(rec.status)}</a></td>')
-            else:
-                cells.append(f"<td>{_badge(rec.status)}</td>")
-        rows.append(
-            f'<tr class="scenario-row"><th scope="row">{escape(shorten(_short(record), 300))}</th>{"".join(cells)}</tr>'
-        )
-    heads = "".join(f'<th scope="col">{matrix.label(shorten(label, 300))}</th>' for label in labels)
-    return (
-        '<h2 id="scenario-matrix">Scenarios by run</h2>'
-        '<div class="wide" tabindex="0" role="region" aria-label="scenarios by run">'
-        f'<table class="matrix"><tr><th scope="col">scenario</th>{heads}</tr>{"".join(rows)}</table></div>'
-    )
+            linked = rec is not None and (index == 0 or rec.status in results.AGAINST)
+            cells.append(
+                None if rec is None else {"status": rec.status, "link": anchor(rec, run_key(index)) if linked else ""}
+            )
+        rows.append({"area": _area(record) if _area(record) != area else "", "name": _short(record), "cells": cells})
+        area = _area(record)
+    return _section("scenario_matrix", labels, rows, len(runs) + 1)
 
 
 def render(
@@ -605,13 +559,8 @@ def render(
     body.append(_rule_table(first_records))
     later = [(label, records) for (_, records), label in zip(runs[1:], labels[1:], strict=True)]
     body.append(_living_specification(first_records, later))
-    return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>sbtck report</title><style>{CSS}</style></head><body><main>"
-        + "".join(body)
-        + f"</main><script>{SCRIPT}</script></body></html>"
-    )
+    page = PAGES.get_template("page.html.j2")
+    return page.render(css=_static("report.css"), script=_static("report.js"), body=Markup("".join(body)))
 
 
 def build(

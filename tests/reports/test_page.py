@@ -306,3 +306,25 @@ def test_a_report_of_three_runs_has_a_scenario_matrix_labelled_glances_and_each_
     # a failure of a later run links to that run's scenario, which the page holds
     target = re.search(r'href="#(r2-sc-[^"]+)"', failures)
     assert target and f'id="{target.group(1)}"' in page
+
+
+def test_the_page_comes_from_package_templates_escaped_and_with_hidden_characters_shown(tmp_path: Path) -> None:
+    """The page's frame is a jinja2 template with autoescape, its CSS and script package files inlined whole; an
+    implementation's name in it is escaped and its bidi and control characters show as [U+202E]."""
+    from importlib.resources import files
+
+    kit_files = files("sbtck.reports")
+    css = (kit_files / "static" / "report.css").read_text()
+    script = (kit_files / "static" / "report.js").read_text()
+    assert (kit_files / "templates" / "page.html.j2").is_file()
+    name = "<b>evil</b>\u202egnp.exe\x07"
+    runs = []
+    for n in range(2):
+        path = tmp_path / f"r{n}.json"
+        results.write(path, {"implementation": {"name": f"{name}{n}", "version": "1"}}, [_record("failed")])
+        runs.append(path)
+    page = html.build(runs, tmp_path / "index.html").read_text()
+    assert f"<style>{css}</style>" in page and f"<script>{script}</script>" in page
+    assert "\u202e" not in page and "\x07" not in page and "<b>evil" not in page
+    assert "&lt;b&gt;evil&lt;/b&gt;[U+202E]gnp.exe[U+0007]0" in page
+    assert page.count("<script>") == 1
