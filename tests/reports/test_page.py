@@ -328,3 +328,52 @@ def test_the_page_comes_from_package_templates_escaped_and_with_hidden_character
     assert "\u202e" not in page and "\x07" not in page and "<b>evil" not in page
     assert "&lt;b&gt;evil&lt;/b&gt;[U+202E]gnp.exe[U+0007]0" in page
     assert page.count("<script>") == 1
+
+
+def test_the_sequence_picture_marks_the_failing_message_and_keeps_labels_off_its_arrows(tmp_path: Path) -> None:
+    def event(kind: str, instance: str, number: int, second: float = 0) -> dict[str, object]:
+        return {
+            "at_ms": 0,
+            "second": second,
+            "kind": kind,
+            "instance": instance,
+            "dialog": "D1",
+            "message_sequence_number": number,
+            "from_target": False,
+        }
+
+    events = [
+        event("message_sent", "sql1", 0),
+        event("message_transmitted", "sql1", 0),
+        event("message_arrived", "sql2", 0),
+        event("message_sent", "sql1", 1, 10),
+        event("message_arrived", "sql1", 1, 10),
+    ]
+    columns = ["event", "instance", "message_sequence_number"]
+    table = {
+        "columns": columns,
+        "expected": [["message arrived", "sql2", "0"], ["message arrived", "sql2", "1"]],
+        "got": [["message arrived", "sql2", "0"], ["message arrived", "sql1", "1"]],
+    }
+    failure = {
+        "step": 'Then the log for dialog "D1" shows exactly:',
+        "line": 4,
+        "kind": "failed",
+        "message": "m",
+        "table": table,
+    }
+    record = _record("failed", failure=failure, events=events)
+    record.feature_path, record.id = "features/routing/01_x.feature", "features/routing/01_x.feature::[1] a"
+    path = tmp_path / "results.json"
+    results.write(path, {"implementation": {"name": "x"}}, [record])
+    page = html.build([path], tmp_path / "index.html").read_text()
+    picture = page[page.index('<svg class="sequence"') :]
+    picture = picture[: picture.index("</svg>")]
+    assert picture.count('class="failing"') == 2  # D1:1 sent and arrived, not D1:0
+    assert "✘ D1:1 arrived" in picture and "✘ D1:0" not in picture
+    arrows = re.findall(r'<line x1="[\d.]+" y1="([\d.]+)" x2="[\d.]+" y2="([\d.]+)"[^>]*marker-end', picture)
+    labels = [
+        float(y) for y in re.findall(r'<text x="[\d.]+" y="([\d.]+)" font-size="10" text-anchor="middle"', picture)
+    ]
+    assert arrows and all(a == b for a, b in arrows)  # level
+    assert all(label < float(y) - 3 for (y, _), label in zip(arrows, labels, strict=True))  # above, not on it
