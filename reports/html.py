@@ -350,16 +350,24 @@ def _half(side: str, columns: list[str], pairs: list[tables.Pair], name: str) ->
     )
 
 
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _rows(value: Any) -> list[list[str]]:
+    """A table's rows as a results file holds them, as text; anything not a list of lists reads as no row."""
+    return [[str(v) for v in row] for row in _listed(value) if isinstance(row, list)]
+
+
 def side_by_side(table: dict[str, Any], name: str) -> str:
     """The expected rows and the reported ones, aligned by a diff: a changed row and its differing cells, a
     missing and a not expected row are marked. The two halves sit side by side where they fit, one above the
     other where they do not."""
-    columns = [str(c) for c in table.get("columns", [])]
-    got = [[str(v) for v in row] for row in table.get("got", [])]
+    columns = [str(c) for c in _listed(table.get("columns"))]
+    got = _rows(table.get("got"))
     if table.get("expected") is None:  # a check of how many rows: the rows there are, as a table
         return _half("reported", columns, tables.align(got, got), name)
-    expected = [[str(v) for v in row] for row in table["expected"]]
-    pairs = tables.align(expected, got)
+    pairs = tables.align(_rows(table["expected"]), got)
     return f'<div class="pair">{_half("expected", columns, pairs, name)}{_half("reported", columns, pairs, name)}</div>'
 
 
@@ -381,10 +389,8 @@ def failing_messages(record: ScenarioRecord) -> set[str]:
     dialog = step.group(1) if step else None
     table = failure.get("table")
     if isinstance(table, dict) and isinstance(table.get("expected"), list):
-        columns = [str(c) for c in table.get("columns", [])]
-        got = [[str(v) for v in row] for row in table.get("got", [])]
-        expected = [[str(v) for v in row] for row in table["expected"]]
-        pair = next((p for p in tables.align(expected, got) if p.differs), None)
+        columns = [str(c) for c in _listed(table.get("columns"))]
+        pair = next((p for p in tables.align(_rows(table["expected"]), _rows(table.get("got"))) if p.differs), None)
         row = None if pair is None else pair.got if pair.got is not None else pair.want
         if row is not None and "message_sequence_number" in columns:
             found = dict(zip(columns, row, strict=False))

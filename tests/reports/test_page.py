@@ -377,3 +377,12 @@ def test_the_sequence_picture_marks_the_failing_message_and_keeps_labels_off_its
     ]
     assert arrows and all(a == b for a, b in arrows)  # level
     assert all(label < float(y) - 3 for (y, _), label in zip(arrows, labels, strict=True))  # above, not on it
+
+
+@pytest.mark.parametrize("wrong", [7, "ab", [7, "x"], None, {"a": 1}])
+def test_a_hand_edited_failure_table_of_any_shape_still_makes_a_page(tmp_path: Path, wrong: object) -> None:
+    table = {"columns": wrong, "expected": wrong, "got": wrong}
+    record = _record("failed", failure={"step": "Then x", "line": 4, "kind": "failed", "message": "m", "table": table})
+    path = tmp_path / "results.json"
+    results.write(path, {"implementation": {"name": "x"}}, [record])
+    assert "Then x" in html.build([path], tmp_path / "index.html").read_text()
