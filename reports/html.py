@@ -2,7 +2,9 @@
 
 Everything an implementation said (names, messages, event fields) goes
 through ``escape``: a report must not run what an implementation wrote.
-The page loads nothing from anywhere: styles and script are inline.
+The page loads nothing from anywhere: styles and script are inline. Its frame
+and the sections of several runs are jinja2 templates with autoescape; the
+other sections are still written here, each value through ``escape``.
 
 The first screen answers the first question: a verdict banner (words, icon
 and colour), then what changed against a baseline, then every rule at a
@@ -14,74 +16,42 @@ scrolling block takes the keyboard's focus, and all of it is in ``<main>``
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from collections.abc import Callable
+from functools import cache
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from sbtck import catalogue
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+
+from sbtck import catalogue, tables
 from sbtck.errors import LOG_FOLLOWS
 from sbtck.reports import baseline as base
 from sbtck.reports import matrix, results, sequence, timeline, workload
 from sbtck.reports.results import STATUSES, ScenarioRecord, read
 from sbtck.reports.text import LONG, escape, run_labels, shorten
+from sbtck.visible import visible
 
-CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:1em;color:#222}
-h1{font-size:1.5em}h2{margin-top:2em;border-bottom:1px solid #ccc}
-table{border-collapse:collapse;width:100%}
-td,th{border:1px solid #ddd;padding:3px 6px;vertical-align:top;text-align:left}
-.s{display:inline-block;padding:0 6px;border-radius:3px;font-size:.85em;white-space:nowrap}
-.passed{background:#d4f4d4}.failed{background:#f8c8c8}.error{background:#ead4f7}.not-applicable{background:#e4e4e4}
-.expected-failure{background:#fde9c4}.unexpected-pass{background:#cfe0ff}.differs{background:#e2ecd2}.uncovered{background:#fff3b0}
-.not-run,.skipped,.left-out{background:#f2f2f2}
-.sr{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
-.verdict{border:2px solid;border-radius:6px;padding:.6em 1em;margin:.8em 0}
-.verdict .big{font-size:1.6em;font-weight:bold;margin:.1em 0}
-.v-conforms{background:#e3f6e3;border-color:#2b7a2b}.v-does-not-conform{background:#fbe1e1;border-color:#b02020}
-.v-nothing-ran{background:#eee;border-color:#666}.v-interrupted{background:#fff0cc;border-color:#a06800}
-.grid{display:flex;flex-wrap:wrap;gap:4px;list-style:none;padding:0;margin:.3em 0}
-.grid a{display:inline-block;padding:2px 6px;border-radius:3px;color:#222;text-decoration:none;
-white-space:nowrap;border:1px solid #bbb}.rid{white-space:nowrap}
-.changes td:first-child{width:60%}
-.scenario{border:1px solid #ddd;border-radius:4px;margin:.6em 0;padding:.4em .8em}
-.scenario:target{outline:3px solid #36c}.scenario{scroll-margin-top:1em}
-.wide{overflow-x:auto;max-width:100%}.cause{white-space:pre-wrap;overflow-wrap:anywhere}
-.failures li{margin:.3em 0}.failures .why{display:block;color:#444;overflow-wrap:anywhere}
-.vs td.d{background:#fbe1e1;font-weight:bold}.vs th.gap,.vs td.gap{border:0;width:1em}
-.vs tr.d th{background:#fbe1e1}.sequence{max-width:none}
-.step{margin-left:1em;font-family:ui-monospace,monospace;white-space:pre-wrap;overflow-wrap:anywhere}
-pre{background:#f6f6f6;padding:.5em;overflow-x:auto;white-space:pre}
-.tags{color:#666;font-size:.85em;overflow-wrap:anywhere}
-td .s{white-space:normal}#filters{background:#f7f7f7;padding:.5em;border-radius:4px}
-#filters label{margin-right:.8em;white-space:nowrap}#filters input[type=search]{width:16em}
-.timeline{max-width:100%;border:1px solid #eee;margin:.4em 0}
-.counts{display:flex;flex-wrap:wrap;gap:.3em 1.2em;margin:.5em 0}code{overflow-wrap:anywhere}
-@media (max-width:600px){td,th{padding:2px 3px}.step{margin-left:.2em}#filters input[type=search]{width:100%}
-.s{white-space:normal;overflow-wrap:anywhere}td:nth-child(2){font-size:.9em}td,th{overflow-wrap:anywhere}
-.rid{white-space:normal}.scenario{padding:.3em .4em}}
-"""
 
-SCRIPT = """
-function applyFilter(){
-  const on=new Set([...document.querySelectorAll('#filters input[type=checkbox]:checked')].map(i=>i.value));
-  const area=document.getElementById('area').value;
-  const rule=document.getElementById('rule').value.trim().toUpperCase();
-  const words=document.getElementById('search').value.trim().toLowerCase();
-  let shown=0;
-  document.querySelectorAll('.scenario').forEach(s=>{
-    const ok=on.has(s.dataset.status)&&(!area||s.dataset.area===area)
-      &&(!rule||(' '+s.dataset.rules+' ').includes(' '+rule+' '))
-      &&(!words||s.textContent.toLowerCase().includes(words));
-    s.hidden=!ok; if(ok) shown++;
-  });
-  document.getElementById('shown').textContent=shown;
-}
-document.querySelectorAll('#filters input,#filters select').forEach(i=>{
-  i.addEventListener('input',applyFilter); i.addEventListener('change',applyFilter);});
-window.addEventListener('hashchange',()=>{const t=document.getElementById(location.hash.slice(1));
-  if(t&&t.hidden){t.hidden=false;} if(t) t.scrollIntoView();});
-applyFilter();
-"""
+def _shown(value: Any) -> Any:
+    """Every value a template prints, before autoescape: an implementation's hidden characters as [U+202E]."""
+    return visible(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+
+
+# The page's frame and the sections of several runs are templates (sbtck/reports/templates/), its style and
+# script package files (sbtck/reports/static/) inlined whole: the page loads nothing from anywhere.
+PAGES = Environment(
+    loader=PackageLoader("sbtck.reports", "templates"), autoescape=True, finalize=_shown, undefined=StrictUndefined
+)
+
+
+@cache
+def _static(name: str) -> Markup:
+    """A style or script file of the kit, trusted as it is: it is the kit's own, never an implementation's."""
+    return Markup(files("sbtck.reports").joinpath("static", name).read_text(encoding="utf-8"))
 
 
 def _cls(status: str) -> str:
@@ -107,8 +77,26 @@ def _badge(status: str, text: str | None = None) -> str:
     return f'<span class="s {_cls(status)}" title="{escape(status)}">{_icon(status)} {words}</span>'
 
 
-def anchor(record: ScenarioRecord) -> str:
-    return "sc-" + "".join(ch if ch.isalnum() else "-" for ch in record.id)
+PAGES.filters["cls"] = _cls
+PAGES.filters["icon"] = lambda status: results.ICONS.get(status, "•")
+PAGES.filters["wrap"] = lambda text: Markup(matrix.label(shorten(str(text), 300)))
+RUNS = PAGES.get_template("runs.html.j2").module
+
+
+def _section(macro: str, *args: Any) -> str:
+    """A section of several runs, drawn by the macro of templates/runs.html.j2 so named."""
+    drawn: Callable[..., str] = getattr(RUNS, macro)
+    return str(drawn(*args))
+
+
+def anchor(record: ScenarioRecord, run: str = "") -> str:
+    """A scenario's id in the page; RUN (``r2-``) tells apart the same scenario of a later run."""
+    return run + "sc-" + "".join(ch if ch.isalnum() else "-" for ch in record.id)
+
+
+def run_key(index: int) -> str:
+    """The prefix of a run's anchors: none for the first run, so that its links read as a single run's do."""
+    return f"r{index + 1}-" if index else ""
 
 
 def _area(record: ScenarioRecord) -> str:
@@ -156,7 +144,7 @@ def banner(run: dict[str, Any], records: list[ScenarioRecord], label: str | None
         else ""
     )
     return (
-        f'<section class="verdict v-{_cls(said)}" aria-label="verdict" data-verdict="{escape(said)}">'
+        f'<section class="verdict v-{_cls(said)}" aria-label="verdict of {escape(name)}" data-verdict="{escape(said)}">'
         f'<p class="big"><span aria-hidden="true">{VERDICT_ICONS[said]}</span> {escape(name)}: '
         f"{escape(said)}{' on a selection' if run.get('selection') else ''}</p><p>{escape(detail)}</p>{checks}"
         f'<div class="counts">{_counts(records)}</div></section>'
@@ -169,24 +157,46 @@ def first_line(record: ScenarioRecord) -> str:
     return (message.strip().splitlines() or [""])[0]
 
 
-def failures(records: list[ScenarioRecord]) -> str:
-    """Right under the verdict: every scenario against the implementation, each with its rules, one line of cause
-    and a link to it."""
-    against = [
+def _against(records: list[ScenarioRecord]) -> list[ScenarioRecord]:
+    return [
         rec for rec in sorted(records, key=lambda rec: (rec.feature_path, rec.line)) if rec.status in results.AGAINST
     ]
-    if not against:
-        return ""
+
+
+def _rule_ids(rules: list[str]) -> str:
+    """Rule ids that wrap between ids, never inside one (``ACT-`` / ``07`` at 390 px)."""
+    return "".join(f'<span class="rid">{escape(rule)}</span> ' for rule in rules)
+
+
+def _failure_list(against: list[ScenarioRecord], run: str) -> str:
     items = "".join(
-        f'<li>{_badge(rec.status)} <a href="#{anchor(rec)}">{escape(shorten(_short(rec), 300))}</a> '
-        f'<span class="rid">{escape(" ".join(rec.rules))}</span>'
+        f'<li>{_badge(rec.status)} <a href="#{anchor(rec, run)}">{escape(shorten(_short(rec), 300))}</a> '
+        f'<span class="rules">{_rule_ids(rec.rules)}</span>'
         f'<span class="why">{escape(shorten(first_line(rec), 300))}</span></li>'
         for rec in against
     )
-    return (
-        f'<section aria-labelledby="failures"><h2 id="failures">What did not pass ({len(against)})</h2>'
-        f'<ol class="failures">{items}</ol></section>'
-    )
+    return f'<ol class="failures">{items}</ol>'
+
+
+def failures(runs: list[list[ScenarioRecord]], labels: list[str] | None = None) -> str:
+    """Right under the verdict: every scenario against the implementation, each with its rules, one line of cause
+    and a link to it; of several runs, run by run under each run's label."""
+    against = [_against(records) for records in runs]
+    total = sum(len(found) for found in against)
+    if not total:
+        return ""
+    if len(runs) == 1 or labels is None:
+        return (
+            f'<section aria-labelledby="failures"><h2 id="failures">What did not pass ({total})</h2>'
+            f"{_failure_list(against[0], '')}</section>"
+        )
+    parts = [f'<section aria-labelledby="failures"><h2 id="failures">What did not pass ({total}, by run)</h2>']
+    for index, (found, label) in enumerate(zip(against, labels, strict=True)):
+        parts.append(f"<h3>{escape(shorten(label, 300))} ({len(found)})</h3>")
+        parts.append(
+            _failure_list(found, run_key(index)) if found else "<p>Every scenario passed or did not apply.</p>"
+        )
+    return "".join(parts) + "</section>"
 
 
 def _summary(run: dict[str, Any], label: str) -> str:
@@ -224,8 +234,9 @@ def _by_rule(records: list[ScenarioRecord]) -> dict[str, list[ScenarioRecord]]:
     return found
 
 
-def rule_grid(records: list[ScenarioRecord]) -> str:
-    """Every rule of the catalogue by area, each with the worst status of its scenarios."""
+def rule_grid(records: list[ScenarioRecord], label: str | None = None, index: int = 0) -> str:
+    """Every rule of the catalogue by area, each with the worst status of its scenarios; LABEL names the run
+    when the page has several."""
     by_rule = _by_rule(records)
     areas: dict[str, list[str]] = {}
     for rule in catalogue.load().rules.values():
@@ -234,7 +245,8 @@ def rule_grid(records: list[ScenarioRecord]) -> str:
             f'<li><a href="#rule-{escape(rule.id)}" class="{_cls(status)}" title="{escape(rule.id)}: '
             f'{escape(status)}">{_icon(status)} {escape(rule.id)}<span class="sr"> {escape(status)}</span></a></li>'
         )
-    return '<h2 id="glance">Rules at a glance</h2>' + "".join(
+    title = "Rules at a glance" + (f": {escape(shorten(label, 300))}" if label else "")
+    return f'<h2 id="glance{f"-{index + 1}" if index else ""}">{title}</h2>' + "".join(
         f'<h3>{escape(area)}</h3><ul class="grid">{"".join(cells)}</ul>' for area, cells in areas.items()
     )
 
@@ -295,37 +307,69 @@ def _table(rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def side_by_side(table: dict[str, Any], name: str) -> str:
-    """A log table as expected and as reported, row by row; a row that differs is marked, and so are its cells."""
-    columns = [str(c) for c in table.get("columns", [])]
-    expected, got = list(table.get("expected", [])), list(table.get("got", []))
+DIFFERING = ' class="d"'
+MARKS = {
+    "same": "",
+    "changed": '<span class="sr"> differs</span> <span aria-hidden="true">✘</span>',
+    "missing": " ✘ missing",
+    "inserted": " ✘ not expected",
+}
 
-    def cells(row: list[Any] | None, other: list[Any] | None) -> str:
-        if row is None:
-            return "".join('<td class="d">-</td>' for _ in columns)
-        marked = ['class="d"' if other is None or i >= len(other) or other[i] != v else "" for i, v in enumerate(row)]
-        return "".join(
-            f"<td {mark}>{escape(shorten(str(value), 200))}</td>" for mark, value in zip(marked, row, strict=True)
-        )
 
+def _kind(pair: tables.Pair) -> str:
+    if pair.missing:
+        return "missing"
+    if pair.inserted:
+        return "inserted"
+    return "changed" if pair.differs else "same"
+
+
+def _half(side: str, columns: list[str], pairs: list[tables.Pair], name: str) -> str:
+    """One side of the aligned tables; a row the other side has and this one lacks stands as an empty row, so
+    that the two halves keep their rows level when they sit side by side."""
     rows = []
-    for n in range(max(len(expected), len(got))):
-        want = expected[n] if n < len(expected) else None
-        have = got[n] if n < len(got) else None
-        differs = want != have
-        mark = ' class="d"' if differs else ""
-        label = f"{n + 1}" + ('<span class="sr"> differs</span> ✘' if differs else "")
-        rows.append(
-            f'<tr{mark}><th scope="row">{label}</th>{cells(want, have)}<td class="gap"></td>{cells(have, want)}</tr>'
-        )
+    for pair in pairs:
+        kind = _kind(pair)
+        row, number = (pair.want, pair.want_number) if side == "expected" else (pair.got, pair.got_number)
+        differing = set(pair.differing()) if pair.differs else set()
+        if row is None:
+            cells = f'<td colspan="{len(columns)}" class="none">-</td>'
+            label = "-"
+        else:
+            cells = "".join(
+                f'<td data-col="{escape(columns[i]) if i < len(columns) else ""}"'
+                f"{DIFFERING if i in differing else ''}>{escape(shorten(str(v), 200))}</td>"
+                for i, v in enumerate(row)
+            )
+            label = f"{number}"
+        rows.append(f'<tr class="{kind}"><th scope="row">{label}{MARKS[kind]}</th>{cells}</tr>')
     heads = "".join(f'<th scope="col">{escape(c)}</th>' for c in columns)
     return (
-        f'<div class="wide" tabindex="0" role="region" aria-label="expected and reported log of {escape(name)}">'
-        f'<table class="vs"><thead><tr><th scope="col" rowspan="2">row</th>'
-        f'<th scope="colgroup" colspan="{len(columns)}">expected</th><td class="gap"></td>'
-        f'<th scope="colgroup" colspan="{len(columns)}">reported</th></tr>'
-        f'<tr>{heads}<td class="gap"></td>{heads}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+        f'<div class="half" tabindex="0" role="region" aria-label="{side} rows of {escape(name)}">'
+        f'<table class="vs {side}"><caption>{side}</caption><thead><tr><th scope="col">row</th>{heads}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _rows(value: Any) -> list[list[str]]:
+    """A table's rows as a results file holds them, as text; anything not a list of lists reads as no row."""
+    return [[str(v) for v in row] for row in _listed(value) if isinstance(row, list)]
+
+
+def side_by_side(table: dict[str, Any], name: str) -> str:
+    """The expected rows and the reported ones, aligned by a diff: a changed row and its differing cells, a
+    missing and a not expected row are marked. The two halves sit side by side where they fit, one above the
+    other where they do not."""
+    columns = [str(c) for c in _listed(table.get("columns"))]
+    got = _rows(table.get("got"))
+    if table.get("expected") is None:  # a check of how many rows: the rows there are, as a table
+        return _half("reported", columns, tables.align(got, got), name)
+    pairs = tables.align(_rows(table["expected"]), got)
+    return f'<div class="pair">{_half("expected", columns, pairs, name)}{_half("reported", columns, pairs, name)}</div>'
 
 
 def _events(events: list[dict[str, Any]], not_kept: int = 0) -> str:
@@ -338,7 +382,28 @@ def _events(events: list[dict[str, Any]], not_kept: int = 0) -> str:
     return escape(shorten("\n".join(lines), 20 * LONG))
 
 
-def _scenario(record: ScenarioRecord) -> str:
+def failing_messages(record: ScenarioRecord) -> set[str]:
+    """The messages a failed check is about, as the sequence picture names them: ``D1:2`` from the first row
+    that differs (its dialog from the row or from the step, ``the log for dialog "D1"``), or the step's dialog."""
+    failure = record.failure or {}
+    step = re.search(r'dialog "([^"]+)"', str(failure.get("step", "")))
+    dialog = step.group(1) if step else None
+    table = failure.get("table")
+    if isinstance(table, dict) and isinstance(table.get("expected"), list):
+        columns = [str(c) for c in _listed(table.get("columns"))]
+        pair = next((p for p in tables.align(_rows(table["expected"]), _rows(table.get("got"))) if p.differs), None)
+        row = None if pair is None else pair.got if pair.got is not None else pair.want
+        if row is not None and "message_sequence_number" in columns:
+            found = dict(zip(columns, row, strict=False))
+            name = found.get("dialog", dialog)
+            if name and name != "NULL":
+                return {f"{name}:{found['message_sequence_number']}"}
+    return {dialog} if dialog and record.status == results.FAILED else set()
+
+
+def _scenario(record: ScenarioRecord, run: str = "") -> str:
+    # a later run's copy of a scenario gets labels of its own: landmarks of one page are told apart by them
+    title = record.name + (f" (run {run[1:-1]})" if run else "")
     steps = []
     for step in record.steps:
         steps.append(
@@ -362,15 +427,15 @@ def _scenario(record: ScenarioRecord) -> str:
             f"<p><b>{'Erred' if record.status == results.ERROR else 'Failed'} at:</b> "
             f"{escape(str(record.failure.get('step', '')))} (line {escape(str(record.failure.get('line', '')))})</p>"
             f'<pre class="cause" tabindex="0">{escape(shorten(message))}</pre>'
-            + (side_by_side(table, record.name) if isinstance(table, dict) else "")
+            + (side_by_side(table, title) if isinstance(table, dict) else "")
             + f"<p>Rerun: <code>{escape(record.rerun)}</code></p>"
         )
     drawing = timeline.svg(record.events) if _area(record) in ("activation", "periodic") else ""
-    picture = sequence.svg(record.events, anchor(record))
+    picture = sequence.svg(record.events, anchor(record, run), failing_messages(record))
     if picture:
         drawing += (
-            f'<div class="wide" tabindex="0" role="region" aria-label="where the messages of {escape(record.name)} '
-            f'went">{picture}</div>'
+            f'<div class="wide sequence-region" tabindex="0" role="region" '
+            f'aria-label="where the messages of {escape(title)} went">{picture}</div>'
         )
     log = (
         (
@@ -388,7 +453,7 @@ def _scenario(record: ScenarioRecord) -> str:
         f'<a href="#rule-{escape(t)}">@{escape(t)}</a>' if t in rules else f"@{escape(t)}" for t in record.tags
     )
     return (
-        f'<div class="scenario" id="{anchor(record)}" data-status="{escape(record.status)}" '
+        f'<div class="scenario" id="{anchor(record, run)}" data-status="{escape(record.status)}" '
         f'data-area="{escape(_area(record))}" data-rules="{escape(" ".join(record.rules))}">'
         f'<p>{_badge(record.status)} <b>{escape(record.name)}</b> <span class="tags">{tags}</span></p>'
         + (f'<p class="tags">{escape(record.status)}: {escape(record.reason)}</p>' if record.reason else "")
@@ -397,11 +462,13 @@ def _scenario(record: ScenarioRecord) -> str:
     )
 
 
-def _living_specification(records: list[ScenarioRecord]) -> str:
+def _living_specification(records: list[ScenarioRecord], later: list[tuple[str, list[ScenarioRecord]]]) -> str:
+    """Every scenario of the first run; of each later run (LATER: its label and records), those that did not
+    pass, which its failures link to."""
     features: dict[str, list[ScenarioRecord]] = {}
     for record in sorted(records, key=lambda rec: (rec.feature_path, rec.line)):
         features.setdefault(record.feature_path, []).append(record)
-    areas = sorted({_area(rec) for rec in records})
+    areas = sorted({_area(rec) for rec in records} | {_area(rec) for _, recs in later for rec in recs})
     filters = (
         '<div id="filters"><input type="search" id="search" placeholder="search the scenarios" aria-label="search">'
         ' <select id="area" aria-label="area"><option value="">every area</option>'
@@ -414,7 +481,61 @@ def _living_specification(records: list[ScenarioRecord]) -> str:
     for path, scenarios in features.items():
         body.append(f'<h3>{escape(scenarios[0].feature_name)} <span class="tags">{escape(path)}</span></h3>')
         body.extend(_scenario(s) for s in scenarios)
+    for index, (label, recs) in enumerate(later, start=1):
+        against = _against(recs)
+        if against:
+            body.append(f"<h3>What did not pass in {escape(shorten(label, 300))}</h3>")
+            body.extend(_scenario(s, run_key(index)) for s in against)
     return "".join(body)
+
+
+def _scenario_ids(runs: list[list[ScenarioRecord]]) -> list[ScenarioRecord]:
+    """One record per scenario id of any run (the first run's where several have it), in the features' order."""
+    found: dict[str, ScenarioRecord] = {}
+    for records in runs:
+        for record in records:
+            found.setdefault(record.id, record)
+    return sorted(found.values(), key=lambda rec: (rec.feature_path, rec.line, rec.id))
+
+
+def interop(runs: list[list[ScenarioRecord]], labels: list[str]) -> str:
+    """Per area, the scenarios every run passes (wpt.fyi's interop figure), then each run's passes."""
+    by_run = [{rec.id: rec.status for rec in records} for records in runs]
+    areas: dict[str, list[str]] = {}
+    for record in _scenario_ids(runs):
+        areas.setdefault(_area(record), []).append(record.id)
+
+    def figure(passed: int, total: int) -> str:
+        return f"{passed} of {total} ({100 * passed // total if total else 0}%)"
+
+    # areas across the top (few, short names), runs down the side (long names wrap): it fits a phone
+    every = [
+        figure(sum(all(st.get(i) == results.PASSED for st in by_run) for i in ids), len(ids)) for ids in areas.values()
+    ]
+    each = [
+        (label, [figure(sum(statuses.get(i) == results.PASSED for i in ids), len(ids)) for ids in areas.values()])
+        for statuses, label in zip(by_run, labels, strict=True)
+    ]
+    return _section("interop", list(areas), every, each)
+
+
+def scenario_matrix(runs: list[list[ScenarioRecord]], labels: list[str]) -> str:
+    """A scenario per row, a run per column, as wpt.fyi shows tests by browser; a cell links to the run's
+    scenario where the page shows it (every scenario of the first run, what did not pass of the others)."""
+    by_run = [{rec.id: rec for rec in records} for records in runs]
+    rows: list[dict[str, Any]] = []
+    area = None
+    for record in _scenario_ids(runs):
+        cells: list[dict[str, str] | None] = []
+        for index, found in enumerate(by_run):
+            rec = found.get(record.id)
+            linked = rec is not None and (index == 0 or rec.status in results.AGAINST)
+            cells.append(
+                None if rec is None else {"status": rec.status, "link": anchor(rec, run_key(index)) if linked else ""}
+            )
+        rows.append({"area": _area(record) if _area(record) != area else "", "name": _short(record), "cells": cells})
+        area = _area(record)
+    return _section("scenario_matrix", labels, rows, len(runs) + 1)
 
 
 def render(
@@ -426,24 +547,27 @@ def render(
     body = ["<h1>sbtck conformance report</h1>"]
     labels = run_labels([run for run, _ in runs])
     body.extend(banner(run, records, label) for (run, records), label in zip(runs, labels, strict=True))
-    body.append(failures(first_records))
+    several = len(runs) > 1
+    body.append(failures([records for _, records in runs], labels))
     if baseline is not None:
         body.append(changes(base.compare(baseline[1], first_records), first_records, baseline[0]))
-    body.append(rule_grid(first_records))
+    if several:
+        body.append(interop([records for _, records in runs], labels))
+    body.extend(
+        rule_grid(records, label if several else None, index)
+        for index, ((_, records), label) in enumerate(zip(runs, labels, strict=True))
+    )
     body.extend(_summary(run, label) for (run, _), label in zip(runs, labels, strict=True))
-    if len(runs) > 1:
+    if several:
         body.append(matrix.table(runs))
+        body.append(scenario_matrix([records for _, records in runs], labels))
     if work is not None:
         body.append(workload.section(work))
     body.append(_rule_table(first_records))
-    body.append(_living_specification(first_records))
-    return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>sbtck report</title><style>{CSS}</style></head><body><main>"
-        + "".join(body)
-        + f"</main><script>{SCRIPT}</script></body></html>"
-    )
+    later = [(label, records) for (_, records), label in zip(runs[1:], labels[1:], strict=True)]
+    body.append(_living_specification(first_records, later))
+    page = PAGES.get_template("page.html.j2")
+    return page.render(css=_static("report.css"), script=_static("report.js"), body=Markup("".join(body)))
 
 
 def build(

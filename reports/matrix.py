@@ -24,8 +24,14 @@ def _cell(records: list[ScenarioRecord]) -> str:
     return f'<td class="{escape(worst.replace(" ", "-"))}">{ICONS.get(worst, "")} {escape(text)}</td>'
 
 
+def label(text: str) -> str:
+    """A run's label for a column head: it may wrap after an underscore (``ignores_max_queue_readers``), so that
+    the column fits a phone without breaking letter by letter."""
+    return escape(text).replace("_", "_<wbr>")
+
+
 def table(runs: list[tuple[dict[str, Any], list[ScenarioRecord]]]) -> str:
-    header = "".join(f'<th scope="col">{escape(label)}</th>' for label in run_labels([run for run, _ in runs]))
+    header = "".join(f'<th scope="col">{label(name)}</th>' for name in run_labels([run for run, _ in runs]))
     rows = []
     for rule in catalogue.load().rules.values():
         cells = "".join(_cell([r for r in records if rule.id in r.rules]) for _, records in runs)
@@ -33,6 +39,6 @@ def table(runs: list[tuple[dict[str, Any], list[ScenarioRecord]]]) -> str:
             f'<tr><th scope="row" class="rid"><a href="#rule-{escape(rule.id)}">{escape(rule.id)}</a></th>{cells}</tr>'
         )
     return (
-        '<h2 id="matrix">Rules by run</h2><table class="matrix"><tr><th scope="col">rule</th>'
-        f"{header}</tr>{''.join(rows)}</table>"
+        '<h2 id="matrix">Rules by run</h2><div class="wide" tabindex="0" role="region" aria-label="rules by run">'
+        f'<table class="matrix"><tr><th scope="col">rule</th>{header}</tr>{"".join(rows)}</table></div>'
     )

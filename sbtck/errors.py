@@ -18,6 +18,7 @@ LOG_FOLLOWS = "\nlog:\n"
 __all__ = [
     "BrokerError",
     "CannotStart",
+    "CheckFailed",
     "ConfigError",
     "ContractError",
     "DeclarationError",
@@ -36,12 +37,14 @@ __all__ = [
     "ReportImpossible",
     "ResultsError",
     "RouteAdminError",
+    "RowsDiffer",
     "SbtckError",
     "ScenarioError",
     "TemplateError",
     "TimeExpressionError",
     "TopologyError",
     "TopologyRefused",
+    "ViewDiffers",
     "ViewError",
     "WorkloadSummaryError",
 ]
@@ -120,18 +123,34 @@ class Refused(SbtckError, AssertionError):
     """The implementation refused a command the scenario expected it to take: a failure of the implementation."""
 
 
-class LogDiffers(SbtckError, AssertionError):
-    """What the implementation reported is not the table a scenario expected: a failure of the implementation.
-    It keeps both tables, so that a report can set them side by side."""
+class CheckFailed(SbtckError, AssertionError):
+    """What the implementation showed is not what a scenario's check expected: a failure of the implementation.
+    Raised, not asserted, so that its message is the kit's words alone, never pytest's explanation of an assert."""
 
-    def __init__(self, message: str, columns: list[str], expected: list[list[str]], got: list[list[str]]) -> None:
+
+class RowsDiffer(CheckFailed):
+    """Rows the implementation showed are not the rows a scenario expected. It keeps both tables, so that a
+    report can set them side by side; ``expected`` is None where a check asked for a number of rows only."""
+
+    def __init__(
+        self, message: str, columns: list[str], expected: list[list[str]] | None, got: list[list[str]]
+    ) -> None:
         super().__init__(message)
         self.table = {"columns": columns, "expected": expected, "got": got}
 
 
-class ReportImpossible(SbtckError, AssertionError):
+class ReportImpossible(CheckFailed):
     """The implementation reported what cannot have happened in the world (a queue the topology lacks, a message
     never sent, events out of time order): a failure of the implementation, named by the invariant it breaks."""
+
+
+class LogDiffers(RowsDiffer):
+    """The events the implementation reported are not the rows of a scenario's log table."""
+
+
+class ViewDiffers(RowsDiffer):
+    """A view's rows (sys.dm_broker_queue_monitors, sys.dm_broker_activated_tasks) are not what a scenario
+    expected."""
 
 
 class ImplementationFault(SbtckError):

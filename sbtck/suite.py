@@ -27,12 +27,14 @@ from sbtck import __version__, catalogue, config, tags
 from sbtck.contract import PROTOCOL_VERSION, REQUIRES_TAG
 from sbtck.errors import (
     CannotStart,
+    CheckFailed,
     ConfigError,
     DeclarationError,
     ImplementationFault,
     IUTSpecError,
-    LogDiffers,
+    Refused,
     ResultsError,
+    RowsDiffer,
 )
 from sbtck.fixtures.clock import ScenarioClock
 from sbtck.iut import answers, protocol
@@ -413,7 +415,7 @@ class Kit:
                 "kind": kind,
                 "message": str(exception) or type(exception).__name__,
             }
-            if isinstance(exception, LogDiffers):  # the expected and the reported table, side by side in the page
+            if isinstance(exception, RowsDiffer):  # the expected and the reported table, side by side in the page
                 record.failure["table"] = exception.table
 
     @pytest.hookimpl
@@ -434,7 +436,7 @@ class Kit:
             # the kit's own words first and alone, not after pytest's frames of the fixture or step that raised
             if isinstance(call.excinfo.value, StepDefinitionNotFoundError) and SAID in item.stash:
                 report.longrepr = item.stash[SAID]
-            elif isinstance(call.excinfo.value, ImplementationFault | DeclarationError):
+            elif isinstance(call.excinfo.value, ImplementationFault | DeclarationError | CheckFailed | Refused):
                 report.longrepr = f"{type(call.excinfo.value).__name__}: {call.excinfo.value}"
         record: results.ScenarioRecord | None = item.stash.get(RECORD, None)
         if record is None and (report.skipped or report.failed) and call.when == "setup":

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbtck import contract
+from sbtck import contract, tables
 from sbtck.agreement import arrangement, asked, asked_field
-from sbtck.errors import LOG_FOLLOWS, LogDiffers, ScenarioError
+from sbtck.errors import LOG_FOLLOWS, CheckFailed, LogDiffers, ScenarioError, ViewDiffers
 from sbtck.observations import FIELDS, Kind
 from sbtck.steps import phrases
 from sbtck.steps.cells import NULL, as_compared, cell
 from sbtck.steps.vocabulary import step_for
 from sbtck.steps.world import World
+from sbtck.views import VIEW_COLUMNS
 
 MONITORS = "sys.dm_broker_queue_monitors"
 TASKS = "sys.dm_broker_activated_tasks"
@@ -30,17 +31,35 @@ def _rows_for(world: World, view: str, queue: str) -> list[dict[str, Any]]:
     ]
 
 
+def _text_table(rows: list[list[str]]) -> str:
+    """Rows as the terminal shows them: columns padded, between bars."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))] if rows else []
+    return "\n".join("  | " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + " |" for r in rows)
+
+
+def _shown(world: World, view: str, rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """A view's rows as a table: its columns (the ones the view declares, in its order) and the cells."""
+    columns = list(VIEW_COLUMNS.get(view, ())) or (list(rows[0]) if rows else [])
+    return columns, [[_cell(world, column, row.get(column)) for column in columns] for row in rows]
+
+
+def _count_differs(world: World, view: str, queue: str, want: int, rows: list[dict[str, Any]]) -> ViewDiffers:
+    columns, got = _shown(world, view, rows)
+    said = "one row" if want == 1 else f"{want} rows"
+    return ViewDiffers(
+        f"expected {said} for queue {queue!r} in {view}, got {len(rows)}"
+        + (f"\n{_text_table([columns, *got])}" if rows else ""),
+        columns,
+        None,
+        got,
+    )
+
+
 @step_for(phrases.HAS_MONITOR)
 def has_monitor(world: World, queue: str, no: str) -> None:
     rows = _rows_for(world, MONITORS, queue)
-    if no == "a":
-        assert len(rows) == 1, (
-            f"expected one row for queue {queue!r} in {MONITORS}, got {rows}{LOG_FOLLOWS}{world.log_text()}"
-        )
-    else:
-        assert rows == [], (
-            f"expected no row for queue {queue!r} in {MONITORS}, got {rows}{LOG_FOLLOWS}{world.log_text()}"
-        )
+    if len(rows) != (1 if no == "a" else 0):
+        raise _count_differs(world, MONITORS, queue, 1 if no == "a" else 0, rows)
 
 
 def _cell(world: World, column: str, value: Any) -> str:
@@ -56,13 +75,22 @@ def _expected(world: World, column: str, text: str) -> str:
 @step_for(phrases.MONITOR_ROW)
 def monitor_row(world: World, queue: str, datatable: list[list[str]]) -> None:
     rows = _rows_for(world, MONITORS, queue)
-    assert len(rows) == 1, f"expected one row for queue {queue!r} in {MONITORS}, got {rows}"
+    if len(rows) != 1:
+        raise _count_differs(world, MONITORS, queue, 1, rows)
     row = rows[0]
-    for column, text in datatable:
-        assert column in row, f"{MONITORS} has no column {column!r}; it has {', '.join(row)}"
-        got, want = _cell(world, column, row[column]), _expected(world, column, text)
-        assert got == want, (
-            f"{MONITORS}.{column} for queue {queue!r}: expected {want}, got {got}{LOG_FOLLOWS}{world.log_text()}"
+    columns = [column for column, _ in datatable]
+    for column in columns:
+        if column not in row:
+            raise CheckFailed(f"{MONITORS} has no column {column!r}; it has {', '.join(row)}")
+    got = [_cell(world, column, row[column]) for column in columns]
+    want = [_expected(world, column, text) for column, text in datatable]
+    if got != want:
+        raise ViewDiffers(
+            f"{MONITORS} for queue {queue!r} differs: {tables.first_difference(columns, [want], [got])}\n"
+            f"expected:\n{_text_table([columns, want])}\ngot:\n{_text_table([columns, got])}",
+            columns,
+            [want],
+            [got],
         )
 
 
@@ -70,9 +98,8 @@ def monitor_row(world: World, queue: str, datatable: list[list[str]]) -> None:
 def task_count(world: World, count: str, queue: str) -> None:
     rows = _rows_for(world, TASKS, queue)
     want = 0 if count == "no" else int(count)
-    assert len(rows) == want, (
-        f"expected {want} row(s) for queue {queue!r} in {TASKS}, got {len(rows)}: {rows}{LOG_FOLLOWS}{world.log_text()}"
-    )
+    if len(rows) != want:
+        raise _count_differs(world, TASKS, queue, want, rows)
 
 
 @step_for(phrases.TASK_ROWS)
@@ -80,9 +107,14 @@ def task_rows(world: World, queue: str, datatable: list[list[str]]) -> None:
     header, *expected = datatable
     rows = _rows_for(world, TASKS, queue)
     got = [[_cell(world, col, row.get(col)) for col in header] for row in rows]
-    assert got == expected, (
-        f"{TASKS} for queue {queue!r}:\nexpected {expected}\ngot      {got}{LOG_FOLLOWS}{world.log_text()}"
-    )
+    if got != expected:
+        raise ViewDiffers(
+            f"{TASKS} for queue {queue!r} differs: {tables.first_difference(header, expected, got)}\n"
+            f"expected:\n{_text_table([header, *expected])}\ngot:\n{_text_table([header, *got])}",
+            header,
+            expected,
+            got,
+        )
 
 
 def _kind(name: str) -> str:
@@ -253,16 +285,11 @@ def log_shows(
         for grow, wrow in zip(got, want, strict=False)
     ] + got[len(want) :]
     if got != want:
-        widths = [max(len(r[i]) for r in [header, *want, *got]) for i in range(len(header))]
-
-        def table(rows_: list[list[str]]) -> str:
-            return "\n".join(
-                "  | " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + " |" for r in rows_
-            )
-
+        where = f" for queue {queue!r}" if queue else f" for dialog {dialog!r}" if dialog else ""
         raise LogDiffers(
-            f"the log{f' for queue {queue!r}' if queue else ''} differs.\nexpected:\n{table([header, *want])}\n"
-            f"got:\n{table([header, *got])}{LOG_FOLLOWS}{world.log_text()}",
+            f"the log{where} differs: {tables.first_difference(header, want, got)}\n"
+            f"expected:\n{_text_table([header, *want])}\n"
+            f"got:\n{_text_table([header, *got])}{LOG_FOLLOWS}{world.log_text()}",
             header,
             want,
             got,
@@ -275,22 +302,23 @@ def _last_answer(world: World, session: str) -> contract.Event:
         for e in world.log
         if e.fields.get("session") == session and e.kind in (Kind.ROWS_RETURNED, Kind.EMPTY_RESULT, Kind.READER_WAITING)
     ]
-    assert answers, f"session {session!r} has run no RECEIVE or GET CONVERSATION GROUP{LOG_FOLLOWS}{world.log_text()}"
+    if not answers:
+        raise CheckFailed(f"session {session!r} has run no RECEIVE or GET CONVERSATION GROUP")
     return answers[-1]
 
 
 @step_for(phrases.SESSION_WAITING)
 def session_waiting(world: World, session: str) -> None:
     last = _last_answer(world, session)
-    assert last.kind == Kind.READER_WAITING, f"session {session!r} is not waiting; its last answer: {last.to_json()}"
+    if last.kind != Kind.READER_WAITING:
+        raise CheckFailed(f"session {session!r} is not waiting; its last answer: {last.to_json()}")
 
 
 @step_for(phrases.SESSION_EMPTY)
 def session_empty(world: World, session: str) -> None:
     last = _last_answer(world, session)
-    assert last.kind == Kind.EMPTY_RESULT, (
-        f"expected an empty result for session {session!r}; its last answer: {last.to_json()}"
-    )
+    if last.kind != Kind.EMPTY_RESULT:
+        raise CheckFailed(f"expected an empty result for session {session!r}; its last answer: {last.to_json()}")
 
 
 @step_for(phrases.SESSION_ROWS)
@@ -300,10 +328,11 @@ def session_rows(world: World, session: str, messages: str) -> None:
     last = _last_answer(world, session)
     got = [f"{r['dialog']}:{r['message_sequence_number']}" for r in last.fields.get("rows", [])]
     allowed = [[m.strip() for m in answer.split(",")] for answer in messages.split(" or ")]
-    assert last.kind == Kind.ROWS_RETURNED and got in allowed, (
-        f"session {session!r}: expected {' or '.join(', '.join(want) for want in allowed)}, "
-        f"got {last.kind} {', '.join(got)}{LOG_FOLLOWS}{world.log_text()}"
-    )
+    if last.kind != Kind.ROWS_RETURNED or got not in allowed:
+        raise CheckFailed(
+            f"session {session!r}: expected {' or '.join(', '.join(want) for want in allowed)}, "
+            f"got {last.kind} {', '.join(got)}{LOG_FOLLOWS}{world.log_text()}"
+        )
 
 
 @step_for(phrases.SESSION_GROUP)
@@ -318,10 +347,12 @@ def session_group(world: World, session: str, dialog: str) -> None:
         None,
     )
     got = last.fields.get("conversation_group")
-    assert want is not None, f"no message of dialog {dialog!r} has arrived, so it has no conversation group yet"
-    assert last.kind == Kind.ROWS_RETURNED and got == want, (
-        f"session {session!r}: expected the group {want!r} of dialog {dialog!r}, got {last.to_json()}"
-    )
+    if want is None:
+        raise CheckFailed(f"no message of dialog {dialog!r} has arrived, so it has no conversation group yet")
+    if last.kind != Kind.ROWS_RETURNED or got != want:
+        raise CheckFailed(
+            f"session {session!r}: expected the group {want!r} of dialog {dialog!r}, got {last.to_json()}"
+        )
 
 
 @step_for(phrases.LOG_COUNTS)
@@ -353,9 +384,11 @@ def log_counts(
     ]
     if least is not None:
         floor = world.seconds(least)
-        assert len(found) >= floor, (
-            f"expected at least {floor:g} {event!r} events, got {len(found)}:\n{world.log_text(found)}"
-        )
+        if len(found) < floor:
+            raise CheckFailed(
+                f"expected at least {floor:g} {event!r} events, got {len(found)}:\n{world.log_text(found)}"
+            )
         return
     want = 0 if count == "no" else world.seconds(str(count))
-    assert len(found) == want, f"expected {want:g} {event!r} events, got {len(found)}:\n{world.log_text(found)}"
+    if len(found) != want:
+        raise CheckFailed(f"expected {want:g} {event!r} events, got {len(found)}:\n{world.log_text(found)}")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from sbtck.reports import html, results
-from tests.helpers import sbtck, scenarios_tagged
+from tests.helpers import kit, sbtck, scenarios_tagged
 
 CHROMIUM = shutil.which("chromium")
 ARGS = [
@@ -283,7 +283,7 @@ def test_the_failures_are_listed_on_the_first_screen_and_nothing_overflows(
     assert box is not None and box["y"] + box["height"] <= viewport["height"], box
     # each with its rule, one line of cause and a link to the scenario, which the link scrolls to
     first = listed.first
-    assert first.locator(".why").inner_text().strip() and first.locator(".rid").inner_text().strip()
+    assert first.locator(".why").inner_text().strip() and first.locator(".rules").inner_text().strip()
     target = str(first.locator("a").get_attribute("href"))
     first.locator("a").click()
     page.wait_for_function(f"document.getElementById('{target[1:]}').getBoundingClientRect().top < innerHeight")
@@ -300,9 +300,9 @@ def test_the_failures_are_listed_on_the_first_screen_and_nothing_overflows(
 def test_a_differing_log_is_set_side_by_side_and_a_routing_scenario_drawn(browser: Any, mixed_report: Path) -> None:
     page, problems, _ = _open(browser, mixed_report, DESKTOP)
     failed = page.locator('.scenario[data-status="failed"][data-area="routing"]').first
-    table = failed.locator("table.vs")
-    assert table.count() == 1
-    assert table.locator("tbody tr.d").count() >= 1 and table.locator("tbody tr:not(.d)").count() >= 1
+    reported = failed.locator("table.vs.reported")
+    assert failed.locator("table.vs.expected").count() == 1 and reported.count() == 1
+    assert reported.locator("tbody tr:not(.same)").count() >= 1 and reported.locator("tbody tr.same").count() >= 1
     # the cause is said once: not the log again above the event log
     assert "second      0" not in failed.locator("pre.cause").inner_text()
     picture = failed.locator("svg.sequence")
@@ -324,3 +324,91 @@ def test_axe_core_finds_no_violation_in_a_mixed_run(browser: Any, mixed_report: 
         assert checked.violations_count == 0, checked.generate_report()
         assert problems == []
         page.close()
+
+
+@pytest.fixture(scope="module")
+def three_runs(tmp_path_factory: pytest.TempPathFactory, passing_report: Path, failing_report: Path) -> Path:
+    """The reference, a routing variant and an activation variant in one page (sbtck report A B C)."""
+    out = tmp_path_factory.mktemp("three")
+    third = tmp_path_factory.mktemp("third")
+    assert sbtck("--iut", "python:tests.variants.activation:ignores_max_queue_readers", out=third).code == 1
+    files = [str(folder / "results.json") for folder in (passing_report.parent, failing_report.parent, third)]
+    assert kit("report", *files, "--out", str(out)).returncode == 0
+    return out / "index.html"
+
+
+def _unclipped(page: Any, selector: str) -> list[str]:
+    """The elements of SELECTOR whose content is wider than their box (scrolled or cut), by their text."""
+    return list(
+        page.evaluate(
+            "s => [...document.querySelectorAll(s)].filter(e => e.offsetParent !== null"
+            " && e.scrollWidth > e.clientWidth + 1).map(e => e.textContent.slice(0, 60))",
+            selector,
+        )
+    )
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280 px", "390 px"])
+def test_three_runs_show_a_matrix_that_fits_and_passes_axe(
+    browser: Any, three_runs: Path, viewport: dict[str, int]
+) -> None:
+    from axe_playwright_python.sync_playwright import Axe
+
+    page, problems, _ = _open(browser, three_runs, viewport)
+    assert page.locator("main > .verdict").count() == 3
+    assert page.locator("#interop + p + .wide tr").count() == 1 + 1 + 3  # the heads, every run, each run
+    assert page.locator("#interop + p + .wide tr").first.locator("th").count() == 1 + 3  # activation, periodic, routing
+    assert page.locator("tr.scenario-row").count() == 203
+    assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+    if viewport is DESKTOP:
+        assert _unclipped(page, ".wide") == []
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    checked = Axe().run(page)
+    assert checked.violations_count == 0, checked.generate_report()
+    shots = three_runs.parent / "screenshots"
+    shots.mkdir(exist_ok=True)
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = false)")
+    page.locator("#interop").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / f"matrix-{viewport['width']}.png"))
+    assert problems == []
+    page.close()
+
+
+PLACES = """[...document.querySelectorAll('.pair')].map(p => {
+  const [a, b] = [...p.children].map(h => h.getBoundingClientRect());
+  return {level: a.top === b.top, fits: a.width + b.width + 20 <= p.getBoundingClientRect().width,
+          below: b.top >= a.bottom};
+})"""
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280 px", "390 px"])
+def test_a_failing_log_check_fits_side_by_side_or_stacked_and_rule_ids_stay_whole(
+    browser: Any, three_runs: Path, viewport: dict[str, int]
+) -> None:
+    """Nothing of the expected and reported rows is cut: side by side where the pair fits (at 1280 px, the
+    activation variant's three columns), one above the other where it does not (the routing variant's seven;
+    everything at 390 px); a rule id never breaks at its hyphen."""
+    page, problems, _ = _open(browser, three_runs, viewport)
+    assert _unclipped(page, ".half") == []
+    assert _unclipped(page, ".sequence-region") == []
+    places = page.evaluate(PLACES)
+    assert places and all(p["level"] if p["fits"] else p["below"] for p in places), places
+    if viewport is DESKTOP:
+        assert any(p["level"] for p in places) and any(p["below"] for p in places), places
+    else:
+        assert all(p["below"] for p in places), places
+    # one line each: a rule id is never split at its hyphen
+    heights = page.evaluate(
+        "[...document.querySelectorAll('.rid')].filter(e => e.offsetParent !== null)"
+        ".map(e => e.getClientRects().length)"
+    )
+    assert heights and set(heights) == {1}
+    shots = three_runs.parent / "screenshots"
+    shots.mkdir(exist_ok=True)
+    for name, selector in (("log-check", "routing"), ("log-check-activation", "activation")):
+        failed = page.locator(f'.scenario[data-status="failed"][data-area="{selector}"]:has(.pair)').first
+        failed.screenshot(path=str(shots / f"{name}-{viewport['width']}.png"))
+    view = page.locator('.scenario[data-status="failed"]:has(table.vs.reported):not(:has(.pair))').first
+    view.screenshot(path=str(shots / f"view-check-{viewport['width']}.png"))
+    assert problems == []
+    page.close()

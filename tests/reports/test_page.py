@@ -190,3 +190,199 @@ def test_a_reproducer_is_linked_only_by_a_relative_path() -> None:
         "data:text/html,x",
     ):
         assert "<a" not in _reproducer(hostile), hostile
+
+
+def _log_failure(expected: list[list[str]], got: list[list[str]]) -> results.ScenarioRecord:
+    table = {"columns": ["second", "event", "task"], "expected": expected, "got": got}
+    return _record("failed", failure={"step": "Then x", "line": 4, "kind": "failed", "message": "m", "table": table})
+
+
+def test_one_extra_reported_row_marks_that_row_alone(tmp_path: Path) -> None:
+    """The rows are aligned by a diff: a row the implementation reported beyond the table is marked as not
+    expected, and the rows after it, which match, are not marked."""
+    expected = [["0", "procedure started", "1"], ["3", "procedure exited", "1"], ["3", "procedure started", "2"]]
+    got = [expected[0], ["0", "procedure started", "2"], expected[1], expected[2]]
+    path = tmp_path / "results.json"
+    results.write(path, {"implementation": {"name": "x"}}, [_log_failure(expected, got)])
+    page = html.build([path], tmp_path / "index.html").read_text()
+    marked = re.findall(r'<tr class="([^"]*)"', page[page.index('class="vs reported"') :])
+    assert marked.count("inserted") == 1 and "missing" not in marked and marked.count("same") == 3, marked
+    assert "not expected" in page
+
+
+def test_a_row_the_implementation_did_not_report_is_marked_missing(tmp_path: Path) -> None:
+    expected = [["0", "procedure started", "1"], ["3", "procedure exited", "1"], ["3", "procedure started", "2"]]
+    got = [expected[0], expected[2]]
+    path = tmp_path / "results.json"
+    results.write(path, {"implementation": {"name": "x"}}, [_log_failure(expected, got)])
+    page = html.build([path], tmp_path / "index.html").read_text()
+    marked = re.findall(r'<tr class="([^"]*)"', page[page.index('class="vs reported"') :])
+    assert marked.count("missing") == 1 and marked.count("same") == 2, marked
+
+
+def test_the_cause_of_a_differing_log_names_its_first_differing_cell(tmp_path: Path) -> None:
+    """Not "the log differs.": the row and the column, what was expected and what came."""
+    from tests.helpers import sbtck
+
+    run = sbtck("--iut", "python:tests.variants.activation:ignores_max_queue_readers", "--tags", "ACT-07", out=tmp_path)
+    assert run.code == 1
+    causes = [
+        s["failure"]["message"].splitlines()[0]
+        for s in run.results()["scenarios"]
+        if s["status"] == "failed" and "table" in s["failure"]
+    ]
+    shapes = (
+        r"the log for queue '\w+' differs: (row \d+, \w+: expected .+, got .+"
+        r"|reported row \d+ was not expected \(.+\)|expected row \d+ is missing \(.+\))"
+    )
+    assert causes and all(re.fullmatch(shapes, cause) for cause in causes), causes
+    assert "the log for queue 'StallQueue' differs: row 2, second: expected 2, got 0" in causes, causes
+    page = (tmp_path / "index.html").read_text()
+    assert "differs." not in page[page.index('id="failures"') : page.index('id="glance"')]
+
+
+def test_a_failing_view_check_is_a_table_and_the_terminal_says_the_kits_words_first(tmp_path: Path) -> None:
+    """A view check says its cause in one line and shows the rows as a table: no Python list of dicts, no copy
+    of the whole log, no pytest "Use -v"; the terminal shows that message and no frame of pytest's fixtures."""
+    from html import escape
+
+    from tests.helpers import sbtck
+
+    run = sbtck("--iut", "python:tests.variants.activation:ignores_max_queue_readers", "--tags", "ACT-10", out=tmp_path)
+    assert run.code == 1
+    failed = {s["name"]: s["failure"] for s in run.results()["scenarios"] if s["status"] == "failed"}
+    counted = failed["[2] At MAX_QUEUE_READERS no further procedure starts"]
+    cause = "expected 3 rows for queue 'StallQueue' in sys.dm_broker_activated_tasks, got 16"
+    assert counted["message"].splitlines()[0] == cause
+    assert counted["table"]["expected"] is None and len(counted["table"]["got"]) == 16
+    for failure in failed.values():
+        for wrong in ("[{", "Use -v", "\nassert ", "  log:"):
+            assert wrong not in failure["message"], failure["message"]
+    page = (tmp_path / "index.html").read_text()
+    shown = page.index(escape(cause))
+    assert page.index('class="vs reported"') > shown and "&#x27;spid&#x27;" not in page
+    # the terminal: the kit's message, not pytest's frames of the fixture that ran the step
+    assert cause in run.output
+    for frame in ("fixturefunc", "def log_shows", "def task_count", "_pytest/fixtures.py", "Use -v"):
+        assert frame not in run.output, frame
+
+
+def _named(status: str, number: int, area: str = "activation") -> results.ScenarioRecord:
+    record = _record(status)
+    record.id = f"features/{area}/0{number}_x.feature::[{number}] s{number}"
+    record.feature_path = f"features/{area}/0{number}_x.feature"
+    record.name = f"[{number}] s{number}"
+    return record
+
+
+def test_a_report_of_three_runs_has_a_scenario_matrix_labelled_glances_and_each_runs_failures(tmp_path: Path) -> None:
+    """As wpt.fyi shows browsers: a scenario per row, a run per column, an interop figure per area (the
+    scenarios every run passes); each run's glance and failures under its label."""
+    runs = {
+        "alpha": [_named("passed", 1), _named("passed", 2), _named("passed", 3, "routing")],
+        "beta": [_named("failed", 1), _named("passed", 2), _named("passed", 3, "routing")],
+        "gamma": [_named("passed", 1), _named("error", 2), _named("passed", 3, "routing")],
+    }
+    paths = []
+    for name, records in runs.items():
+        paths.append(tmp_path / f"{name}.json")
+        results.write(paths[-1], {"implementation": {"name": name, "version": "1"}}, records)
+    page = html.build(paths, tmp_path / "index.html").read_text()
+    for label in ("alpha 1", "beta 1", "gamma 1"):
+        assert f"Rules at a glance: {label}</h" in page
+    failures = page[page.index('id="failures"') : page.index('id="glance')]
+    assert "beta 1" in failures and "gamma 1" in failures and "[1] s1" in failures and "[2] s2" in failures
+    assert failures.index("beta 1") < failures.index("[1] s1") < failures.index("gamma 1") < failures.index("[2] s2")
+    grid = page[page.index('id="scenario-matrix"') :]
+    grid = grid[: grid.index("</table>")]
+    assert grid.count('<tr class="scenario-row"') == 3
+    row = grid[grid.index("[1] s1") :]
+    row = row[: row.index("</tr>")]
+    assert [m for m in re.findall(r'class="s (\w[\w-]*)"', row)] == ["passed", "failed", "passed"]
+    interop = page[page.index('id="interop"') :]
+    interop = interop[: interop.index("</table>")]
+    every = interop[interop.index("every run</th>") :]
+    assert re.match(r"every run</th><td><b>0 of 2 \(0%\)</b></td><td><b>1 of 1 \(100%\)</b></td></tr>", every)
+    # a failure of a later run links to that run's scenario, which the page holds
+    target = re.search(r'href="#(r2-sc-[^"]+)"', failures)
+    assert target and f'id="{target.group(1)}"' in page
+
+
+def test_the_page_comes_from_package_templates_escaped_and_with_hidden_characters_shown(tmp_path: Path) -> None:
+    """The page's frame is a jinja2 template with autoescape, its CSS and script package files inlined whole; an
+    implementation's name in it is escaped and its bidi and control characters show as [U+202E]."""
+    from importlib.resources import files
+
+    kit_files = files("sbtck.reports")
+    css = (kit_files / "static" / "report.css").read_text()
+    script = (kit_files / "static" / "report.js").read_text()
+    assert (kit_files / "templates" / "page.html.j2").is_file()
+    name = "<b>evil</b>\u202egnp.exe\x07"
+    runs = []
+    for n in range(2):
+        path = tmp_path / f"r{n}.json"
+        results.write(path, {"implementation": {"name": f"{name}{n}", "version": "1"}}, [_record("failed")])
+        runs.append(path)
+    page = html.build(runs, tmp_path / "index.html").read_text()
+    assert f"<style>{css}</style>" in page and f"<script>{script}</script>" in page
+    assert "\u202e" not in page and "\x07" not in page and "<b>evil" not in page
+    assert "&lt;b&gt;evil&lt;/b&gt;[U+202E]gnp.exe[U+0007]0" in page
+    assert page.count("<script>") == 1
+
+
+def test_the_sequence_picture_marks_the_failing_message_and_keeps_labels_off_its_arrows(tmp_path: Path) -> None:
+    def event(kind: str, instance: str, number: int, second: float = 0) -> dict[str, object]:
+        return {
+            "at_ms": 0,
+            "second": second,
+            "kind": kind,
+            "instance": instance,
+            "dialog": "D1",
+            "message_sequence_number": number,
+            "from_target": False,
+        }
+
+    events = [
+        event("message_sent", "sql1", 0),
+        event("message_transmitted", "sql1", 0),
+        event("message_arrived", "sql2", 0),
+        event("message_sent", "sql1", 1, 10),
+        event("message_arrived", "sql1", 1, 10),
+    ]
+    columns = ["event", "instance", "message_sequence_number"]
+    table = {
+        "columns": columns,
+        "expected": [["message arrived", "sql2", "0"], ["message arrived", "sql2", "1"]],
+        "got": [["message arrived", "sql2", "0"], ["message arrived", "sql1", "1"]],
+    }
+    failure = {
+        "step": 'Then the log for dialog "D1" shows exactly:',
+        "line": 4,
+        "kind": "failed",
+        "message": "m",
+        "table": table,
+    }
+    record = _record("failed", failure=failure, events=events)
+    record.feature_path, record.id = "features/routing/01_x.feature", "features/routing/01_x.feature::[1] a"
+    path = tmp_path / "results.json"
+    results.write(path, {"implementation": {"name": "x"}}, [record])
+    page = html.build([path], tmp_path / "index.html").read_text()
+    picture = page[page.index('<svg class="sequence"') :]
+    picture = picture[: picture.index("</svg>")]
+    assert picture.count('class="failing"') == 2  # D1:1 sent and arrived, not D1:0
+    assert "✘ D1:1 arrived" in picture and "✘ D1:0" not in picture
+    arrows = re.findall(r'<line x1="[\d.]+" y1="([\d.]+)" x2="[\d.]+" y2="([\d.]+)"[^>]*marker-end', picture)
+    labels = [
+        float(y) for y in re.findall(r'<text x="[\d.]+" y="([\d.]+)" font-size="10" text-anchor="middle"', picture)
+    ]
+    assert arrows and all(a == b for a, b in arrows)  # level
+    assert all(label < float(y) - 3 for (y, _), label in zip(arrows, labels, strict=True))  # above, not on it
+
+
+@pytest.mark.parametrize("wrong", [7, "ab", [7, "x"], None, {"a": 1}])
+def test_a_hand_edited_failure_table_of_any_shape_still_makes_a_page(tmp_path: Path, wrong: object) -> None:
+    table = {"columns": wrong, "expected": wrong, "got": wrong}
+    record = _record("failed", failure={"step": "Then x", "line": 4, "kind": "failed", "message": "m", "table": table})
+    path = tmp_path / "results.json"
+    results.write(path, {"implementation": {"name": "x"}}, [record])
+    assert "Then x" in html.build([path], tmp_path / "index.html").read_text()
