@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import itertools
 import os
 import signal
 import sys
@@ -38,18 +39,32 @@ REWRITE = "pytest.PytestAssertRewriteWarning"
 RUN_LOCK = ".sbtck-run.lock"  # in --out, held while a run writes there
 # pytest options after -- that show something of pytest's and run no scenario: a run of none would read as a verdict
 SHOWS_ONLY = frozenset(
-    {"--fixtures", "--fixtures-per-test", "--markers", "--help", "-h", "--version", "-V", "--setup-plan"}
-    | {"--collect-only", "--co", "--trace-config"}
+    {"--fixtures", "--fixtures-per-test", "--funcargs", "--markers", "--help", "-h", "--version", "-V"}
+    | {"--collect-only", "--collectonly", "--co", "--trace-config", "--setup-plan", "--setup-only", "--cache-show"}
 )
+# the plugin's options, which sbtck run sets from its own after checking them: given after -- they would bypass
+# --out's checks and lock, and the settings' trust
+KIT_OPTIONS = "--sbtck-"
+# a tag expression is a few names; a longer one is refused before pytest's parser spends seconds on it
+MAX_TAGS_CHARS = int(os.environ.get("SBTCK_MAX_TAGS_CHARS", "10000"))
+
+
+def _pytest_options_refused(extra: list[str]) -> str | None:
+    """Why the arguments after -- cannot be run by sbtck run, or None."""
+    for arg in extra:
+        name = arg.split("=", 1)[0]
+        if name in SHOWS_ONLY:
+            return f"{name} runs no scenario, so gives no verdict; run it through pytest itself (pytest {name})"
+        if name.startswith(KIT_OPTIONS):
+            own = name.removeprefix(KIT_OPTIONS)
+            return f"{name} after -- is the kit's own option; write --{own} before --"
+    return None
 
 
 def _run(args: argparse.Namespace, extra: list[str]) -> int:
-    shown = next((arg for arg in extra if arg in SHOWS_ONLY), None)
-    if shown is not None:
-        print(
-            f"sbtck: {shown} runs no scenario, so gives no verdict; run it through pytest itself (pytest {shown})",
-            file=sys.stderr,
-        )
+    refused = _pytest_options_refused(extra)
+    if refused is not None:
+        print(f"sbtck: {refused}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
     try:
@@ -58,6 +73,14 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         print(f"sbtck: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     chosen: dict[str, str | None] = {key: getattr(args, key) or settings.get(key) for key in config.KEYS}
+    tags = chosen["tags"]
+    if tags is not None and len(tags) > MAX_TAGS_CHARS:
+        print(
+            f"sbtck: --tags {tags[:40]!r}...: {len(tags)} characters; a tag expression is at most "
+            f"{MAX_TAGS_CHARS} (SBTCK_MAX_TAGS_CHARS)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     # the project's folder: the settings file's, found walking up, as pytest finds its rootdir
     project = source.parent if source is not None else Path.cwd()
     out = Path(chosen["out"] or project / "out" / "report").resolve()
@@ -158,8 +181,12 @@ def _run_suite(
     if code == PYTEST_NO_TESTS and collected.scenarios:  # none applied: the kit's own line said "nothing ran"
         return EXIT_BAD_INPUT
     if code == PYTEST_NO_TESTS:
-        tags = chosen["tags"]
-        print(f"sbtck: no scenario matches --tags {tags!r}" if tags else "sbtck: no scenario ran", file=sys.stderr)
+        chose = [f"--tags {chosen['tags']!r}"] if chosen["tags"] else []
+        # every selection named, pytest's own after -- too: -k alone must not read as the tags' fault
+        chose += [f"{arg} {after!r}" for arg, after in itertools.pairwise(extra) if arg in ("-k", "-m")]
+        chose += [f"{arg[:2]} {arg[2:]!r}" for arg in extra if arg[:2] in ("-k", "-m") and len(arg) > 2]
+        said = f"no scenario matches {' and '.join(chose)}" if chose else "no scenario ran"
+        print(f"sbtck: {said}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if code in (PYTEST_USAGE, PYTEST_INTERRUPTED):
         return EXIT_BAD_INPUT

@@ -1,0 +1,132 @@
+"""Hostile input on the run side (issue 47): settings, output folders, crashes, the terminal, the lesser cases.
+
+Each case ends in one line and the right exit status, never a traceback, a verdict that is not the run's, or a
+file of the user's changed. tests/plugging/test_hostile.py holds the earlier rounds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sbtck.errors import ProtocolError
+from sbtck.iut import answers, protocol
+from sbtck.iut.reference import reference
+from tests.helpers import kit
+
+
+def _one_line(text: str) -> None:
+    assert "Traceback" not in text and "INTERNALERROR" not in text, text[-3000:]
+
+
+# ------------------------------------------------------------- protocol versions
+
+
+@pytest.mark.parametrize("version", ["2.999", "2.1-evil", "2.1\u202e", "2", "2.1.0", " 2.1", "02.1", "2.01"])
+def test_a_protocol_version_the_kit_does_not_know_is_refused(version: str) -> None:
+    said = {**protocol.handshake_json(reference().handshake()), "protocol": version}
+    with pytest.raises(ProtocolError, match="speaks protocol") as refused:
+        answers.handshake_from(said)
+    assert "\u202e" not in str(refused.value)  # shown, never passed on raw
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.1"])
+def test_the_versions_the_kit_speaks_are_taken(version: str) -> None:
+    said = {**protocol.handshake_json(reference().handshake()), "protocol": version}
+    assert answers.handshake_from(said).protocol == version
+
+
+# ------------------------------------------------------------- the command line
+
+
+@pytest.mark.parametrize(
+    "shown",
+    ["--setup-only", "--funcargs", "--collectonly", "--cache-show", "--cache-show=*", "--setup-plan", "--co"],
+)
+def test_pytest_options_that_run_no_scenario_are_refused(shown: str, tmp_path: Path) -> None:
+    proc = kit("run", "--tags", "ACT-02", "--out", str(tmp_path / "o"), "--", shown)
+    _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode == 2 and "runs no scenario, so gives no verdict" in proc.stderr
+
+
+@pytest.mark.parametrize("option", ["--sbtck-out=OUT", "--sbtck-out", "--sbtck-iut=reference", "--sbtck-baseline"])
+def test_the_kits_own_pytest_options_after_the_separator_are_refused(option: str, tmp_path: Path) -> None:
+    """They would bypass --out's lock and checks (and the settings' trust): the command's options say it."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "index.html").write_text("my own page")
+    option = option.replace("OUT", str(mine))
+    rest = [str(mine)] if option in ("--sbtck-out", "--sbtck-baseline") else []
+    proc = kit("run", "--tags", "ACT-02", "--out", str(tmp_path / "o"), "--", option, *rest)
+    _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode == 2 and "is the kit's own" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in mine.iterdir()) == ["index.html"]
+    assert (mine / "index.html").read_text() == "my own page"
+
+
+def test_a_keyword_that_matches_nothing_is_named_not_the_tags(tmp_path: Path) -> None:
+    proc = kit("run", "--tags", "ACT-02", "--out", str(tmp_path / "o"), "--", "-k", "zzz")
+    _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode == 2
+    assert "no scenario matches --tags 'ACT-02' and -k 'zzz'" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("where", ["command line", "settings"])
+def test_a_huge_tag_expression_is_refused_in_a_short_line(where: str, tmp_path: Path) -> None:
+    """pytest's parser took 12.5 s over 1 MB of tags, and the error quoted all of it."""
+    if where == "settings":  # 1 MB: no command line takes one argument of that size
+        tags = "ACT-01 or " * 104_000 + "ACT-02"
+        (tmp_path / "sbtck.toml").write_text(f'tags = "{tags}"\n')
+        args = ["--out", str(tmp_path / "o")]
+    else:
+        tags = "ACT-01 or " * 12_000 + "ACT-02"
+        args = ["--tags", tags, "--out", str(tmp_path / "o")]
+    proc = subprocess.run(
+        [sys.executable, "-m", "sbtck", "run", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode == 2 and "SBTCK_MAX_TAGS_CHARS" in proc.stderr
+    assert len(proc.stderr) < 500
+    assert not (tmp_path / "o").exists()  # refused before anything is made
+
+
+# ------------------------------------------------------------------ serving
+
+
+def test_serve_tcp_accepts_a_flood_of_connections_at_once_and_bounds_them() -> None:
+    """A listen backlog of 5 left a flood to the kernel's retries (154 s for 1,000); beyond the limit of
+    connections served at once, one more is told so in an answer and closed."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "sbtck", "serve", "--tcp", "127.0.0.1:0"],
+        env={**os.environ, "SBTCK_SERVE_MAX_CONNECTIONS": "50"},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    held: list[socket.socket] = []
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline().rsplit(":", 1)[1])
+        for _ in range(300):  # each connect waits for no retry: a SYN beyond the backlog would wait 1 s or more
+            held.append(socket.create_connection(("127.0.0.1", port), timeout=0.9))
+        held[-1].settimeout(10)
+        told = held[-1].makefile().readline()
+        assert "SBTCK_SERVE_MAX_CONNECTIONS" in json.loads(told)["error"]
+        for conn in held[:-1]:
+            conn.close()
+        held = held[-1:]
+    finally:
+        for conn in held:
+            conn.close()
+        server.terminate()
+        server.wait(timeout=10)
