@@ -17,6 +17,7 @@ from typing import Any
 from sbtck import __version__, config, workload_cli
 from sbtck.errors import ConfigError, IUTSpecError, ResultsError, WorkloadSummaryError
 from sbtck.resources import docs, kit_root, suite_ini, suite_module
+from sbtck.visible import visible
 
 # exit codes of every subcommand (the README's table)
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -68,7 +69,7 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
         return EXIT_BAD_INPUT
 
     try:
-        settings, source = config.load(Path.cwd())
+        settings, source = config.load(Path.cwd(), Path(args.settings) if args.settings else None)
     except ConfigError as exc:
         print(f"sbtck: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -165,6 +166,9 @@ def _run_suite(
     if source is not None:
         print(f"sbtck: settings from {source}")
         os.environ[config.SETTINGS_FILE] = str(source)  # the report names it
+    # said before it starts: a program named by a file is not started unseen
+    came_from = "from --iut" if args.iut else f"from {source}" if chosen["iut"] else "the default"
+    print(visible(f"sbtck: implementation {chosen['iut'] or 'reference'} ({came_from})"))
     if args.features:
         paths = [Path(p).resolve() for p in args.features.split(",")]
         missing = [str(p) for p in paths if not p.exists()]
@@ -403,6 +407,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--expectations", help="a YAML file listing the scenario ids expected to fail")
     run.add_argument("--tags", help="which scenarios, as a tag expression: 'ACT-06 or ACT-07', 'not informative'")
     run.add_argument("--out", help="output folder (default: out/report)")
+    run.add_argument(
+        "--settings",
+        metavar="FILE",
+        help="this settings file (sbtck.toml, or a pyproject.toml with [tool.sbtck]), whoever owns it, instead of "
+        "the one found walking up from the current folder",
+    )
     run.add_argument("--features", help="run these .feature files or folders instead (e.g. workload reproducers)")
     run.add_argument(
         "--baseline",

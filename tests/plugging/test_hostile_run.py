@@ -130,3 +130,67 @@ def test_serve_tcp_accepts_a_flood_of_connections_at_once_and_bounds_them() -> N
             conn.close()
         server.terminate()
         server.wait(timeout=10)
+
+
+# ----------------------------------------------------------------- settings
+
+
+def _run_in(folder: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sbtck", "run", *args],
+        cwd=folder,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def _planted(tmp_path: Path, how: str) -> tuple[Path, Path]:
+    """A settings file above a project that would run a command and write outside the project: the file, and
+    the project's folder below it."""
+    settings = tmp_path / ("pyproject.toml" if how == "pyproject" else "sbtck.toml")
+    lines = 'iut = "cmd:sh -c \'touch PWNED\'"\nout = "plant-report"\n'
+    settings.write_text(f"[tool.sbtck]\n{lines}" if how == "pyproject" else lines)
+    if how == "world-writable":
+        settings.chmod(0o666)
+    else:
+        os.chown(settings, 4242, 4242)  # another user's
+    project = tmp_path / "a" / "b"
+    project.mkdir(parents=True)
+    return settings, project
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file another user's needs root")
+@pytest.mark.parametrize("how", ["another user's", "world-writable", "pyproject"])
+def test_a_planted_settings_file_runs_nothing(how: str, tmp_path: Path) -> None:
+    settings, project = _planted(tmp_path, how)
+    proc = _run_in(project, "--tags", "ACT-02")
+    _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode == 2
+    assert str(settings) in proc.stderr and "--settings" in proc.stderr and "SBTCK_TRUSTED_SETTINGS" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not list(tmp_path.rglob("PWNED")) and not (tmp_path / "plant-report").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file another user's needs root")
+def test_a_settings_file_the_user_allows_is_used_and_the_implementation_named_before_it_starts(tmp_path: Path) -> None:
+    settings, project = _planted(tmp_path, "another user's")
+    settings.write_text('iut = "reference"\nout = "report"\n')
+    os.chown(settings, 4242, 4242)
+    by_env = _run_in(project, "--tags", "ACT-02", env={"SBTCK_TRUSTED_SETTINGS": str(tmp_path)})
+    assert by_env.returncode == 0, by_env.stderr[-2000:]
+    assert f"sbtck: implementation reference (from {settings})" in by_env.stdout
+    assert (tmp_path / "report" / "results.json").is_file()
+    by_option = _run_in(project, "--settings", str(settings), "--tags", "ACT-02", "--out", str(tmp_path / "r2"))
+    assert by_option.returncode == 0, by_option.stderr[-2000:]
+    assert "sbtck: implementation reference (from --settings" not in by_option.stdout  # it is the file's
+    assert f"sbtck: implementation reference (from {settings})" in by_option.stdout
+
+
+def test_the_implementation_is_named_with_where_it_came_from(tmp_path: Path) -> None:
+    proc = _run_in(tmp_path, "--iut", "reference", "--tags", "ACT-02", "--out", str(tmp_path / "o"))
+    assert proc.returncode == 0 and "sbtck: implementation reference (from --iut)" in proc.stdout
+    proc = _run_in(tmp_path, "--tags", "ACT-02", "--out", str(tmp_path / "o2"))
+    assert proc.returncode == 0 and "sbtck: implementation reference (the default)" in proc.stdout
