@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sbtck.reports import cucumber, html, junit, results
+from sbtck.reports import cucumber, html, junit, outfolder, results
 
 
 def build(folder: Path, run: dict[str, Any], records: list[results.ScenarioRecord], baseline: Path | None) -> None:
@@ -45,6 +45,10 @@ def publish(
         if target.is_symlink():  # planted beside --out: the partial report would land wherever it points
             say(f"sbtck: the run was interrupted; {target} is a symbolic link, so its partial report is not written")
             return None
+        if (target.exists() and not target.is_dir()) or outfolder.refused(target, outfolder.REPORT):
+            # a file or a folder of the user's by that name keeps its files; the partial report goes beside it
+            target = Path(tempfile.mkdtemp(prefix=f"{target.name}-", dir=target.parent))
+        outfolder.claim(target, outfolder.REPORT)
         say(
             f"sbtck: the run was interrupted after {len(records)} scenarios; the report in {out} is left "
             f"as it was, this run's partial report is in {target}"

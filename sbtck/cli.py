@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import itertools
 import os
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from sbtck import __version__, config, workload_cli
 from sbtck.errors import ConfigError, IUTSpecError, ResultsError, WorkloadSummaryError
+from sbtck.reports import outfolder
 from sbtck.resources import docs, kit_root, suite_ini, suite_module
 from sbtck.visible import visible
 
@@ -37,7 +36,6 @@ class Help(argparse.HelpFormatter):
 # `sbtck run` imports the kit and pytest-bdd before pytest marks them, as installed plugins, for assertion rewriting
 ALREADY_IMPORTED = "ignore:Module already imported so cannot be rewritten;"
 REWRITE = "pytest.PytestAssertRewriteWarning"
-RUN_LOCK = ".sbtck-run.lock"  # in --out, held while a run writes there
 # pytest options after -- that show something of pytest's and run no scenario: a run of none would read as a verdict
 SHOWS_ONLY = frozenset(
     {"--fixtures", "--fixtures-per-test", "--funcargs", "--markers", "--help", "-h", "--version", "-V"}
@@ -88,33 +86,21 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     if out.exists() and not out.is_dir():
         print(f"sbtck: --out {out} is a file; name a folder for the report", file=sys.stderr)
         return EXIT_BAD_INPUT
+    foreign = outfolder.refused(out, outfolder.REPORT)
+    if foreign:
+        print(f"sbtck: --out {out}: {foreign}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     unwritable = _unwritable(out)
     if unwritable:  # found now, not after the whole run
         print(f"sbtck: --out {out}: cannot write there ({unwritable})", file=sys.stderr)
         return EXIT_BAD_INPUT
-    with _one_run_at_a_time(out) as taken:
+    # a second command there at once is refused, never left to replace or mix with this run's report
+    with outfolder.locked(out) as taken:
         if not taken:
-            print(
-                f"sbtck: --out {out}: another sbtck run is writing its report there; wait, or name another --out",
-                file=sys.stderr,
-            )
+            print(f"sbtck: --out {out}: {outfolder.TAKEN}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        outfolder.claim(out, outfolder.REPORT)
         return _run_suite(args, extra, chosen, out, source, project)
-
-
-@contextlib.contextmanager
-def _one_run_at_a_time(out: Path) -> Iterator[bool]:
-    """A lock on OUT for the run: a second run there at once is refused, never left to replace the first's report."""
-    fd = os.open(out / RUN_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # never through a planted link
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)  # the lock goes with it
 
 
 def _run_suite(
@@ -295,6 +281,12 @@ def _report(args: argparse.Namespace) -> int:
             raise ResultsError(f"{twice} is given twice: each run is one column of the page")
         runs = [read(Path(p)) for p in args.results]
         old = read(Path(args.baseline))[1] if args.baseline else None
+        foreign = outfolder.refused(out, outfolder.REPORT)
+        if foreign:
+            raise ResultsError(f"--out {out}: {foreign}")
+        if not outfolder.hold(out):
+            raise ResultsError(f"--out {out}: {outfolder.TAKEN}")
+        outfolder.claim(out, outfolder.REPORT)
 
         def make(folder: Path) -> None:
             html.build(

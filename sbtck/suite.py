@@ -24,13 +24,20 @@ from pytest_bdd.scenario import scenario_wrapper_template_registry
 
 from sbtck import __version__, catalogue, config
 from sbtck.contract import PROTOCOL_VERSION, REQUIRES_TAG
-from sbtck.errors import DeclarationError, ImplementationFault, IUTSpecError, LogDiffers, ResultsError
+from sbtck.errors import (
+    DeclarationError,
+    ImplementationFault,
+    IUTSpecError,
+    LogDiffers,
+    OutputError,
+    ResultsError,
+)
 from sbtck.fixtures.clock import ScenarioClock
 from sbtck.iut import answers, protocol
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.loader import factory_for, implementation_made
 from sbtck.iut.profile import CAPABILITIES, Profile, from_handshake, load_expectations, load_file
-from sbtck.reports import baseline, results
+from sbtck.reports import baseline, outfolder, results
 from sbtck.reports.publish import interrupted
 from sbtck.resources import features, kit_root
 from sbtck.steps.phrases import PHRASES, Phrase
@@ -59,7 +66,7 @@ def start(config: pytest.Config) -> Kit:
         )
     try:
         kit = Kit(config)
-    except (IUTSpecError, DeclarationError, ResultsError) as exc:
+    except (IUTSpecError, DeclarationError, ResultsError, OutputError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[KIT] = kit
     manager = config.pluginmanager
@@ -77,6 +84,9 @@ class Kit:
         self.config = config
         self.spec: str = config.getoption("--sbtck-iut") or "reference"
         out = config.getoption("--sbtck-out")
+        self._out_lock = contextlib.ExitStack()
+        if out and not hasattr(config, "workerinput"):
+            self._take(Path(out))
         self.factory = factory_for(self.spec, Path(out) if out else None)
         profile = config.getoption("--sbtck-profile")
         self._profile_path = Path(profile) if profile else None
@@ -103,6 +113,19 @@ class Kit:
         self.records: list[results.ScenarioRecord] = []
         self.started = dt.datetime.now(dt.UTC)
         self.t0 = time.perf_counter()
+
+    def _take(self, out: Path) -> None:
+        """OUT is the kit's to write (sbtck run has checked it and holds its lock already; plain pytest has not)."""
+        foreign = outfolder.refused(out, outfolder.REPORT)
+        if foreign:
+            raise OutputError(f"--sbtck-out {out}: {foreign}")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            if not self._out_lock.enter_context(outfolder.locked(out)):
+                raise OutputError(f"--sbtck-out {out}: {outfolder.TAKEN}")
+            outfolder.claim(out, outfolder.REPORT)
+        except OSError as exc:
+            raise OutputError(f"--sbtck-out {out}: cannot write there ({exc.strerror or exc})") from None
 
     @property
     def implementation(self) -> Implementation:
@@ -457,6 +480,7 @@ class Kit:
     def pytest_unconfigure(self) -> None:
         if self._implementation is not None:
             self._implementation.close()
+        self._out_lock.close()
 
 
 def _template(item: pytest.Item) -> Any:

@@ -194,3 +194,102 @@ def test_the_implementation_is_named_with_where_it_came_from(tmp_path: Path) -> 
     assert proc.returncode == 0 and "sbtck: implementation reference (from --iut)" in proc.stdout
     proc = _run_in(tmp_path, "--tags", "ACT-02", "--out", str(tmp_path / "o2"))
     assert proc.returncode == 0 and "sbtck: implementation reference (the default)" in proc.stdout
+
+
+# ------------------------------------------------------------ output folders
+
+
+def _users_site(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_bytes(b"<h1>my own page</h1>")
+    (site / "results.json").write_bytes(b'{"mine": true}')
+    return site, {p.name: p.read_bytes() for p in site.iterdir()}
+
+
+def test_run_keeps_a_folder_it_did_not_make_byte_for_byte(tmp_path: Path) -> None:
+    site, before = _users_site(tmp_path)
+    proc = kit("run", "--tags", "ACT-02", "--out", str(site))
+    _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode == 2 and "holds files sbtck did not write" in proc.stderr, proc.stderr
+    assert {p.name: p.read_bytes() for p in site.iterdir()} == before
+    # a folder the kit made is its own to write again
+    assert kit("run", "--tags", "ACT-02", "--out", str(tmp_path / "o")).returncode == 0
+    assert kit("run", "--tags", "ACT-02", "--out", str(tmp_path / "o")).returncode == 0
+
+
+def test_report_keeps_a_folder_it_did_not_make_byte_for_byte(tmp_path: Path) -> None:
+    assert kit("run", "--tags", "ACT-02", "--out", str(tmp_path / "o")).returncode == 0
+    site, before = _users_site(tmp_path)
+    proc = kit("report", str(tmp_path / "o" / "results.json"), "--out", str(site))
+    _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode == 2 and "holds files sbtck did not write" in proc.stderr, proc.stderr
+    assert {p.name: p.read_bytes() for p in site.iterdir()} == before
+
+
+def test_the_root_and_the_home_folder_are_refused(tmp_path: Path) -> None:
+    from sbtck.reports import outfolder
+
+    home = tmp_path / "home"
+    home.mkdir()  # empty: refused all the same
+    proc = kit("run", "--tags", "ACT-02", "--out", str(home), env={"HOME": str(home)})
+    _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode == 2 and "the filesystem root or the home folder" in proc.stderr, proc.stderr
+    assert list(home.iterdir()) == []
+    # never tried on / itself: the kit before this check wrote five files there
+    assert "the filesystem root" in str(outfolder.refused(Path("/"), outfolder.REPORT))
+
+
+def test_pytest_with_sbtck_out_keeps_a_folder_it_did_not_make(tmp_path: Path) -> None:
+    from sbtck.resources import suite_ini, suite_module
+
+    site, before = _users_site(tmp_path)
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", str(suite_module()), "-c", str(suite_ini()), "-m", "ACT-02"),
+            *("-p", "no:cacheprovider", "--sbtck-out", str(site)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 4 and "holds files sbtck did not write" in proc.stdout + proc.stderr
+    assert {p.name: p.read_bytes() for p in site.iterdir()} == before
+
+
+@pytest.mark.parametrize("command", ["run", "report", "workload"])
+def test_one_lock_per_out_for_every_command_that_writes_there(command: str, tmp_path: Path) -> None:
+    """sbtck workload and sbtck run on one --out at once left a mixed folder; sbtck report unlocked beside a
+    run left a page that disagreed with its results.json."""
+    import fcntl
+
+    assert kit("run", "--tags", "ACT-02", "--out", str(tmp_path / "first")).returncode == 0
+    out = tmp_path / "o"
+    out.mkdir()
+    args = {
+        "run": ["run", "--tags", "ACT-02", "--out", str(out)],
+        "report": ["report", str(tmp_path / "first" / "results.json"), "--out", str(out)],
+        "workload": ["workload", "--worlds", "1", "--out", str(out)],
+    }[command]
+    held = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as another command writing there holds it
+        proc = kit(*args)
+    finally:
+        os.close(held)
+    _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode == 2 and "another sbtck command is writing there" in proc.stderr, proc.stderr
+    assert list(out.iterdir()) == []
+
+
+def test_an_interrupted_runs_report_beside_a_plain_file_is_kept(tmp_path: Path) -> None:
+    from sbtck.reports import publish
+    from sbtck.reports import results as results_module
+
+    (tmp_path / "report.interrupted").write_text("a user's own file")
+    said: list[str] = []
+    record = results_module.ScenarioRecord("f::s", "f.feature", "F", "s", 1, [], status=results_module.PASSED)
+    where = publish.publish(tmp_path / "report", {"interrupted": True}, [record], None, said.append)
+    assert (tmp_path / "report.interrupted").read_text() == "a user's own file"
+    assert where is not None and (where / "results.json").is_file() and str(where) in said[-1]
