@@ -99,6 +99,7 @@ class Kit:
         if self.baseline is not None:
             results.read(self.baseline)  # a wrong baseline is bad input, said before any scenario runs
         self.interrupted = False
+        self.build_failed = False  # a builder of the report failed after results.json was written: exit 3
         self.changes: baseline.Changes | None = None  # against --sbtck-baseline, once the session finished
         self.handshake_fault: str | None = None
         # what a rerun of one scenario needs of this run's settings
@@ -365,7 +366,7 @@ class Kit:
         world: World | None = item.stash.get(WORLD, None)
         if world is not None:
             events, record.events_not_kept = results.kept(world.log)
-            record.events = [{**e.to_json(), "second": world.second_of(e)} for e in events]
+            record.events = [results.reportable({**e.to_json(), "second": world.second_of(e)}) for e in events]
         if report.failed and record.failure is None and record.status != results.UNEXPECTED_PASS:
             record.failure = {
                 "step": "",
@@ -421,6 +422,8 @@ class Kit:
             out = self.config.getoption("--sbtck-out")
             if out is not None:
                 self.write(Path(out))
+                if self.build_failed:  # the run's verdict is printed; the report is not whole
+                    session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         return (yield)
 
     def run_info(self) -> dict[str, Any]:
@@ -453,7 +456,11 @@ class Kit:
 
         # in the order of the features, whatever order the scenarios finished in (under xdist it changes)
         records = sorted(self.records, key=lambda rec: (rec.feature_path, rec.line, rec.id))
-        publish.publish(out, self.run_info(), records, self.baseline, self._say)
+        try:
+            publish.publish(out, self.run_info(), records, self.baseline, self._say)
+        except publish.BuildFailed as exc:
+            self.build_failed = True
+            self._say(f"sbtck: {exc}")
 
     def _say(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")

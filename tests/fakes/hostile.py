@@ -42,3 +42,19 @@ class _Escapes(ReferenceImplementation):
 
 def escapes() -> ReferenceImplementation:
     return _Escapes(name="escapes")
+
+
+class _WrongTypes(ReferenceImplementation):
+    """Reports every rollback as returning "lots" of messages, and every event a second of 10**400 later."""
+
+    def execute(self, command: contract.Command) -> contract.Response:
+        response = super().execute(command)
+        for event in response.events:
+            if event.kind == "transaction_rolled_back":
+                event.fields["returned"] = "lots"
+            event.fields["spid"] = 10**400
+        return response
+
+
+def wrong_types() -> ReferenceImplementation:
+    return _WrongTypes(name="wrong types")

@@ -293,3 +293,158 @@ def test_an_interrupted_runs_report_beside_a_plain_file_is_kept(tmp_path: Path) 
     where = publish.publish(tmp_path / "report", {"interrupted": True}, [record], None, said.append)
     assert (tmp_path / "report.interrupted").read_text() == "a user's own file"
     assert where is not None and (where / "results.json").is_file() and str(where) in said[-1]
+
+
+# ------------------------------------------------------------ results files
+
+
+def _valid_results() -> dict[str, object]:
+    """A small results.json as sbtck run writes it: one failed scenario with events, a table and a profile."""
+    from sbtck.reports import results
+
+    record = results.ScenarioRecord(
+        "features/a.feature::s",
+        "features/a.feature",
+        "A",
+        "s",
+        3,
+        ["ACT-09"],
+        steps=[results.StepRecord("Given", "a thing", 4, status="failed")],
+        status=results.FAILED,
+        failure={
+            "step": "Given a thing",
+            "line": 4,
+            "kind": "failed",
+            "message": "no",
+            "table": {"columns": ["a"], "expected": [[1]], "got": [[2]]},
+        },
+        events=[
+            {"at_ms": 0, "kind": "message_arrived", "queue": "q", "second": 0.0},
+            {
+                "at_ms": 1000,
+                "kind": "rows_returned",
+                "queue": "q",
+                "session": "s1",
+                "rows": [{"dialog": "d"}],
+                "second": 1.0,
+            },
+            {"at_ms": 2000, "kind": "transaction_rolled_back", "session": "s1", "returned": 1, "second": 2.0},
+            {"at_ms": 3000, "kind": "procedure_started", "queue": "q", "second": 3.0},
+        ],
+    )
+    run = {
+        "kit": {"name": "sbtck", "version": "1"},
+        "implementation": {"spec": "reference", "name": "r", "version": "1", "protocol": "2.1"},
+        "profile": {"source": "s", "params": {"timer_period_s": 5}, "capabilities": ["activation"]},
+        "settings": None,
+        "started": "2026-01-01T00:00:00+00:00",
+        "wall_time_s": 1.0,
+        "interrupted": False,
+    }
+    data: dict[str, object] = json.loads(json.dumps({**run, "scenarios": [record.to_json()]}))
+    return data
+
+
+def _paths(value: object, at: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    found = [at]
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            found += _paths(inner, (*at, key))
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            found += _paths(inner, (*at, i))
+    return found
+
+
+BAD_VALUES = [None, [], [1, "x"], {}, {"a": [1]}, "lots", "", 10**400, -(10**400), 1.5, -1, True, float("inf")]
+
+
+def test_report_refuses_a_malformed_results_file_in_one_line_naming_the_field() -> None:
+    """Every field of the results schema, given a value of another type: the report is built, or refused in
+    one line naming the field; never a crash (126 of 1,423 crafted files crashed sbtck report)."""
+    import contextlib
+    import io
+    import re
+    import tempfile
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from sbtck import cli
+
+    valid = _valid_results()
+    paths = [p for p in _paths(valid) if p]
+
+    @settings(max_examples=250, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(st.sampled_from(paths), st.sampled_from(BAD_VALUES))
+    def one(path: tuple[object, ...], bad: object) -> None:
+        data = json.loads(json.dumps(valid))
+        inner = data
+        for key in path[:-1]:
+            inner = inner[key]
+        inner[path[-1]] = bad
+        with tempfile.TemporaryDirectory(prefix="robustrun-fuzz-") as folder:
+            source = Path(folder) / "run" / "results.json"
+            source.parent.mkdir()
+            source.write_text(json.dumps(data))
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                code = cli.main(["report", str(source), "--out", str(Path(folder) / "page")])
+        said = err.getvalue()
+        assert code in (0, 2), (path, bad, said)
+        if code == 2:
+            assert len(said.strip().splitlines()) == 1, said
+            assert re.search(r"`\$[^`]*`", said), said  # the field, as `$.scenarios[0].events[1].second`
+
+    one()
+
+
+@pytest.mark.parametrize(
+    ("where", "bad", "field"),
+    [
+        (("scenarios", 0, "events", 1, "second"), None, "$.scenarios[0].events[1].second"),
+        (("scenarios", 0, "events", 1, "second"), 10**400, "$.scenarios[0].events[1].second"),
+        (("scenarios", 0, "events", 0, "kind"), ["x"], "$.scenarios[0].events[0].kind"),
+        (("scenarios", 0, "events", 2, "returned"), "lots", "$.scenarios[0].events[2].returned"),
+        (("profile", "params"), [5], "$.profile.params"),
+        (("profile", "capabilities"), "activation", "$.profile.capabilities"),
+    ],
+)
+def test_report_names_the_field_of_each_reported_crash(
+    where: tuple[object, ...], bad: object, field: str, tmp_path: Path
+) -> None:
+    data = _valid_results()
+    inner: object = data
+    for key in where[:-1]:
+        inner = inner[key]  # type: ignore[index]
+    inner[where[-1]] = bad  # type: ignore[index]
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "results.json").write_text(json.dumps(data))
+    proc = kit("report", str(tmp_path / "run" / "results.json"), "--out", str(tmp_path / "page"))
+    _one_line(proc.stderr)
+    assert proc.returncode == 2 and f"`{field}`" in proc.stderr, proc.stderr
+
+
+def test_a_builder_that_fails_leaves_results_and_the_other_files_and_exits_3(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    assert kit("run", "--tags", "ACT-02", "--out", str(out)).returncode == 0
+    proc = kit("run", "--tags", "ACT-02", "--out", str(out), "--", "-p", "tests.fakes.breaks_the_page")
+    _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode == 3, proc.stdout[-2000:]
+    said = [line for line in (proc.stdout + proc.stderr).splitlines() if "could not be built" in line]
+    assert len(said) == 1 and "index.html could not be built (OverflowError" in said[0]
+    assert "sbtck: conforms:" in proc.stdout  # the run's verdict
+    assert {"results.json", "junit.xml", "cucumber.json", "sbtck-errors.log"} <= {p.name for p in out.iterdir()}
+    assert not (out / "index.html").exists()  # never the earlier run's page beside this run's results
+    assert "a defect of the page builder" in (out / "sbtck-errors.log").read_text()
+
+
+def test_values_of_another_type_from_an_implementation_never_crash_the_report(tmp_path: Path) -> None:
+    """transaction_rolled_back.returned = "lots" and a huge integer made the page builder raise after every
+    scenario ran: no report, exit 1 with a traceback."""
+    out = tmp_path / "o"
+    proc = kit("run", "--iut", "python:tests.fakes.hostile:wrong_types", "--tags", "ACT-09", "--out", str(out))
+    _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode in (0, 1) and (out / "index.html").is_file(), proc.stdout[-2000:]
+    page = (out / "index.html").read_text()
+    assert "returned (not of its type)" in page and "lots" in page
