@@ -43,6 +43,7 @@ from sbtck.resources import features, kit_root
 from sbtck.steps.phrases import PHRASES, Phrase
 from sbtck.steps.vocabulary import STEP_MODULES
 from sbtck.steps.world import World
+from sbtck.visible import visible
 
 
 def start(config: pytest.Config) -> Kit:
@@ -356,7 +357,7 @@ class Kit:
                     message = str(fault) if isinstance(fault, ImplementationFault) else str(report.longrepr)[-4000:]
                     record.failure = {"step": "", "line": record.line, "kind": results.ERROR, "message": message}
         if record is None or (call.when != "call" and not (report.skipped or report.failed)):
-            return report
+            return _shown(report) if _template(item) is not None else report
         record.status, record.reason = _status(report, record)
         if record.status == results.FAILED and results.INFORMATIVE in record.tags:
             record.status, record.reason = results.DIFFERS, INFORMATIVE_REASON
@@ -381,7 +382,7 @@ class Kit:
         if world is not None:
             world.forget()
             del item.stash[WORLD]
-        return report
+        return _shown(report)
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -488,6 +489,19 @@ class Kit:
         if self._implementation is not None:
             self._implementation.close()
         self._out_lock.close()
+
+
+def _shown(report: pytest.TestReport) -> pytest.TestReport:
+    """REPORT as the terminal may show it: what pytest prints of a scenario (the failure with its event log, a
+    skip's reason, the output captured) carries an implementation's words, and a terminal would obey their
+    control sequences (OSC 52 writes the user's clipboard); shown as the page shows them."""
+    if isinstance(report.longrepr, tuple):
+        path, line, reason = report.longrepr
+        report.longrepr = (path, line, visible(reason))
+    elif report.longrepr is not None:
+        report.longrepr = visible(str(report.longrepr))
+    report.sections = [(title, visible(content)) for title, content in report.sections]
+    return report
 
 
 def _template(item: pytest.Item) -> Any:

@@ -58,3 +58,24 @@ class _WrongTypes(ReferenceImplementation):
 
 def wrong_types() -> ReferenceImplementation:
     return _WrongTypes(name="wrong types")
+
+
+# an OSC 52 sequence writes the terminal's clipboard; OSC 0 sets its title; U+202E reverses the line after it
+OSC = "\x1b]52;c;cHduZWQ=\x07\x1b]0;pwned\x07\u202e"
+
+
+class _Osc(ReferenceImplementation):
+    """Tags every event with terminal sequences, and reports no message arriving, so that checks fail and print
+    the event log."""
+
+    def execute(self, command: contract.Command) -> contract.Response:
+        response = super().execute(command)
+        response.events = [e for e in response.events if e.kind not in ("message_arrived", "procedure_started")]
+        for event in response.events:
+            event.fields["note"] = OSC
+        print(f"stdout of the implementation {OSC}")  # captured by pytest, shown for a failing scenario
+        return response
+
+
+def osc() -> ReferenceImplementation:
+    return _Osc(name="osc")

@@ -448,3 +448,16 @@ def test_values_of_another_type_from_an_implementation_never_crash_the_report(tm
     assert proc.returncode in (0, 1) and (out / "index.html").is_file(), proc.stdout[-2000:]
     page = (out / "index.html").read_text()
     assert "returned (not of its type)" in page and "lots" in page
+
+
+# ----------------------------------------------------------------- the terminal
+
+
+def test_the_terminal_shows_an_implementations_sequences_as_the_page_does(tmp_path: Path) -> None:
+    """The event log printed for a failing scenario carried an implementation's raw OSC 52 (which writes the
+    user's clipboard), OSC 0 and U+202E."""
+    proc = kit("run", "--iut", "python:tests.fakes.hostile:osc", "--tags", "ACT-09", "--out", str(tmp_path / "o"))
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, output[-2000:]
+    assert "note=" in output and "[U+001B]]52;c;" in output and "[U+202E]" in output  # the log was printed
+    assert "\x1b]" not in output and "\x07" not in output and "\u202e" not in output
