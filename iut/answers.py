@@ -18,6 +18,7 @@ from sbtck.iut.implementation import Implementation
 from sbtck.iut.protocol import shown
 from sbtck.observations import Kind
 from sbtck.views import VIEW_COLUMNS, column_type
+from sbtck.visible import visible
 
 # what an implementation may put in a handshake parameter
 Scalar = int | float | str | bool | None
@@ -26,6 +27,10 @@ Scalar = int | float | str | bool | None
 # past these the scenario is an error, so that a flooding implementation cannot take the kit's memory.
 MAX_EVENTS_PER_ANSWER = int(os.environ.get("SBTCK_MAX_EVENTS_PER_ANSWER", "200000"))
 MAX_EVENTS_PER_SCENARIO = int(os.environ.get("SBTCK_MAX_EVENTS_PER_SCENARIO", "250000"))
+# The versions an implementation may answer: this kit's and each earlier minor of its major, which asks no more
+# of it (docs/changes.md: a minor version only adds what an implementation may leave out).
+_MAJOR, _MINOR = PROTOCOL_VERSION.split(".")
+SPOKEN = tuple(f"{_MAJOR}.{minor}" for minor in range(int(_MINOR) + 1))
 
 
 # The shapes of what an implementation sends, declared once and checked before anything is used:
@@ -66,10 +71,16 @@ def decode_answer(line: bytes | str) -> Answer:
 def handshake_from(result: dict[str, Any]) -> Handshake:
     """The hello answer's result, checked: its capabilities must be ones the kit knows."""
     version = str(result.get("protocol", ""))
+    said = visible(version[:40])
     if version.split(".")[0] != PROTOCOL_VERSION.split(".")[0]:
         raise ProtocolError(
-            f"the implementation speaks protocol {version or '(none)'}, the kit {PROTOCOL_VERSION}: no scenario is "
+            f"the implementation speaks protocol {said or '(none)'}, the kit {PROTOCOL_VERSION}: no scenario is "
             f"judged across major versions; what {PROTOCOL_VERSION} asks beyond earlier ones is in docs/changes.md"
+        )
+    if version not in SPOKEN:  # "2.999", "2.1-evil": a version no kit of this major has published
+        raise ProtocolError(
+            f"the implementation speaks protocol {said!r}, which no kit has published; this kit speaks "
+            f"{', '.join(SPOKEN)} (docs/changes.md)"
         )
     try:
         hello = msgspec.convert(result, Hello)

@@ -6,6 +6,7 @@ import contextlib
 import os
 import socketserver
 import sys
+import threading
 from collections.abc import Callable
 from typing import IO, Any
 
@@ -18,6 +19,11 @@ Factory = Callable[[], Implementation]
 LOOPBACK = ("127.0.0.1", "localhost")
 # how long a connection may stay silent before the server closes it
 IDLE_S = float(os.environ.get("SBTCK_SERVE_IDLE_S", "300"))
+# How many connections are served at once; one more is told so and closed, so that a flood holds no more than
+# this many implementations. The listen backlog takes a burst of them at once instead of leaving it to the
+# kernel's retries (with socketserver's 5, 1,000 connections took 154 s to be accepted).
+MAX_CONNECTIONS = int(os.environ.get("SBTCK_SERVE_MAX_CONNECTIONS", "64"))
+BACKLOG = 1024
 
 
 def serve_stream(factory: Factory, rfile: IO[bytes] | Any, wfile: IO[bytes] | Any) -> None:
@@ -81,16 +87,26 @@ def serve_tcp(factory: Factory, address: str, ready: Callable[[str], None] = pri
     if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
         raise ValueError(f"--tcp {address!r}: a port is a number from 0 (any free port) to 65535")
 
+    serving = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
     class Handler(socketserver.StreamRequestHandler):
         timeout = idle_s
 
         def handle(self) -> None:
             with contextlib.suppress(TimeoutError, ConnectionError):
-                serve_stream(factory, self.rfile, self.wfile)
+                if not serving.acquire(blocking=False):
+                    error = f"the server serves {MAX_CONNECTIONS} connections at once (SBTCK_SERVE_MAX_CONNECTIONS)"
+                    self.wfile.write(protocol.encode({"id": None, "ok": False, "error": error, "events": []}))
+                    return
+                try:
+                    serve_stream(factory, self.rfile, self.wfile)
+                finally:
+                    serving.release()
 
     class Server(socketserver.ThreadingTCPServer):
         allow_reuse_address = True
         daemon_threads = True
+        request_queue_size = BACKLOG
 
     try:
         server = Server(("127.0.0.1", int(port_text)), Handler)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import os
 import signal
 import sys
@@ -11,10 +12,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sbtck import __version__, config, lock, tags, workload_cli
+from sbtck import __version__, config, tags, workload_cli
 from sbtck.errors import ConfigError, IUTSpecError, ResultsError, WorkloadSummaryError
-from sbtck.lock import RUN_LOCK as RUN_LOCK  # where it was declared first
+from sbtck.reports import outfolder
 from sbtck.resources import docs, kit_root, suite_ini, suite_module
+from sbtck.visible import visible
 
 # exit codes of every subcommand (the README's table)
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -36,22 +38,36 @@ ALREADY_IMPORTED = "ignore:Module already imported so cannot be rewritten;"
 REWRITE = "pytest.PytestAssertRewriteWarning"
 # pytest options after -- that show something of pytest's and run no scenario: a run of none would read as a verdict
 SHOWS_ONLY = frozenset(
-    {"--fixtures", "--fixtures-per-test", "--markers", "--help", "-h", "--version", "-V", "--setup-plan"}
-    | {"--collect-only", "--co", "--trace-config"}
+    {"--fixtures", "--fixtures-per-test", "--funcargs", "--markers", "--help", "-h", "--version", "-V"}
+    | {"--collect-only", "--collectonly", "--co", "--trace-config", "--setup-plan", "--setup-only", "--cache-show"}
 )
+# the plugin's options, which sbtck run sets from its own after checking them: given after -- they would bypass
+# --out's checks and lock, and the settings' trust
+KIT_OPTIONS = "--sbtck-"
+# a tag expression is a few names; a longer one is refused before pytest's parser spends seconds on it
+MAX_TAGS_CHARS = int(os.environ.get("SBTCK_MAX_TAGS_CHARS", "10000"))
+
+
+def _pytest_options_refused(extra: list[str]) -> str | None:
+    """Why the arguments after -- cannot be run by sbtck run, or None."""
+    for arg in extra:
+        name = arg.split("=", 1)[0]
+        if name in SHOWS_ONLY:
+            return f"{name} runs no scenario, so gives no verdict; run it through pytest itself (pytest {name})"
+        if name.startswith(KIT_OPTIONS):
+            own = name.removeprefix(KIT_OPTIONS)
+            return f"{name} after -- is the kit's own option; write --{own} before --"
+    return None
 
 
 def _run(args: argparse.Namespace, extra: list[str]) -> int:
-    shown = next((arg for arg in extra if arg in SHOWS_ONLY), None)
-    if shown is not None:
-        print(
-            f"sbtck: {shown} runs no scenario, so gives no verdict; run it through pytest itself (pytest {shown})",
-            file=sys.stderr,
-        )
+    refused = _pytest_options_refused(extra)
+    if refused is not None:
+        print(f"sbtck: {refused}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
     try:
-        settings, source = config.load(Path.cwd())
+        settings, source = config.load(Path.cwd(), Path(args.settings) if args.settings else None)
     except ConfigError as exc:
         print(f"sbtck: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -59,23 +75,34 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     chosen: dict[str, str | None] = {
         key: getattr(args, key) if getattr(args, key) is not None else settings.get(key) for key in config.KEYS
     }
+    expression = chosen["tags"]
+    if expression is not None and len(expression) > MAX_TAGS_CHARS:
+        print(
+            f"sbtck: --tags {expression[:40]!r}...: {len(expression)} characters; a tag expression is at most "
+            f"{MAX_TAGS_CHARS} (SBTCK_MAX_TAGS_CHARS)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     # the project's folder: the settings file's, found walking up, as pytest finds its rootdir
     project = source.parent if source is not None else Path.cwd()
     out = Path(chosen["out"] or project / "out" / "report").resolve()
     if out.exists() and not out.is_dir():
         print(f"sbtck: --out {out} is a file; name a folder for the report", file=sys.stderr)
         return EXIT_BAD_INPUT
+    foreign = outfolder.refused(out, outfolder.REPORT)
+    if foreign:
+        print(f"sbtck: --out {out}: {foreign}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     unwritable = _unwritable(out)
     if unwritable:  # found now, not after the whole run
         print(f"sbtck: --out {out}: cannot write there ({unwritable})", file=sys.stderr)
         return EXIT_BAD_INPUT
-    with lock.held(out) as taken:
+    # a second command there at once is refused, never left to replace or mix with this run's report
+    with outfolder.locked(out) as taken:
         if not taken:
-            print(
-                f"sbtck: --out {out}: another sbtck run is writing its report there; wait, or name another --out",
-                file=sys.stderr,
-            )
+            print(f"sbtck: --out {out}: {outfolder.TAKEN}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        outfolder.claim(out, outfolder.REPORT)
         return _run_suite(args, extra, chosen, out, source, project)
 
 
@@ -142,6 +169,9 @@ def _run_suite(
     if source is not None:
         print(f"sbtck: settings from {source}")
         os.environ[config.SETTINGS_FILE] = str(source)  # the report names it
+    # said before it starts: a program named by a file is not started unseen
+    came_from = "from --iut" if args.iut else f"from {source}" if chosen["iut"] else "the default"
+    print(visible(f"sbtck: implementation {chosen['iut'] or 'reference'} ({came_from})"))
     if args.features:
         paths = [Path(p).resolve() for p in args.features.split(",")]
         missing = [str(p) for p in paths if not p.exists()]
@@ -161,7 +191,9 @@ def _run_suite(
         return EXIT_BAD_INPUT
     if code == PYTEST_NO_TESTS:
         chose = [f"--tags {chosen['tags']!r}"] if chosen["tags"] else []
-        chose += [f"{extra[i - 1]} {extra[i]!r}" for i in range(1, len(extra)) if extra[i - 1] in ("-k", "-m")]
+        # every selection named, pytest's own after -- too: -k alone must not read as the tags' fault
+        chose += [f"{arg} {after!r}" for arg, after in itertools.pairwise(extra) if arg in ("-k", "-m")]
+        chose += [f"{arg[:2]} {arg[2:]!r}" for arg in extra if arg[:2] in ("-k", "-m") and len(arg) > 2]
         said = f"no scenario matches {' and '.join(chose)}" if chose else "no scenario ran"
         print(f"sbtck: {said}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -287,6 +319,12 @@ def _report(args: argparse.Namespace) -> int:
             raise ResultsError(f"{twice} is given twice: each run is one column of the page")
         runs = [read(Path(p)) for p in args.results]
         old = read(Path(args.baseline))[1] if args.baseline else None
+        foreign = outfolder.refused(out, outfolder.REPORT)
+        if foreign:
+            raise ResultsError(f"--out {out}: {foreign}")
+        if not outfolder.hold(out):
+            raise ResultsError(f"--out {out}: {outfolder.TAKEN}")
+        outfolder.claim(out, outfolder.REPORT)
 
         def make(folder: Path) -> None:
             html.build(
@@ -415,6 +453,12 @@ def main(argv: list[str] | None = None) -> int:
         "the @ may be left out); an empty one clears the settings' tags",
     )
     run.add_argument("--out", help="output folder (default: out/report)")
+    run.add_argument(
+        "--settings",
+        metavar="FILE",
+        help="this settings file (sbtck.toml, or a pyproject.toml with [tool.sbtck]), whoever owns it, instead of "
+        "the one found walking up from the current folder",
+    )
     run.add_argument("--features", help="run these .feature files or folders instead (e.g. workload reproducers)")
     run.add_argument(
         "--dry-run",

@@ -4,12 +4,18 @@ As pytest finds its rootdir, the search goes up from the current folder: in
 each folder, sbtck.toml wins over pyproject.toml's [tool.sbtck]; a
 pyproject.toml without it is the project's root, where the search ends. The
 command line overrides the file. Keys: iut, profile, expectations, tags, out.
+
+A file found so is used only if it is the user's (or root's) and no one else
+may write it, as git refuses a repository another user owns: its ``iut``
+starts a program and its ``out`` names where to write. Another one is named
+with ``--settings FILE`` or its folder listed in ``SBTCK_TRUSTED_SETTINGS``.
 """
 
 from __future__ import annotations
 
 import configparser
 import difflib
+import os
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -22,13 +28,28 @@ KEYS = ("iut", "profile", "expectations", "tags", "out")
 SETTINGS_FILE = "SBTCK_SETTINGS_FILE"
 # the environment variable from which the protocol's client reads how long a request waits (sbtck run --timeout)
 REQUEST_TIMEOUT = "SBTCK_REQUEST_TIMEOUT"
+# folders, separated as PATH is, whose settings files are used whoever owns them
+TRUSTED = "SBTCK_TRUSTED_SETTINGS"
 
 
-def load(folder: Path) -> tuple[dict[str, str], Path | None]:
-    """The settings and the file they came from (None when there is none), from FOLDER or the nearest above it."""
-    source, data = _find(folder.resolve())
-    if source is None:
-        return {}, None
+def load(folder: Path, named: Path | None = None) -> tuple[dict[str, str], Path | None]:
+    """The settings and the file they came from (None when there is none): the file NAMED (--settings), or the
+    one in FOLDER or the nearest above it, if it is trusted."""
+    if named is not None:
+        named = named.resolve()
+        if not named.is_file():
+            raise ConfigError(f"--settings {named}: no such file")
+        data = _read(named)
+        source: Path | None = named
+        if named.name == "pyproject.toml":
+            tool = data.get("tool")
+            data = tool.get("sbtck", {}) if isinstance(tool, dict) else {}
+    else:
+        source, data = _find(folder.resolve())
+        if source is None:
+            return {}, None
+        _check_trusted(source)
+    assert source is not None
     if not isinstance(data, dict):
         raise ConfigError(f'{source}: the sbtck settings are a table (key = "value" lines), got {data!r}'[:300])
     settings: dict[str, str] = {}
@@ -44,6 +65,25 @@ def load(folder: Path) -> tuple[dict[str, str], Path | None]:
         # paths in the file are relative to the file
         settings[key] = str((source.parent / value).resolve()) if key in ("profile", "expectations", "out") else value
     return settings, source
+
+
+def _check_trusted(source: Path) -> None:
+    """A settings file found walking up is the user's own, or one they allowed; otherwise the run stops."""
+    allowed = [Path(f).resolve() for f in os.environ.get(TRUSTED, "").split(os.pathsep) if f]
+    if source.parent in allowed:
+        return
+    info = source.stat()
+    me = os.geteuid()
+    if info.st_uid not in (me, 0):
+        why = f"is owned by user {info.st_uid}, not by you ({me}) or root"
+    elif info.st_mode & 0o002 or (info.st_mode & 0o020 and info.st_gid != os.getegid()):
+        why = "may be written by other users"
+    else:
+        return
+    raise ConfigError(
+        f"{source} {why}, so its settings (which name a program to start) are not used; if you trust it, "
+        f"run with --settings {source}, or list its folder in {TRUSTED}"
+    )
 
 
 def _find(start: Path) -> tuple[Path | None, Any]:

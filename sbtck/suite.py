@@ -32,6 +32,7 @@ from sbtck.errors import (
     DeclarationError,
     ImplementationFault,
     IUTSpecError,
+    OutputError,
     Refused,
     ResultsError,
     RowsDiffer,
@@ -41,12 +42,13 @@ from sbtck.iut import answers, protocol
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.loader import factory_for, implementation_made
 from sbtck.iut.profile import CAPABILITIES, Profile, from_handshake, load_expectations, load_file
-from sbtck.reports import baseline, results
+from sbtck.reports import baseline, outfolder, results
 from sbtck.reports.publish import interrupted
 from sbtck.resources import features, kit_root
 from sbtck.steps.phrases import PHRASES, Phrase
 from sbtck.steps.vocabulary import STEP_MODULES
 from sbtck.steps.world import World
+from sbtck.visible import visible
 
 
 def start(config: pytest.Config) -> Kit:
@@ -71,7 +73,7 @@ def start(config: pytest.Config) -> Kit:
         )
     try:
         kit = Kit(config)
-    except (IUTSpecError, DeclarationError, ResultsError, ConfigError) as exc:
+    except (IUTSpecError, DeclarationError, ResultsError, ConfigError, OutputError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[KIT] = kit
     manager = config.pluginmanager
@@ -89,6 +91,9 @@ class Kit:
         self.config = config
         self.spec: str = config.getoption("--sbtck-iut") or "reference"
         out = config.getoption("--sbtck-out")
+        self._out_lock = contextlib.ExitStack()
+        if out and not hasattr(config, "workerinput"):
+            self._take(Path(out))
         self.factory = factory_for(self.spec, Path(out) if out else None)
         profile = config.getoption("--sbtck-profile")
         self._profile_path = Path(profile) if profile else None
@@ -106,6 +111,7 @@ class Kit:
         self._tags = tags.expression(self.tags) if self.tags else None
         self.interrupted = False
         self.session: pytest.Session | None = None  # once it finished: whether it stopped early (-x)
+        self.build_failed = False  # a builder of the report failed after results.json was written: exit 3
         self.changes: baseline.Changes | None = None  # against --sbtck-baseline, once the session finished
         self.handshake_fault: str | None = None
         # what a rerun of one scenario needs of this run's settings
@@ -120,6 +126,19 @@ class Kit:
         self.records: list[results.ScenarioRecord] = []
         self.started = dt.datetime.now(dt.UTC)
         self.t0 = time.perf_counter()
+
+    def _take(self, out: Path) -> None:
+        """OUT is the kit's to write (sbtck run has checked it and holds its lock already; plain pytest has not)."""
+        foreign = outfolder.refused(out, outfolder.REPORT)
+        if foreign:
+            raise OutputError(f"--sbtck-out {out}: {foreign}")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            if not self._out_lock.enter_context(outfolder.locked(out)):
+                raise OutputError(f"--sbtck-out {out}: {outfolder.TAKEN}")
+            outfolder.claim(out, outfolder.REPORT)
+        except OSError as exc:
+            raise OutputError(f"--sbtck-out {out}: cannot write there ({exc.strerror or exc})") from None
 
     @property
     def implementation(self) -> Implementation:
@@ -449,7 +468,7 @@ class Kit:
                     message = str(fault) if isinstance(fault, ImplementationFault) else str(report.longrepr)[-4000:]
                     record.failure = {"step": "", "line": record.line, "kind": results.ERROR, "message": message}
         if record is None or (call.when != "call" and not (report.skipped or report.failed)):
-            return report
+            return _shown(report) if _template(item) is not None else report
         record.status, record.reason = _status(report, record)
         if record.status == results.FAILED and results.INFORMATIVE in record.tags:
             record.status, record.reason = results.DIFFERS, INFORMATIVE_REASON
@@ -464,7 +483,7 @@ class Kit:
         world: World | None = item.stash.get(WORLD, None)
         if world is not None:
             events, record.events_not_kept = results.kept(world.log)
-            record.events = [{**e.to_json(), "second": world.second_of(e)} for e in events]
+            record.events = [results.reportable({**e.to_json(), "second": world.second_of(e)}) for e in events]
         if report.failed and record.failure is None and record.status != results.UNEXPECTED_PASS:
             record.failure = {
                 "step": "",
@@ -479,7 +498,7 @@ class Kit:
         if world is not None:
             world.forget()
             del item.stash[WORLD]
-        return report
+        return _shown(report)
 
     def _stderr_tail(self) -> str:
         """The end of the implementation's stderr, where it runs in a process of its own; "" in process."""
@@ -527,6 +546,8 @@ class Kit:
             out = self.config.getoption("--sbtck-out")
             if out is not None and not self.dry_run:
                 self.write(Path(out))
+                if self.build_failed:  # the run's verdict is printed; the report is not whole
+                    session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         return (yield)
 
     def run_info(self) -> dict[str, Any]:
@@ -560,7 +581,11 @@ class Kit:
 
         # in the order of the features, whatever order the scenarios finished in (under xdist it changes)
         records = sorted(self.records, key=lambda rec: (rec.feature_path, rec.line, rec.id))
-        publish.publish(out, self.run_info(), records, self.baseline, self._say)
+        try:
+            publish.publish(out, self.run_info(), records, self.baseline, self._say)
+        except publish.BuildFailed as exc:
+            self.build_failed = True
+            self._say(f"sbtck: {exc}")
 
     def _say(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -597,6 +622,20 @@ class Kit:
     def pytest_unconfigure(self) -> None:
         if self._implementation is not None:
             self._implementation.close()
+        self._out_lock.close()
+
+
+def _shown(report: pytest.TestReport) -> pytest.TestReport:
+    """REPORT as the terminal may show it: what pytest prints of a scenario (the failure with its event log, a
+    skip's reason, the output captured) carries an implementation's words, and a terminal would obey their
+    control sequences (OSC 52 writes the user's clipboard); shown as the page shows them."""
+    if isinstance(report.longrepr, tuple):
+        path, line, reason = report.longrepr
+        report.longrepr = (path, line, visible(reason))
+    elif report.longrepr is not None:
+        report.longrepr = visible(str(report.longrepr))
+    report.sections = [(title, visible(content)) for title, content in report.sections]
+    return report
 
 
 def _template(item: pytest.Item) -> Any:

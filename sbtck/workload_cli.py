@@ -123,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     from sbtck.iut.loader import factory_for
+    from sbtck.reports import outfolder
     from sbtck.workloads import job, sparkling
     from sbtck.workloads.output import Output
 
@@ -146,6 +147,10 @@ def run(args: argparse.Namespace) -> int:
         if plan.iut.startswith("python:"):  # cheap to make here: a factory that makes no broker stops before Spark
             _made(plan.iut, factory)
         sparkling.check_master(plan.master)
+        # the one lock every command writing into --out holds (sbtck/reports/outfolder.py); a file there is
+        # refused by prepare in its own words
+        if (not plan.out.exists() or plan.out.is_dir()) and not outfolder.hold(plan.out):
+            raise OutputError(f"--out {plan.out.resolve()}: {outfolder.TAKEN}")
         output.prepare()
     except (IUTSpecError, MasterError, OutputError, ImplementationFault) as exc:
         print(f"sbtck workload: {exc}", file=sys.stderr)

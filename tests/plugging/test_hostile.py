@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sbtck.cli import RUN_LOCK
 from sbtck.contract import PROTOCOL_VERSION
 from sbtck.engine.params import PROFILE_PATH
 from sbtck.errors import DeclarationError, OutputError
@@ -332,15 +331,18 @@ def test_bad_run_input_is_one_line(args: list[str], said: str, tmp_path: Path) -
 
 
 def test_a_second_run_on_one_out_while_the_first_writes_is_refused(tmp_path: Path) -> None:
-    """Not left to replace the first's report half-way: the lock a run holds on --out (sbtck/cli.py RUN_LOCK)."""
+    """Not left to replace the first's report half-way: the lock a run holds on --out (sbtck/reports/outfolder.py)."""
     out = tmp_path / "o"
     out.mkdir()
-    with (out / RUN_LOCK).open("w") as held:
+    held = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    try:
         fcntl.flock(held, fcntl.LOCK_EX)  # as the first run holds it
         proc = kit("run", "--tags", "ACT-02", "--out", str(out))
+    finally:
+        os.close(held)
     _one_line(proc.stdout + proc.stderr)
-    assert proc.returncode == 2 and "another sbtck run is writing its report there" in proc.stderr
-    assert sorted(p.name for p in out.iterdir()) == [RUN_LOCK]
+    assert proc.returncode == 2 and "another sbtck command is writing there" in proc.stderr
+    assert list(out.iterdir()) == []
     assert kit("run", "--tags", "ACT-02", "--out", str(out)).returncode == 0  # once it is let go
 
 

@@ -109,7 +109,7 @@ def test_sbtck_report_refuses_one_run_given_twice_and_leaves_no_earlier_reports_
     assert (out / "junit.xml").is_file()
     assert main(["report", str(first), str(second), "--out", str(out)]) == 0
     # junit.xml holds one run's test cases: the one left from the first report would be taken for this one's
-    assert sorted(path.name for path in out.iterdir()) == ["cucumber.json", "index.html"]
+    assert sorted(path.name for path in out.iterdir()) == [".sbtck-report", "cucumber.json", "index.html"]
 
 
 def test_sbtck_report_that_cannot_be_written_whole_leaves_the_earlier_page(
