@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import os
 import sys
 from collections.abc import Callable
@@ -101,6 +103,23 @@ def _interrupted(exc: KeyboardInterrupt, output: Any, out: Path) -> int:
     return 2
 
 
+# what the JVM's IOException and Python's OSError both say when the disk is full
+NO_SPACE = "No space left on device"
+
+
+def _no_space(exc: BaseException) -> bool:
+    return (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or NO_SPACE in str(exc)
+
+
+def _out_of_space(output: Any, out: Path) -> int:
+    """One line for a full disk: Spark's account of it is two Java traces, and INCOMPLETE may not fit either."""
+    why = f"no space left on the device of {out}"
+    with contextlib.suppress(OSError):  # the staging folder goes first, which frees what the job wrote
+        output.fail(why)
+    print(f"sbtck workload: the job did not finish: {why}; free some or name another --out", file=sys.stderr)
+    return 2
+
+
 def _made(spec: str, factory: Callable[[], Any]) -> None:
     """Make the implementation once and let it go: what the executors would meet first, said in one line."""
     from sbtck.iut.loader import implementation_made
@@ -110,6 +129,16 @@ def _made(spec: str, factory: Callable[[], Any]) -> None:
     except Exception as exc:  # the factory is the implementation's code
         raise ImplementationFault(f"--iut {spec}: the factory failed: {type(exc).__name__}: {exc}") from None
     implementation_made(spec, made).close()
+
+
+def _program(spec: str) -> None:
+    """A cmd: implementation's program must be there: else every world of the job would be an error saying so."""
+    import shlex
+    import shutil
+
+    argv = shlex.split(spec[len("cmd:") :])  # factory_for has parsed it already
+    if shutil.which(argv[0]) is None:
+        raise IUTSpecError(f"--iut {spec}: cannot start {argv[0]!r}: no such program on PATH")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -144,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
         factory = factory_for(plan.iut)
         if plan.iut.startswith("python:"):  # cheap to make here: a factory that makes no broker stops before Spark
             _made(plan.iut, factory)
+        if plan.iut.startswith("cmd:"):
+            _program(plan.iut)
         sparkling.check_master(plan.master)
         output.prepare()
     except (IUTSpecError, MasterError, OutputError, ImplementationFault) as exc:
@@ -169,6 +200,8 @@ def run(args: argparse.Namespace) -> int:
             classes.release()
         if isinstance(exc, KeyboardInterrupt):
             return _interrupted(exc, output, plan.out)
+        if _no_space(exc):
+            return _out_of_space(output, plan.out)
         why = f"{type(exc).__name__}: {exc}"
         worlds = job.failed_worlds(plan, spark.sparkContext.defaultParallelism, why)
         if worlds is not None:  # which worlds, first: Spark's own account is a Java trace of thousands of lines
@@ -178,7 +211,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     finally:
         spark.stop()
-    output.finish(summary)
+    try:
+        output.finish(summary)
+    except OSError as exc:
+        if not _no_space(exc):
+            raise
+        return _out_of_space(output, plan.out)
     _print(summary, plan.out)
     if classes is not None and classes.making is not None:
         # the results are out: what is left is for the next run

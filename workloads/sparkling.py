@@ -19,6 +19,9 @@ from sbtck.errors import MasterError
 MASTER = re.compile(r"^(local(\[(\*|[1-9]\d*)(,\d+)?\])?|spark://[^/\s]+|yarn|k8s://\S+|mesos://\S+)$")
 # few large tasks: the driver JVM competes with the Python workers on a small machine
 JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# a local master's threads, per core of this machine: each runs a Python worker with its own implementation, so
+# more only share the cores; Spark itself takes any number and spends its first minute on a huge one
+LOCAL_THREADS_PER_CORE = 8
 
 
 def check_master(master: str, timeout_s: float = 5.0) -> None:
@@ -27,6 +30,13 @@ def check_master(master: str, timeout_s: float = 5.0) -> None:
         raise MasterError(
             f"--master {master!r} is not a Spark master URL; use local[*], local[N] (N at least 1), local[N,RETRIES], "
             "spark://HOST:PORT, yarn or k8s://URL"
+        )
+    threads = re.match(r"^local\[(\d+)", master)
+    most = LOCAL_THREADS_PER_CORE * (os.cpu_count() or 1)
+    if threads is not None and int(threads.group(1)) > most:
+        raise MasterError(
+            f"--master {master[:60]!r}: at most {most} threads on this machine ({LOCAL_THREADS_PER_CORE} per core); "
+            "use local[*] for one per core"
         )
     if not master.startswith("spark://"):
         return
