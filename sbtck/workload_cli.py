@@ -258,5 +258,7 @@ def _print(summary: dict[str, Any], out: Path) -> None:
         print(f"  error in world {error['seed']}: {error['detail'].splitlines()[0]}")
     for rep in summary["reproducers"]:
         print(f"  reproducer for {rep['rule']} (seed {rep['seed']}): {out / rep['path']}")
+    for lost in summary.get("unreproduced", []):
+        print(f"  no reproducer for {lost['rule']} (seed {lost['seed']}): {lost['why'].splitlines()[0]}")
     print(f"sbtck workload: {out / 'summary.json'}")
     sys.stdout.flush()

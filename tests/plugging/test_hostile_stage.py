@@ -5,15 +5,22 @@ from __future__ import annotations
 
 import argparse
 import errno
+import io
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sbtck import workload_cli
+from sbtck.iut.loader import factory_for
+from sbtck.reports.results import ERROR, FAILED, PASSED
 from sbtck.workloads import job, sparkling
 from sbtck.workloads.output import INCOMPLETE, SUMMARY
+from sbtck.workloads.progress import Progress
+from sbtck.workloads.stage import Checker, Outcome
+from tests.fakes import stage_faults
 from tests.helpers import kit
 
 
@@ -84,3 +91,120 @@ def test_a_full_disk_says_no_space_in_one_line(
     ]
     assert "no space left" in (tmp_path / "out" / INCOMPLETE).read_text()
     assert not (tmp_path / "out" / SUMMARY).exists()
+
+
+# ------------------------------------------------------------------ faults stay in their world (item 6)
+
+WRONG = "python:tests.variants.activation:ignores_max_queue_readers"
+
+
+@pytest.fixture(scope="module")
+def failing() -> Outcome:
+    """A world the wrong broker fails, as the job hands it to the shrinker."""
+    checker = Checker(factory_for(WRONG), differential=True)
+    try:
+        found = next(o for o in map(checker.check, range(40)) if o.outcome == FAILED)
+    finally:
+        checker.close()
+    return found
+
+
+def test_answers_that_break_the_check_are_that_worlds_error() -> None:
+    checker = Checker(stage_faults.odd_rows, differential=True)
+    outcomes = [checker.check(seed) for seed in range(3)]
+    assert {o.outcome for o in outcomes} == {ERROR}
+    assert all("its check failed: TypeError" in o.detail for o in outcomes), outcomes[0].detail
+
+
+def test_a_fault_while_shrinking_is_that_worlds_record_not_the_tasks(
+    failing: Outcome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stage_faults, "SHRUNK_AFTER", 0)
+    stage_faults.restart()
+    plan = job.Plan(1, iut="python:tests.fakes.stage_faults:faults_when_shrunk")
+    record = job.shrunk(plan, failing)
+    assert record["seed"] == failing.seed and record["rule"] == failing.rules[0]
+    assert "text" not in record
+    assert "the broker fell over on a rerun" in record["why"], record
+
+
+def test_shrinking_stops_at_its_time_budget_and_tells_every_run(
+    failing: Outcome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stage_faults, "SHRUNK_AFTER", 0)
+    monkeypatch.setattr(stage_faults, "SLOW_S", 0.5)
+    monkeypatch.setenv(job.SHRINK_BUDGET_SETTING, "2")
+    stage_faults.restart()
+    runs: list[int] = []
+    plan = job.Plan(1, iut="python:tests.fakes.stage_faults:slow_when_shrunk")
+    record = job.shrunk(plan, failing, tried=lambda: runs.append(1))
+    assert "stopped by its time budget" in record["text"], record
+    # every run but the ones the budget cut short was told; a whole shrink of this world takes hundreds
+    assert 1 <= len(runs) < 40
+    assert f"@{failing.rules[0]}" in record["text"].splitlines()[0]
+
+
+def test_the_driver_counts_the_runs_its_executors_tell() -> None:
+    tries = job.Tries()
+    try:
+        tell = job._teller(tries.port)
+        for _ in range(3):
+            tell()
+        deadline = time.monotonic() + 10
+        while tries.count < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert tries.count == 3
+    finally:
+        tries.close()
+
+
+def test_the_progress_line_can_say_what_is_being_done() -> None:
+    stream = io.StringIO()
+    with Progress(lambda: (0, {}, 0), 2, stream=stream, every_s=0.01, text=lambda: "shrinking 2 failing worlds"):
+        pass
+    assert stream.getvalue().splitlines()[-1] == "shrinking 2 failing worlds"
+
+
+# ------------------------------------------------------------------ reproducers checked both ways (item 8)
+
+
+def test_a_reproducer_is_kept_only_if_it_passes_on_the_reference_and_fails_on_its_implementation(
+    failing: Outcome, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checker = Checker(factory_for(WRONG), differential=True)
+    try:
+        text, _ = checker.reproduce(failing)
+    finally:
+        checker.close()
+    (tmp_path / "world-1.feature").write_text(text)
+    # passes on the reference and on the wrong broker alike: it shows nothing of what the broker does wrong
+    (tmp_path / "world-2.feature").write_text(
+        'Feature: shows nothing\n  Scenario: shows nothing\n    Given the topology "activation"\n'
+        '    Then the log has 1 "broker started" event\n'
+    )
+    written = [{"rule": failing.rules[0], "seed": seed, "path": f"reproducers/world-{seed}.feature"} for seed in (1, 2)]
+    kept, dropped = job.checked_both_ways(tmp_path, written, WRONG)
+    assert [entry["seed"] for entry in kept] == [1]
+    assert [(entry["seed"], entry["rule"]) for entry in dropped] == [(2, failing.rules[0])]
+    assert f"its scenario is passed on {WRONG}, so it does not reproduce the failure" in dropped[0]["why"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["world-1.feature"]
+    assert "dropped the reproducer of seed 2" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("got", "why"),
+    [
+        ({"status": ERROR, "failure": {"message": "gave no answer"}}, "its scenario is error on"),
+        (
+            {"status": FAILED, "failure": {"message": "the workload stage's checks fail:\n  RTE-04 at command 3 (x)"}},
+            "fails on python:x for RTE-04, not for ACT-10",
+        ),
+        (None, "its scenario is not run on"),
+    ],
+)
+def test_a_reproducer_failing_otherwise_or_not_at_all_is_not_the_worlds(got: dict[str, Any] | None, why: str) -> None:
+    said = job._not_reproducing("ACT-10", {"status": PASSED}, got, "python:x")
+    assert said is not None and why in said
+    stated = {"status": FAILED, "failure": {"message": "the workload stage's checks fail:\n  ACT-10 at the end: y"}}
+    assert job._not_reproducing("ACT-10", {"status": PASSED}, stated, "python:x") is None
+    assert job._not_reproducing("ACT-10", {"status": PASSED}, {"status": FAILED, "failure": {}}, "python:x") is None
