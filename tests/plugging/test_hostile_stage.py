@@ -4,24 +4,36 @@ stay in their world, reproducers checked both ways, and processes that end with 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import io
+import json
 import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from sbtck import workload_cli
+from sbtck import contract, limits, workload_cli
+from sbtck.errors import ContractError, DeclarationError
+from sbtck.fixtures.topology import named, parse
 from sbtck.iut.loader import factory_for
+from sbtck.iut.reference import reference
 from sbtck.reports.results import ERROR, FAILED, PASSED
 from sbtck.workloads import job, sparkling
 from sbtck.workloads.output import INCOMPLETE, SUMMARY
 from sbtck.workloads.progress import Progress
 from sbtck.workloads.stage import Checker, Outcome
 from tests.fakes import stage_faults
-from tests.helpers import kit
+from tests.helpers import ROOT, kit
 
 
 def _workload_args(out: Path, **given: Any) -> argparse.Namespace:
@@ -208,3 +220,268 @@ def test_a_reproducer_failing_otherwise_or_not_at_all_is_not_the_worlds(got: dic
     stated = {"status": FAILED, "failure": {"message": "the workload stage's checks fail:\n  ACT-10 at the end: y"}}
     assert job._not_reproducing("ACT-10", {"status": PASSED}, stated, "python:x") is None
     assert job._not_reproducing("ACT-10", {"status": PASSED}, {"status": FAILED, "failure": {}}, "python:x") is None
+
+
+# ------------------------------------------------------------------ processes end with the kit (item 7)
+
+MARKER = "SBTCK_TEST_LINEAGE"
+SETTLED = f"cmd:{sys.executable} {ROOT / 'tests' / 'fakes' / 'misbehaving.py'} settled"
+
+
+def _marked(value: str) -> list[int]:
+    """The processes whose environment holds MARKER=VALUE: all a kit started with it in its own has started."""
+    mark = f"{MARKER}={value}".encode()
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if mark in environ.read_bytes().split(b"\0"):
+                found.append(int(environ.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def _gone(value: str, within_s: float = 15) -> list[int]:
+    deadline = time.monotonic() + within_s
+    while _marked(value) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _marked(value)
+    for pid in left:  # not left for the next test, whatever this one says
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return left
+
+
+def test_a_daemon_an_implementation_starts_with_setsid_ends_with_it(tmp_path: Path) -> None:
+    value = uuid.uuid4().hex
+    proc = kit("run", "--iut", SETTLED, "--tags", "ACT-09 and not ACT-05", "--out", str(tmp_path / "o"),
+               env={MARKER: value}, timeout=300)  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    assert _gone(value, within_s=5) == []
+
+
+def _taking_signals(pid: int) -> None:
+    """Until the process takes SIGTERM (Linux's SigCgt): before, the interpreter is starting, with no line of the
+    kit run yet, and a signal ends it as it ends any program (on a loaded machine that is a few tenths of a second)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            caught = next(
+                line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigCgt:")
+            )
+            if int(caught.split()[1], 16) & (1 << (signal.SIGTERM - 1)):
+                return
+        time.sleep(0.005)
+    raise AssertionError("the kit never took SIGTERM")
+
+
+@pytest.mark.xdist_group("spark")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_a_signal_at_any_moment_of_a_workloads_first_seconds_ends_it_all(sig: int, tmp_path: Path) -> None:
+    """Every 0.2 s of the first 5 from the kit's first line: the kit starting, the JVM starting, the implementation
+    and its daemon starting.
+    Whatever it cut, the kit exits 2 in its own words, and nothing it started (the JVM, Spark's Python workers, the
+    implementation, the daemon that left its session) is left."""
+    wrong = []
+    for step in range(25):
+        value, out = uuid.uuid4().hex, tmp_path / f"out-{step}"
+        log = tmp_path / f"log-{step}"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sbtck.cli", "workload", "--master", "local[1]", "--worlds", "20", "--iut", SETTLED,
+             "--out", str(out)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "SBTCK_SPARK_CLASSES": "off", MARKER: value},
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        _taking_signals(proc.pid)
+        time.sleep(step * 0.2)
+        proc.send_signal(sig)
+        code = proc.wait(timeout=120)
+        said = log.read_text()
+        left = _gone(value)
+        if code != 2 or left or any(w in said for w in ("Traceback", "RuntimeError", "Py4J", "py4j")):
+            wrong.append(f"at {step * 0.2:.1f} s: exit {code}, left {left}:\n{said[-1500:]}")
+    assert not wrong, "\n".join(wrong)
+
+
+# ------------------------------------------------------------------ every size bounded (item 4)
+
+
+def _copies(n: int) -> str:
+    """The periodic topology's three instances N times over, as a topology file says it."""
+    out = {}
+    for k in range(n):
+        for name in ("sql1", "sql2", "sql5"):
+            spec: dict[str, Any] = {"address": f"TCP://{name}x{k}.example:4022"}
+            if name == "sql5":
+                spec["message_forwarding"] = "ON"
+            else:
+                spec["databases"] = {
+                    db: {
+                        "broker_instance": str(uuid.uuid4()).upper(),
+                        "queues": {queue: {}},
+                        "services": {service: {"queue": queue}},
+                    }
+                    for db, queue, service in (
+                        ("shop", "InitiatorQueue", "Initiator"),
+                        ("stock", "TargetQueue", "Target"),
+                    )
+                }
+            out[f"{name}x{k}"] = spec
+    return yaml.safe_dump({"instances": out}, sort_keys=False)
+
+
+def _feature(topology: str, seconds: int) -> str:
+    return (
+        "@PER-0 @requires-periodic-tasks\nFeature: Big\n\n  Scenario: [1] Time passes on a large topology\n"
+        '    Given the topology:\n      """\n' + textwrap.indent(topology, "      ") + '      """\n'
+        f"    When time passes to second {seconds}\n" + '    Then the log has 1 "broker started" event\n'
+    )
+
+
+def _peak_mib(*args: str, env: dict[str, str] | None = None) -> tuple[int, subprocess.CompletedProcess[str]]:
+    """``sbtck ARGS`` run in a child, and the peak memory of its processes, in MiB."""
+    measure = (
+        "import resource, subprocess, sys; done = subprocess.run(sys.argv[1:]); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(done.returncode)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", measure, sys.executable, "-m", "sbtck.cli", *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    return int(proc.stderr.strip().splitlines()[-1]) // 1024, proc
+
+
+@pytest.mark.parametrize(
+    ("limit", "setting", "topology"),
+    [
+        (limits.INSTANCES, "", _copies(11)),
+        (limits.QUEUES, "3", (ROOT / "fixtures" / "topologies" / "activation.yaml").read_text()),
+        (limits.ROUTES, "2", (ROOT / "fixtures" / "topologies" / "routing.yaml").read_text()),
+        (limits.DATABASES, "2", (ROOT / "fixtures" / "topologies" / "periodic.yaml").read_text()),
+    ],
+    ids=lambda v: v.variable if isinstance(v, limits.Limit) else "",
+)
+def test_a_topology_beyond_a_limit_is_refused_where_it_is_declared_naming_the_limit(
+    limit: limits.Limit, setting: str, topology: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if setting:
+        monkeypatch.setenv(limit.variable, setting)
+    with pytest.raises(DeclarationError, match=f"the kit's limit is {limit.value} \\({limit.variable}\\)"):
+        parse(topology, "big.yaml")
+
+
+def test_the_reference_refuses_a_topology_beyond_a_limit_and_more_dialogs_than_its_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    big = parse(_copies(5), "big").plain  # 15 instances: within the default limits
+    monkeypatch.setenv(limits.INSTANCES.variable, "10")
+    engine = reference()
+    with pytest.raises(ContractError, match="the topology declares 15 instances; the kit's limit is 10"):
+        engine.execute(contract.Start(0, big))
+    monkeypatch.setenv(limits.DIALOGS.variable, "1")
+    engine.execute(contract.Start(0, named("activation").plain))
+    dialog = {"instance": "sql1", "database": "shop", "from_service": "Initiator", "to_service": "PlainService"}
+    assert engine.execute(contract.BeginDialog(0, dialog="d1", **dialog)).ok
+    with pytest.raises(ContractError, match="has begun 1 dialogs; the kit's limit is 1 \\(SBTCK_MAX_DIALOGS\\)"):
+        engine.execute(contract.BeginDialog(0, dialog="d2", **dialog))
+
+
+def test_a_command_causing_more_events_than_the_limit_ends_the_scenario_in_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(limits.EVENTS_PER_COMMAND.variable, "1000")
+    engine = reference()
+    engine.execute(contract.Start(0, named("periodic").plain))
+    with pytest.raises(ContractError, match="one command caused more than 1000 events; the kit's limit is 1000"):
+        engine.execute(contract.AdvanceTime(86_400_000))
+    assert (
+        engine.execute(contract.AdvanceTime(86_400_001)).error == "advance_time before start: declare a topology first"
+    )
+
+
+@pytest.mark.parametrize("copies", [60, 200])
+def test_the_issues_large_inline_topologies_are_one_error_each_within_500_mb(copies: int, tmp_path: Path) -> None:
+    (tmp_path / "big.feature").write_text(_feature(_copies(copies), 86_400))
+    peak, proc = _peak_mib("run", "--features", str(tmp_path / "big.feature"), "--out", str(tmp_path / "o"))
+    assert proc.returncode in (1, 2), proc.stderr[-2000:]
+    assert "(SBTCK_MAX_INSTANCES)" in proc.stdout + proc.stderr + (tmp_path / "o" / "results.json").read_text()
+    assert peak < 500, peak
+
+
+def test_a_days_advance_of_a_topology_within_the_limits_is_bounded_by_the_events_limit(tmp_path: Path) -> None:
+    (tmp_path / "big.feature").write_text(_feature(_copies(10), 86_400))  # 30 instances, a timer each 5 s
+    peak, proc = _peak_mib("run", "--features", str(tmp_path / "big.feature"), "--out", str(tmp_path / "o"))
+    [scenario] = json.loads((tmp_path / "o" / "results.json").read_text())["scenarios"]
+    assert scenario["status"] == ERROR, proc.stdout[-2000:]
+    assert "one command caused more than 200000 events" in scenario["failure"]["message"]
+    assert "(SBTCK_MAX_EVENTS_PER_COMMAND)" in scenario["failure"]["message"]
+    assert peak < 500, peak
+
+
+def _serve(*request: dict[str, Any], env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    lines = "".join(json.dumps(r) + "\n" for r in request)
+    done = subprocess.run(
+        [sys.executable, "-m", "sbtck", "serve", "--stdio"],
+        input=lines,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_serve_holds_each_connection_to_the_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(limits.INSTANCES.variable, "1000")  # here only: the server holds the default
+    big = parse(_copies(11), "big").plain
+    monkeypatch.delenv(limits.INSTANCES.variable)
+    start: dict[str, Any] = {"id": 1, "op": "execute", "command": {"kind": "start", "at_ms": 0, "topology": big}}
+    [answer] = _serve(start)
+    assert answer["ok"] is False and "(SBTCK_MAX_INSTANCES)" in answer["error"], answer
+    periodic = {**start, "command": {**start["command"], "topology": named("periodic").plain}}
+    day = {"id": 2, "op": "execute", "command": {"kind": "advance_time", "at_ms": 86_400_000}}
+    answers = _serve(periodic, day, env={limits.EVENTS_PER_COMMAND.variable: "500"})
+    assert answers[0]["ok"] is True
+    assert answers[1]["ok"] is False and "(SBTCK_MAX_EVENTS_PER_COMMAND)" in answers[1]["error"], answers[1]
+
+
+def test_serve_tcp_serves_at_most_its_limit_of_connections_at_once() -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "sbtck", "serve", "--tcp", "127.0.0.1:0"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), limits.CONNECTIONS.variable: "1"},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline().rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as first:
+            first.sendall(b'{"id": 1, "op": "hello", "protocol": "2.1"}\n')
+            assert json.loads(first.makefile().readline())["ok"] is True
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as second:
+                refused = json.loads(second.makefile().readline())
+            assert refused["ok"] is False
+            assert "the kit's limit is 1 (SBTCK_SERVE_MAX_CONNECTIONS)" in refused["error"]
+        # the first gone, the next is served
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as third:
+                third.sendall(b'{"id": 1, "op": "hello", "protocol": "2.1"}\n')
+                if json.loads(third.makefile().readline())["ok"]:
+                    break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("no connection was served after the first left")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
