@@ -186,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for taken in (signal.SIGINT, signal.SIGTERM):
             signal.signal(taken, signal.SIG_IGN)
+        logging.disable(logging.CRITICAL)  # Py4J logs, with a traceback, each call the JVM's end cuts
         end_descendants()
     return 2 if sparkling.stopped else code
 
