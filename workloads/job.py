@@ -352,7 +352,12 @@ def _reproduce(sc: Any, plan: Plan, failing: list[Outcome], folder: Path) -> tup
 
     try:
         with Progress(lambda: (done.value, {}, 0), len(failing), text=shrinking):
-            found = sc.parallelize(failing, len(failing)).map(shrink_one).collect()
+            try:
+                found = sc.parallelize(failing, len(failing)).map(shrink_one).collect()
+            except Exception:
+                # a task that failed every attempt (an in-process implementation that ends its worker): each
+                # world again on its own, so that only the world whose task cannot finish goes without
+                found = [_alone(sc, outcome, shrink_one) for outcome in failing]
     finally:
         tries.close()
     folder.mkdir(parents=True, exist_ok=True)
@@ -374,6 +379,16 @@ def _reproduce(sc: Any, plan: Plan, failing: list[Outcome], folder: Path) -> tup
         )
     kept, dropped = checked_both_ways(folder, written, plan.iut)
     return kept, unreproduced + dropped
+
+
+def _alone(sc: Any, outcome: Outcome, shrink_one: Callable[[Outcome], dict[str, Any]]) -> dict[str, Any]:
+    """One world's shrink as a job of its own; its failure is that world's record."""
+    try:
+        return dict(sc.parallelize([outcome], 1).map(shrink_one).collect()[0])
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        why = f"no reproducer: the task shrinking the world failed every attempt: {type(exc).__name__}: {first}"
+        return {"seed": outcome.seed, "rule": outcome.rules[0], "why": visible(why)}
 
 
 def checked_both_ways(
