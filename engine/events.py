@@ -7,9 +7,11 @@ one dict the workload's trace holds: making each an object and then a dict again
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sbtck.contract import Event
+from sbtck.errors import ContractError
 
 
 class EventLog:
@@ -18,9 +20,15 @@ class EventLog:
     def __init__(self) -> None:
         # only the events not drained yet: a long world's log does not keep what its adapter already took
         self.events: list[dict[str, Any]] = []
+        # drained after every command, so the events not drained are what the command running has caused: the
+        # adapter bounds them (sbtck/limits.py), and what it raises past the bound ends the command
+        self.limit: int | None = None
+        self.too_many: Callable[[int], Exception] | None = None
 
     def add(self, event: dict[str, Any]) -> None:
         """An event: its fields, ``at_ms`` and ``kind`` among them."""
+        if self.limit is not None and len(self.events) >= self.limit:
+            raise (self.too_many or ContractError)(len(self.events))
         self.events.append(event)
 
     def drain_json(self) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sbtck import contract
+from sbtck import contract, limits
 from sbtck.engine import Broker, EngineParams
 from sbtck.engine.choosing import Chooser
 from sbtck.engine.params import PROFILE_PATH, load_profile
@@ -71,10 +71,16 @@ class ReferenceImplementation:
         kind = values["kind"]
         try:
             if kind == contract.Start.kind:
+                self.broker = None
+                limits.check_topology(values["topology"])
                 self.broker = self.broker_class(values["topology"], values["at_ms"], self.params, self.chooser)
+                self.broker.log.limit = limits.EVENTS_PER_COMMAND.value
+                self.broker.log.too_many = _too_many_events
                 return None, {}
             if self.broker is None:
                 return f"{kind} before start: declare a topology first", {}
+            if kind == contract.BeginDialog.kind and len(self.broker.conversations) >= limits.DIALOGS.value:
+                raise limits.DIALOGS.exceeded(len(self.broker.conversations), "the scenario has begun")
             ahead_ms = values["at_ms"] - self.broker.clock.now_ms
             if ahead_ms > MAX_ADVANCE_S * 1000:
                 raise ContractError(
@@ -84,13 +90,22 @@ class ReferenceImplementation:
             # every command the same way: the broker's method of its kind, the time first, then the command's values
             # by field name (contract.command_values: defaults filled in, a queue a QueueRef)
             del values["kind"]
-            result = getattr(self.broker, kind)(values.pop("at_ms"), **values)
+            try:
+                result = getattr(self.broker, kind)(values.pop("at_ms"), **values)
+            except ContractError:
+                # a limit reached mid-command leaves the broker half way: the scenario ends here, in error
+                self.broker = None
+                raise
         except BrokerError as exc:
             return str(exc), {}
         return None, result or {}
 
     def close(self) -> None:
         self.broker = None
+
+
+def _too_many_events(count: int) -> Exception:
+    return limits.EVENTS_PER_COMMAND.exceeded(count, "one command caused more than")
 
 
 def reference() -> ReferenceImplementation:

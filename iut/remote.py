@@ -10,6 +10,7 @@ stderr; the program is then restarted for the next scenario.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import queue
 import selectors
@@ -19,6 +20,7 @@ import socket
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -166,6 +168,75 @@ _SETPRIV = shutil.which("setpriv")
 _ENDS_WITH_ITS_PARENT = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
 
 
+# Every program the kit starts carries this variable, with a value of its own, in its environment: its descendants
+# inherit it, daemons that left its process group with setsid included, and that is how close() finds them all
+LINEAGE = "SBTCK_IMPLEMENTATION"
+
+
+def _lineage(token: str) -> list[int]:
+    """The processes whose environment holds LINEAGE=TOKEN (those of this user, or every one for root)."""
+    mark = f"{LINEAGE}={token}".encode()
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        with contextlib.suppress(OSError):
+            if mark in environ.read_bytes().split(b"\0"):
+                found.append(int(environ.parent.name))
+    return found
+
+
+# prctl(2)'s option that makes a process the parent of every orphan below it, in place of init
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def adopt_orphans() -> bool:
+    """Make this process the subreaper of its tree: whatever is started below it and loses its parent (a Spark
+    worker's implementation, the daemon it started) becomes its child, never init's, so ``end_descendants`` finds
+    it. False where Linux's prctl is not there."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def _children() -> dict[int, list[int]]:
+    """Every process's children, from /proc."""
+    below: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # the command's name, in parentheses, may hold spaces: the fields after its last parenthesis
+            fields = stat.read_text().rpartition(")")[2].split()
+            below.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    return below
+
+
+def descendants(pid: int | None = None) -> list[int]:
+    """The processes below PID (this one by default)."""
+    below, found, todo = _children(), [], [os.getpid() if pid is None else pid]
+    while todo:
+        for child in below.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def end_descendants(timeout_s: float = 10.0) -> list[int]:
+    """Kill every process below this one and reap it, until none is left (orphans that come to this subreaper as
+    their parents die included) or TIMEOUT_S has passed; returns those left."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = descendants()
+        if not left or time.monotonic() > deadline:
+            return left
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        time.sleep(0.05)
+
+
 class ProcessChannel(Channel):
     """A program in a process group of its own: ending it ends every process it started."""
 
@@ -174,6 +245,7 @@ class ProcessChannel(Channel):
         if program is None:
             raise CannotStart(f"cannot start {argv[0]!r}: no such program on PATH")
         self.description = " ".join(argv)
+        self.lineage = uuid.uuid4().hex
         try:
             self.process = subprocess.Popen(
                 [*_ENDS_WITH_ITS_PARENT, program, *argv[1:]],
@@ -182,6 +254,7 @@ class ProcessChannel(Channel):
                 stderr=subprocess.PIPE,
                 cwd=cwd,
                 start_new_session=True,
+                env={**os.environ, LINEAGE: self.lineage},
             )
         except OSError as exc:
             raise CannotStart(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
@@ -233,6 +306,9 @@ class ProcessChannel(Channel):
         self._signal_group(signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
+        for pid in _lineage(self.lineage):  # what left the group (a daemon's setsid) goes too
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         self.stop_reading()
         self.stderr.stop()
         for stream in (self.process.stdin, self.process.stdout, self.process.stderr):

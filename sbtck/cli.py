@@ -534,9 +534,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # SIGTERM (what timeout, CI runners and container stops send) ends a run as Ctrl-C does: a partial report
     # marked interrupted, the implementation's process group ended, the output folder telling the truth
-    signal.signal(signal.SIGTERM, _interrupted)
-    if args.command == "workload":
+    if args.command == "workload":  # takes the signals itself (workload_cli._stop)
         return workload_cli.run(args)
+    signal.signal(signal.SIGTERM, _interrupted)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if args.command == "run":
         return _run(args, extra)
     if args.command == "report":

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import logging
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sbtck.errors import ImplementationFault, IUTSpecError, MasterError, OutputError
+
+# imported with the command line, not when a signal may already have come: the first signal needs them
+from sbtck.iut.remote import adopt_orphans, descendants, end_descendants
 from sbtck.reports.results import NOT_APPLICABLE
+from sbtck.workloads import sparkling
 
 # The ranges of the numeric options, checked before any work: beyond them a job would run for years or build
 # its plan out of memory before the first world (a billion worlds is some weeks on a large cluster).
@@ -94,11 +102,28 @@ def add_parser(commands: Any, **how: Any) -> None:
     )
 
 
-def _interrupted(exc: KeyboardInterrupt, output: Any, out: Path) -> int:
-    # Ctrl-C says nothing; SIGTERM says its name (sbtck.cli turns it into the same interruption)
-    why = str(exc) or "interrupted"
+def _interrupted(output: Any, out: Path) -> int:
+    # Ctrl-C says "interrupted"; SIGTERM says its name
+    why = sparkling.stopped[0] if sparkling.stopped else "interrupted"
     output.fail(why)
     print(f"sbtck workload: the job did not finish ({why}); {out}/INCOMPLETE says so", file=sys.stderr)
+    return 2
+
+
+# what the JVM's IOException and Python's OSError both say when the disk is full
+NO_SPACE = "No space left on device"
+
+
+def _no_space(exc: BaseException) -> bool:
+    return (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or NO_SPACE in str(exc)
+
+
+def _out_of_space(output: Any, out: Path) -> int:
+    """One line for a full disk: Spark's account of it is two Java traces, and INCOMPLETE may not fit either."""
+    why = f"no space left on the device of {out}"
+    with contextlib.suppress(OSError):  # the staging folder goes first, which frees what the job wrote
+        output.fail(why)
+    print(f"sbtck workload: the job did not finish: {why}; free some or name another --out", file=sys.stderr)
     return 2
 
 
@@ -113,7 +138,42 @@ def _made(spec: str, factory: Callable[[], Any]) -> None:
     implementation_made(spec, made).close()
 
 
+def _program(spec: str) -> None:
+    """A cmd: implementation's program must be there: else every world of the job would be an error saying so."""
+    import shlex
+    import shutil
+
+    argv = shlex.split(spec[len("cmd:") :])  # factory_for has parsed it already
+    if shutil.which(argv[0]) is None:
+        raise IUTSpecError(f"--iut {spec}: cannot start {argv[0]!r}: no such program on PATH")
+
+
+def _stop(signum: int, _frame: Any) -> None:
+    """The first SIGINT or SIGTERM: every process below the kit (the JVM, its workers, the implementations, a
+    reproducer's check) is killed at once, which ends whatever the job was waiting on; the job then ends as
+    interrupted, exit status 2. Nothing is raised here: an exception in the middle of an import or of a Py4J call
+    breaks their locks and connections, and its traceback is what the user would see. Further signals are
+    ignored while the kit ends."""
+    for taken in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(taken, signal.SIG_IGN)
+    sparkling.stopped.append("interrupted" if signum == signal.SIGINT else f"signal {signal.Signals(signum).name}")
+    logging.disable(logging.CRITICAL)  # Py4J logs each call the JVM's end cuts, with its traceback
+    for pid in descendants():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _take_signals() -> None:
+    for taken in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(taken, _stop)
+
+
 def run(args: argparse.Namespace) -> int:
+    # whatever the job starts (the JVM, its Python workers, the implementations, their daemons) stays below the
+    # kit, and goes when it ends, however it ends
+    adopt_orphans()
+    sparkling.stopped.clear()
+    _take_signals()
     try:
         import pyspark  # noqa: F401
     except ImportError:
@@ -122,6 +182,17 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        code = _job(args)
+    finally:
+        for taken in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(taken, signal.SIG_IGN)
+        logging.disable(logging.CRITICAL)  # Py4J logs, with a traceback, each call the JVM's end cuts
+        end_descendants()
+    return 2 if sparkling.stopped else code
+
+
+def _job(args: argparse.Namespace) -> int:
     from sbtck.iut.loader import factory_for
     from sbtck.reports import outfolder
     from sbtck.workloads import job, sparkling
@@ -146,6 +217,8 @@ def run(args: argparse.Namespace) -> int:
         factory = factory_for(plan.iut)
         if plan.iut.startswith("python:"):  # cheap to make here: a factory that makes no broker stops before Spark
             _made(plan.iut, factory)
+        if plan.iut.startswith("cmd:"):
+            _program(plan.iut)
         sparkling.check_master(plan.master)
         # the one lock every command writing into --out holds (sbtck/reports/outfolder.py); a file there is
         # refused by prepare in its own words
@@ -157,34 +230,49 @@ def run(args: argparse.Namespace) -> int:
         return 2
     areas = f" in the areas {', '.join(plan.areas)}" if plan.areas else ""
     print(f"sbtck workload: {plan.worlds} worlds{areas} from seed {plan.seed} on {plan.master}, against {plan.iut}")
+    if sparkling.stopped:  # a signal while the kit was getting ready: no Spark is started
+        return _interrupted(output, plan.out)
     classes = sparkling.class_archive()
     try:
         spark = sparkling.session(plan.master, classes=classes)
+        # PySpark's own SIGINT handler, set as the session starts, would talk to the JVM from inside the signal
+        _take_signals()
     except BaseException as exc:
         if classes is not None:
             classes.release()
-        if isinstance(exc, KeyboardInterrupt):
-            return _interrupted(exc, output, plan.out)
+        if isinstance(exc, KeyboardInterrupt) or sparkling.stopped:
+            return _interrupted(output, plan.out)
         output.fail(f"Spark did not start on {plan.master}: {exc}")
         print(f"sbtck workload: Spark did not start on --master {plan.master}: {exc}", file=sys.stderr)
         return 2
     try:
         summary = job.run(spark, plan, output)
+        if sparkling.stopped:  # what the job was waiting on ended with the processes the signal ended
+            raise KeyboardInterrupt
+        spark.stop()
     except BaseException as exc:
         if classes is not None:
             classes.release()
-        if isinstance(exc, KeyboardInterrupt):
-            return _interrupted(exc, output, plan.out)
+        if isinstance(exc, KeyboardInterrupt) or sparkling.stopped:
+            return _interrupted(output, plan.out)
+        parallelism = spark.sparkContext.defaultParallelism
+        with contextlib.suppress(Exception):  # the JVM goes with the kit in any case (run's end_descendants)
+            spark.stop()
+        if _no_space(exc):
+            return _out_of_space(output, plan.out)
         why = f"{type(exc).__name__}: {exc}"
-        worlds = job.failed_worlds(plan, spark.sparkContext.defaultParallelism, why)
+        worlds = job.failed_worlds(plan, parallelism, why)
         if worlds is not None:  # which worlds, first: Spark's own account is a Java trace of thousands of lines
             why = f"{worlds}; {why.splitlines()[0][:500]}"
         output.fail(why[:4000])
         print(f"sbtck workload: the job did not finish ({why[:2000]}); {plan.out}/INCOMPLETE says so", file=sys.stderr)
         return 2
-    finally:
-        spark.stop()
-    output.finish(summary)
+    try:
+        output.finish(summary)
+    except OSError as exc:
+        if not _no_space(exc):
+            raise
+        return _out_of_space(output, plan.out)
     _print(summary, plan.out)
     if classes is not None and classes.making is not None:
         # the results are out: what is left is for the next run
@@ -226,5 +314,7 @@ def _print(summary: dict[str, Any], out: Path) -> None:
         print(f"  error in world {error['seed']}: {error['detail'].splitlines()[0]}")
     for rep in summary["reproducers"]:
         print(f"  reproducer for {rep['rule']} (seed {rep['seed']}): {out / rep['path']}")
+    for lost in summary.get("unreproduced", []):
+        print(f"  no reproducer for {lost['rule']} (seed {lost['seed']}): {lost['why'].splitlines()[0]}")
     print(f"sbtck workload: {out / 'summary.json'}")
     sys.stdout.flush()

@@ -9,19 +9,24 @@ from the written rows at the end, which is what summary.json holds.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
+from sbtck.visible import visible
 from sbtck.workloads.generate import GENERATOR_VERSION
 from sbtck.workloads.output import Output
 from sbtck.workloads.progress import Progress
@@ -44,6 +49,10 @@ FAILURE_COLUMNS = ("seed", "outcome", "rules", "detail", "script", "iut_trace", 
 WORLDS_PER_PARTITION = 2500
 # how long the reproducers may take to run on the reference engine before they are published unchecked
 REPRODUCERS_CHECK_S = 600
+# how long one failing world may be shrunk: then its smallest failing form so far is written (an implementation
+# slow to answer made each try of a shrink take minutes, and the job hours)
+SHRINK_BUDGET_SETTING = "SBTCK_SHRINK_BUDGET_S"
+SHRINK_BUDGET_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -194,7 +203,7 @@ def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
         ]
     finally:
         frame.unpersist()
-    reproducers = _reproduce(sc, plan, failing, output.part("reproducers"))
+    reproducers, unreproduced = _reproduce(sc, plan, failing, output.part("reproducers"))
     return {
         "kind": "sbtck-workload-summary",
         "generator_version": GENERATOR_VERSION,
@@ -213,6 +222,9 @@ def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
         "duration_s": round(time.monotonic() - began, 2),
         "violations": dict(sorted(tally.by_rule.items())),
         "reproducers": reproducers,
+        # failing worlds shrunk without a reproducer: the implementation failed while they were, or the feature
+        # written did not pass on the reference and fail on the implementation
+        "unreproduced": unreproduced,
     }
 
 
@@ -253,77 +265,197 @@ def _first(rows: Any, outcome: str, limit: int) -> list[Any]:
     return list(rows.where(f.col("outcome") == outcome).orderBy("seed").limit(limit).collect())
 
 
-def _reproduce(sc: Any, plan: Plan, failing: list[Outcome], folder: Path) -> list[dict[str, Any]]:
-    """Each failing world (up to the limit) shrunk in the executors, written as a feature on the driver."""
-    if not failing:
-        return []
+def shrink_budget_s() -> float:
+    try:
+        return float(os.environ.get(SHRINK_BUDGET_SETTING, SHRINK_BUDGET_S))
+    except ValueError:
+        return SHRINK_BUDGET_S
 
-    def shrink_one(outcome: Outcome) -> tuple[int, str, str, int, float]:
-        from sbtck.iut.loader import factory_for
 
-        checker = Checker(factory_for(plan.iut), plan.differential, plan.conversations, plan.areas)
-        try:
-            text, shrunk = checker.reproduce(outcome)
-        finally:
+def shrunk(plan: Plan, outcome: Outcome, tried: Callable[[], None] | None = None) -> dict[str, Any]:
+    """One failing world shrunk (in an executor): its feature's text, or why there is none.
+
+    Whatever the implementation does while its world is shrunk and written (crash, hang, answers the kit cannot
+    read) is this world's outcome: the task ends with a record, so that the other worlds' reproducers are kept.
+    """
+    from sbtck.iut.loader import factory_for
+
+    record: dict[str, Any] = {"seed": outcome.seed, "rule": outcome.rules[0]}
+    checker = Checker(factory_for(plan.iut), plan.differential, plan.conversations, plan.areas)
+    try:
+        text, world = checker.reproduce(outcome, budget_s=shrink_budget_s(), tried=tried)
+        record.update(text=text, operations=len(world.world.script), shrink_s=round(world.seconds, 2))
+    except Exception as exc:
+        record["why"] = visible(f"no reproducer: shrinking the world failed: {type(exc).__name__}: {exc}")[:2000]
+    finally:
+        with contextlib.suppress(Exception):
             checker.close()
-        return outcome.seed, outcome.rules[0], text, len(shrunk.world.script), shrunk.seconds
+    return record
 
-    found = sc.parallelize(failing, min(len(failing), sc.defaultParallelism)).map(shrink_one).collect()
+
+class Tries:
+    """How many times the executors have run a world while shrinking, told by a datagram to the driver per run:
+    Spark's accumulators reach the driver only as a task ends, and one world's shrink is one task of minutes."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.settimeout(0.2)
+        self.port = self.socket.getsockname()[1]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._count, daemon=True)
+        self._thread.start()
+
+    def _count(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(OSError):
+                self.count += len(self.socket.recv(64))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.socket.close()
+
+
+def _teller(port: int) -> Callable[[], None]:
+    """What an executor calls on each run: one byte to the driver, lost without harm where it cannot reach it."""
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+    def tell() -> None:
+        with contextlib.suppress(OSError):
+            sender.sendto(b".", ("127.0.0.1", port))
+
+    return tell
+
+
+def _reproduce(sc: Any, plan: Plan, failing: list[Outcome], folder: Path) -> tuple[list[Any], list[Any]]:
+    """Each failing world (up to the limit) shrunk in the executors, one task each, written as a feature on the
+    driver and kept if checked both ways; returns the reproducers kept and the worlds without one, with why."""
+    if not failing:
+        return [], []
+    tries, done = Tries(), sc.accumulator(0)
+    port = tries.port
+
+    def shrink_one(outcome: Outcome) -> dict[str, Any]:
+        record = shrunk(plan, outcome, _teller(port))
+        done.add(1)
+        return record
+
+    began = time.monotonic()
+
+    def shrinking() -> str:
+        return (
+            f"shrinking {len(failing)} failing worlds: {done.value} done, {tries.count} runs of a smaller world, "
+            f"{time.monotonic() - began:.0f} s"
+        )
+
+    try:
+        with Progress(lambda: (done.value, {}, 0), len(failing), text=shrinking):
+            try:
+                found = sc.parallelize(failing, len(failing)).map(shrink_one).collect()
+            except Exception:
+                # a task that failed every attempt (an in-process implementation that ends its worker): each
+                # world again on its own, so that only the world whose task cannot finish goes without
+                found = [_alone(sc, outcome, shrink_one) for outcome in failing]
+    finally:
+        tries.close()
     folder.mkdir(parents=True, exist_ok=True)
-    out = []
-    for seed, rule, text, operations, seconds in sorted(found):
-        path = folder / f"world-{seed}.feature"
-        path.write_text(text)
-        out.append(
+    written, unreproduced = [], []
+    for record in sorted(found, key=lambda r: int(r["seed"])):
+        if "why" in record:
+            unreproduced.append({"seed": record["seed"], "rule": record["rule"], "why": record["why"]})
+            continue
+        path = folder / f"world-{record['seed']}.feature"
+        path.write_text(record["text"])
+        written.append(
             {
-                "rule": rule,
-                "seed": seed,
+                "rule": record["rule"],
+                "seed": record["seed"],
                 "path": f"reproducers/{path.name}",
-                "operations": operations,
-                "shrink_s": round(seconds, 2),
+                "operations": record["operations"],
+                "shrink_s": record["shrink_s"],
             }
         )
-    return _passing_on_the_reference(folder, out)
+    kept, dropped = checked_both_ways(folder, written, plan.iut)
+    return kept, unreproduced + dropped
 
 
-def _passing_on_the_reference(folder: Path, written: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The reproducers that pass on the reference engine; the others are deleted, each with a line saying why.
+def _alone(sc: Any, outcome: Outcome, shrink_one: Callable[[Outcome], dict[str, Any]]) -> dict[str, Any]:
+    """One world's shrink as a job of its own; its failure is that world's record."""
+    try:
+        return dict(sc.parallelize([outcome], 1).map(shrink_one).collect()[0])
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        why = f"no reproducer: the task shrinking the world failed every attempt: {type(exc).__name__}: {first}"
+        return {"seed": outcome.seed, "rule": outcome.rules[0], "why": visible(why)}
+
+
+def checked_both_ways(
+    folder: Path, written: list[dict[str, Any]], iut: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The reproducers that pass on the reference engine and fail on IUT with their rule; the others are deleted,
+    each with a record saying why.
 
     A reproducer states what the reference gives for its world: one that fails there would blame the
-    implementation for the kit's own mistake (the shrinker's, or a step that cannot say the world), so it is
-    never published.
+    implementation for the kit's own mistake (the shrinker's, or a step that cannot say the world); one that passes
+    on the implementation it came from would show nothing (a feature that cannot say what the implementation did
+    wrong). Neither is published. Failing "with its rule": the scenario fails (an error is the implementation's
+    fault, not the rule), and where its failure names rules, the world's is among them.
     """
-    statuses = on_the_reference(folder)
-    if statuses is None:
+    if not written:
+        return [], []
+    reference = scenarios_run(folder, "reference")
+    theirs = reference if iut == "reference" else scenarios_run(folder, iut)
+    if reference is None or theirs is None:
         print(
-            f"sbtck workload: the reproducers could not be run on the reference engine within {REPRODUCERS_CHECK_S} s;"
-            " they are written unchecked",
+            f"sbtck workload: the reproducers could not be run on the reference engine and on {iut} within "
+            f"{REPRODUCERS_CHECK_S} s; they are written unchecked",
             flush=True,
         )
-        return written
-    kept = []
+        return written, []
+    kept, dropped = [], []
     for entry in written:
         path = folder / Path(entry["path"]).name
-        status = statuses.get(path.name, "not run")
-        if status == PASSED:
+        ours, got = reference.get(path.name), theirs.get(path.name)
+        why = _not_reproducing(entry["rule"], ours, got, iut)
+        if why is None:
             kept.append(entry)
             continue
         path.unlink(missing_ok=True)
-        print(
-            f"sbtck workload: dropped the reproducer of seed {entry['seed']} ({entry['rule']}): its scenario is"
-            f" {status} on the reference engine, so it would not show the implementation's fault",
-            flush=True,
-        )
-    return kept
+        dropped.append({"seed": entry["seed"], "rule": entry["rule"], "why": why})
+        print(f"sbtck workload: dropped the reproducer of seed {entry['seed']} ({entry['rule']}): {why}", flush=True)
+    return kept, dropped
 
 
-def on_the_reference(folder: Path) -> dict[str, str] | None:
-    """Each feature file of FOLDER run on the reference engine by `sbtck run`: its scenario's status, by file name
-    (None when the run could not say)."""
+def _not_reproducing(rule: str, ours: dict[str, Any] | None, got: dict[str, Any] | None, iut: str) -> str | None:
+    """Why a reproducer does not show its rule broken by IUT, or None when it does."""
+    if ours is None or ours.get("status") != PASSED:
+        status = "not run" if ours is None else ours.get("status")
+        return f"its scenario is {status} on the reference engine, so it would not show the implementation's fault"
+    if iut == "reference":
+        return None  # the stage checked the reference against its own invariants: a failing world is the kit's
+    if got is None or got.get("status") != FAILED:
+        status = "not run" if got is None else got.get("status")
+        return f"its scenario is {status} on {iut}, so it does not reproduce the failure"
+    message = str((got.get("failure") or {}).get("message", ""))
+    named = set(_BROKEN.findall(message))
+    if named and rule not in named:
+        return f"its scenario fails on {iut} for {', '.join(sorted(named))}, not for {rule}"
+    return None
+
+
+# how the stage's Then steps name a broken rule in a failure (sbtck/workloads/steps.py): "  ACT-10 at command 4 ..."
+_BROKEN = re.compile(r"^  (\S+) at (?:command \d+|the end)", re.MULTILINE)
+
+
+def scenarios_run(folder: Path, iut: str) -> dict[str, dict[str, Any]] | None:
+    """Each feature file of FOLDER run on IUT by `sbtck run`: its scenario's record (the first one not passed), by
+    file name (None when the run could not say)."""
     with tempfile.TemporaryDirectory(prefix="sbtck-reproducers-") as scratch:
         try:
             subprocess.run(
-                [sys.executable, "-m", "sbtck", "run", "--features", str(folder), "--out", scratch],
+                [sys.executable, "-m", "sbtck", "run", "--features", str(folder), "--iut", iut, "--out", scratch],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 check=False,
@@ -334,10 +466,15 @@ def on_the_reference(folder: Path) -> dict[str, str] | None:
         results = Path(scratch) / "results.json"
         if not results.is_file():
             return None
-        scenarios = json.loads(results.read_text()).get("scenarios", [])
-    statuses: dict[str, str] = {}
-    for scenario in scenarios:
+        try:
+            scenarios = json.loads(results.read_text()).get("scenarios", [])
+        except ValueError:
+            return None
+    found: dict[str, dict[str, Any]] = {}
+    for scenario in scenarios if isinstance(scenarios, list) else []:
+        if not isinstance(scenario, dict):
+            continue
         name = Path(str(scenario.get("feature_path", ""))).name
-        status = str(scenario.get("status"))
-        statuses[name] = status if statuses.get(name, PASSED) == PASSED else statuses[name]
-    return statuses
+        if found.get(name, {"status": PASSED}).get("status") == PASSED:
+            found[name] = scenario
+    return found

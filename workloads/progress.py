@@ -30,8 +30,10 @@ class Progress:
         total: int,
         stream: TextIO | None = None,
         every_s: float = 0.5,
+        text: Callable[[], str] | None = None,
     ) -> None:
         self.read, self.total, self.stream = read, total, stream or sys.stderr
+        self.text = text  # the line itself, when it is not worlds checked (e.g. while they are shrunk)
         self.every_s = every_s if self.stream.isatty() else max(every_s, 5.0)
         self.start = time.monotonic()
         self._stop = threading.Event()
@@ -51,8 +53,11 @@ class Progress:
             self.draw()
 
     def draw(self, final: bool = False) -> None:
-        done, rules, conversations = self.read()
-        text = line(done, self.total, rules, time.monotonic() - self.start, conversations)
+        if self.text is not None:
+            text = self.text()
+        else:
+            done, rules, conversations = self.read()
+            text = line(done, self.total, rules, time.monotonic() - self.start, conversations)
         if self.stream.isatty():
             self.stream.write("\r" + text + ("\n" if final else ""))
         else:

@@ -56,6 +56,8 @@ class Shrunk:
     world: StageWorld
     tests: int
     seconds: float
+    # the time budget ran out first: the world is the smallest failing one found by then
+    out_of_time: bool = False
 
 
 def ddmin(items: list[Any], test: Callable[[list[Any]], bool], budget: list[int]) -> list[Any]:
@@ -250,10 +252,33 @@ def shrink(
     max_tests: int = 3000,
     refused: Callable[[StageWorld], list[int]] | None = None,
     tidy: Test | None = None,
+    budget_s: float | None = None,
+    tried: Callable[[], None] | None = None,
 ) -> Shrunk:
-    """Runs every pass until none makes the world smaller (or the budget of test runs is spent)."""
+    """Runs every pass until none makes the world smaller (or the budget of test runs, or of BUDGET_S seconds, is
+    spent). TRIED is called before every run of the world, so that a progress line can move while it shrinks."""
     began = time.monotonic()
     budget = [max_tests]
+    spent_when_late: list[int] = []  # the tests run when the time budget ran out, if it did
+
+    def timed(run: Callable[[StageWorld], Any], nothing: Any) -> Callable[[StageWorld], Any]:
+        # a candidate after the deadline is not run: taken as not failing, the passes keep the world they have, and
+        # the spent budget ends them (an implementation slow to answer could otherwise hold one world for hours)
+        def within(candidate: StageWorld) -> Any:
+            if budget_s is not None and time.monotonic() - began > budget_s:
+                if not spent_when_late:
+                    spent_when_late.append(max_tests - budget[0])
+                budget[0] = 0
+                return nothing
+            if tried is not None:
+                tried()
+            return run(candidate)
+
+        return within
+
+    test = timed(test, False)
+    if refused is not None and tidy is not None:
+        refused, tidy = timed(refused, []), timed(tidy, False)
     size = None
     while budget[0] > 0:
         for shrink_pass in PASSES:
@@ -264,4 +289,5 @@ def shrink(
         size = now
     if refused is not None and tidy is not None:
         world = _tidy(world, refused, tidy, budget)
-    return Shrunk(world, max_tests - budget[0], time.monotonic() - began)
+    late = bool(spent_when_late)
+    return Shrunk(world, spent_when_late[0] if late else max_tests - budget[0], time.monotonic() - began, late)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import hashlib
 import os
 import re
 import shutil
+import signal
 import socket
 import sys
 from dataclasses import dataclass
@@ -19,6 +21,9 @@ from sbtck.errors import MasterError
 MASTER = re.compile(r"^(local(\[(\*|[1-9]\d*)(,\d+)?\])?|spark://[^/\s]+|yarn|k8s://\S+|mesos://\S+)$")
 # few large tasks: the driver JVM competes with the Python workers on a small machine
 JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# a local master's threads, per core of this machine: each runs a Python worker with its own implementation, so
+# more only share the cores; Spark itself takes any number and spends its first minute on a huge one
+LOCAL_THREADS_PER_CORE = 8
 
 
 def check_master(master: str, timeout_s: float = 5.0) -> None:
@@ -27,6 +32,13 @@ def check_master(master: str, timeout_s: float = 5.0) -> None:
         raise MasterError(
             f"--master {master!r} is not a Spark master URL; use local[*], local[N] (N at least 1), local[N,RETRIES], "
             "spark://HOST:PORT, yarn or k8s://URL"
+        )
+    threads = re.match(r"^local\[(\d+)", master)
+    most = LOCAL_THREADS_PER_CORE * (os.cpu_count() or 1)
+    if threads is not None and int(threads.group(1)) > most:
+        raise MasterError(
+            f"--master {master[:60]!r}: at most {most} threads on this machine ({LOCAL_THREADS_PER_CORE} per core); "
+            "use local[*] for one per core"
         )
     if not master.startswith("spark://"):
         return
@@ -56,6 +68,48 @@ def with_retries(master: str) -> str:
     return f"local[{found.group(2) or 1},{LOCAL_ATTEMPTS}]"
 
 
+# why the job was stopped, once a signal has come (sbtck.workload_cli)
+stopped: list[str] = []
+# prctl(2)'s option that sends its process a signal when the thread that started it ends
+PR_SET_PDEATHSIG = 1
+
+
+def _dies_with_its_parent() -> None:
+    """In the child, before it runs the JVM: SIGKILL when the kit ends, however it ends (kept across exec)."""
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the kit ended before the signal was asked for
+        os._exit(1)
+
+
+def _jvm_ends_with_the_kit() -> None:
+    """PySpark starts the driver's JVM (spark-submit, which execs java) with a function of its own run before;
+    ours runs first. Without it, a kit ended while Spark starts left the JVM running for good: the JVM watches its
+    standard input for the kit's end only once it is up."""
+    from pyspark import java_gateway
+
+    popen = getattr(java_gateway, "Popen")  # noqa: B009 - an import of the module's, not declared by it
+    if getattr(popen, "ends_with_the_kit", False):
+        return
+
+    def started(*args: Any, **kwargs: Any) -> Any:
+        if stopped:  # a signal came while Spark was getting ready: no JVM is started after it
+            raise KeyboardInterrupt(stopped[0])
+        theirs = kwargs.get("preexec_fn")
+
+        def before() -> None:
+            _dies_with_its_parent()
+            if theirs is not None:
+                theirs()
+
+        kwargs["preexec_fn"] = before
+        return popen(*args, **kwargs)
+
+    started.ends_with_the_kit = True  # type: ignore[attr-defined]
+    setattr(java_gateway, "Popen", started)  # noqa: B010 - as above
+
+
 def session(master: str, app: str = "sbtck-workload", classes: ClassArchive | None = None, **conf: str) -> Any:
     """A SparkSession on MASTER whose executors run this interpreter (so they import this kit).
 
@@ -67,6 +121,7 @@ def session(master: str, app: str = "sbtck-workload", classes: ClassArchive | No
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
+    _jvm_ends_with_the_kit()
     driver = JAVA_OPTIONS if classes is None else f"{JAVA_OPTIONS} {classes.java_options()}"
     builder = (
         SparkSession.builder.master(with_retries(master))
@@ -84,7 +139,9 @@ def session(master: str, app: str = "sbtck-workload", classes: ClassArchive | No
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    # the kit says what failed in one line, and INCOMPLETE holds Spark's account: the executors' own ERROR lines
+    # were hundreds of lines of Java traces for one full disk
+    spark.sparkContext.setLogLevel("FATAL")
     return spark
 
 

@@ -10,7 +10,7 @@ import gc
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -165,8 +165,22 @@ class Checker:
         return generate(seed, self.conversations, capabilities, self.areas)
 
     def check(self, seed: int) -> Outcome:
-        with no_collections():
-            return self._check(seed)
+        try:
+            with no_collections():
+                return self._check(seed)
+        except Exception as exc:  # whatever an implementation's answers made of the check: this world's, not the job's
+            with suppress(Exception):
+                self.close()
+            return Outcome(
+                seed,
+                GENERATOR_VERSION,
+                0,
+                0,
+                0,
+                0,
+                ERROR,
+                detail=f"world {seed}: its check failed: {type(exc).__name__}: {exc}"[:4000],
+            )
 
     def _check(self, seed: int) -> Outcome:
         try:
@@ -315,8 +329,15 @@ class Checker:
         trace.steps += [execute(op, self.implementation) for op in world.script[len(trace.steps) :]]
         return any(v.rule == rule for v in violations(world, trace, self.handshake).broken)
 
-    def reproduce(self, outcome: Outcome, max_tests: int = 3000) -> tuple[str, Shrunk]:
-        """The failing world shrunk for its first broken rule, as a feature."""
+    def reproduce(
+        self,
+        outcome: Outcome,
+        max_tests: int = 3000,
+        budget_s: float | None = None,
+        tried: Callable[[], None] | None = None,
+    ) -> tuple[str, Shrunk]:
+        """The failing world shrunk for its first broken rule, as a feature (within BUDGET_S seconds of shrinking;
+        TRIED is told of every run)."""
         assert outcome.script is not None
         self._open()
         world = self.world(outcome.seed)
@@ -329,6 +350,8 @@ class Checker:
             max_tests,
             refused=lambda w: self._verdict(w)[1],
             tidy=lambda w: self.breaks(w, rule, tidy=True),
+            budget_s=budget_s,
+            tried=tried,
         )
         trace = run(shrunk.world, self._open())
         checked = violations(shrunk.world, trace, self.handshake if self.differential else None)
@@ -344,7 +367,9 @@ class Checker:
         if expected is not None:
             shown = frozenset(self.handshake.capabilities)
             then = then_steps(expected.events(), trace.events(), shown, shrunk.world.start_ms)
-        by = f"{shrunk.tests} test runs, {shrunk.seconds:.1f} s"
+        by = f"{shrunk.tests} test runs, {shrunk.seconds:.1f} s" + (
+            ", stopped by its time budget" if shrunk.out_of_time else ""
+        )
         return feature(shrunk.world, rules, self.handshake.name, by, then), shrunk
 
     def close(self) -> None:

@@ -4,6 +4,8 @@
 MODE: crash | hang | garbage | wrong_id | protocol_1 (on SEND or in the hello answer), or
   grandchild  on SEND, starts `sleep 90` holding its stdout, then exits
   daemon      on SEND, a double-forked child in a session of its own holds stdout for 60 s (pid in $SBTCK_FAKE_PIDFILE)
+  settled     at the hello, starts a double-forked daemon in a session of its own (sleeps 600 s, its
+              standard streams closed), then answers as the reference does
   endless     on SEND, writes one endless line without a newline
   flood       on SEND, answers with 100,000 more events (within the line limit)
   stderr_flood  on SEND, writes 300 MB to stderr, then a last line, and exits
@@ -42,6 +44,19 @@ def _daemon() -> None:
         os._exit(0)
 
 
+def _settled() -> None:
+    """A daemon as a server starts one: out of this process group and session, holding none of its pipes."""
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            time.sleep(600)
+        os._exit(0)
+    os.wait()
+
+
 def _deaf(first_id: int) -> None:
     for request_id in range(first_id, first_id + 20_000):
         sys.stdout.write(json.dumps({"id": request_id, "ok": True, "result": {"rows": []}, "events": []}) + "\n")
@@ -67,6 +82,8 @@ def main(mode: str) -> None:
         if mode == "deaf" and request["op"] != "hello":
             _deaf(request["id"])
         if request["op"] == "hello":
+            if mode == "settled":
+                _settled()
             result = protocol.handshake_json(implementation.handshake())
             if mode == "protocol_1":  # a broker written to the contract before 2.0
                 result["protocol"] = "1.1"

@@ -161,7 +161,7 @@ def test_a_reproducer_that_fails_on_the_reference_is_not_published(
 ) -> None:
     """A reproducer states what the reference gives: one the reference fails would blame the implementation for the
     kit's own mistake, so the stage deletes it and says so."""
-    from sbtck.workloads.job import _passing_on_the_reference
+    from sbtck.workloads.job import checked_both_ways
 
     topology = '    Given the topology "activation"\n'
     (tmp_path / "world-1.feature").write_text(
@@ -171,8 +171,9 @@ def test_a_reproducer_that_fails_on_the_reference_is_not_published(
         f'Feature: dropped\n  Scenario: dropped\n{topology}    Then the log has 2 "broker started" events\n'
     )
     written = [{"rule": "ACT-10", "seed": seed, "path": f"reproducers/world-{seed}.feature"} for seed in (1, 2)]
-    kept = _passing_on_the_reference(tmp_path, written)
+    kept, dropped = checked_both_ways(tmp_path, written, "reference")
     assert [entry["seed"] for entry in kept] == [1]
+    assert [entry["seed"] for entry in dropped] == [2]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["world-1.feature"]
     assert (
         "dropped the reproducer of seed 2 (ACT-10): its scenario is failed on the reference engine"

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from sbtck.iut.loader import factory_for
 from sbtck.reports import workload as workload_report
 from sbtck.reports.results import ERROR, FAILED, PASSED
 from sbtck.workloads import job, sparkling
@@ -374,3 +375,27 @@ def test_an_unwritable_cache_folder_means_no_class_archive(tmp_path: Path, monke
     monkeypatch.setenv(sparkling.CACHE_SETTING, str(blocker / "cache"))
     monkeypatch.delenv(sparkling.CLASSES_SETTING, raising=False)
     assert sparkling.class_archive() is None
+
+
+def test_a_worker_that_dies_while_one_world_is_shrunk_costs_that_worlds_reproducer_only(
+    spark: Any, tmp_path: Path
+) -> None:
+    from sbtck.workloads.stage import Checker
+    from tests.fakes import stage_faults
+
+    checker = Checker(factory_for(WRONG), differential=True)
+    try:
+        failing = [o.seed for o in map(checker.check, range(40)) if o.outcome == FAILED][:2]
+    finally:
+        checker.close()
+    assert len(failing) == 2
+    stage_faults.DYING_SEED_FILE.write_text(str(failing[0]))
+    try:
+        summary = _run(spark, tmp_path, worlds=failing[1] + 1, iut="python:tests.fakes.stage_faults:dies_when_shrunk",
+                       shrink_limit=2)  # fmt: skip
+    finally:
+        stage_faults.DYING_SEED_FILE.unlink()
+    assert [r["seed"] for r in summary["reproducers"]] == [failing[1]]
+    [lost] = summary["unreproduced"]
+    assert lost["seed"] == failing[0] and "failed every attempt" in lost["why"], lost
+    assert summary["failed_worlds"] >= 2  # every world's row is kept
