@@ -106,7 +106,7 @@ class Kit:
         if self.baseline is not None:
             results.read(self.baseline)  # a wrong baseline is bad input, said before any scenario runs
         self.dry_run = bool(config.getoption("--sbtck-dry-run"))
-        self.dry: dict[str, int] = {"scenarios": 0, "bind": 0}  # of a dry run: how many were checked, how many bound
+        self.dry: dict[str, int] = {"scenarios": 0, "bind": 0}  # of a dry run: how many were checked, how many bind
         self.tags: str | None = config.getoption("--sbtck-tags") or None
         self._tags = tags.expression(self.tags) if self.tags else None
         self.interrupted = False
@@ -335,7 +335,6 @@ class Kit:
         from sbtck.fixtures import topology
         from sbtck.steps.phrases import INLINE_TOPOLOGY, NAMED_TOPOLOGY
 
-        self.dry["scenarios"] += 1
         callspec = getattr(pyfuncitem, "callspec", None)
         scenario = template.render(callspec.params.get(EXAMPLE_PARAM, {}) if callspec is not None else {})
         path = self.feature_path(template.feature.filename)
@@ -349,7 +348,6 @@ class Kit:
                 topology.named(str(named["name"]))
             elif INLINE_TOPOLOGY.template.match(step.name) is not None and step.docstring is not None:
                 topology.parse(step.docstring, path, line_offset=step.line_number + 1)
-        self.dry["bind"] += 1
         return True
 
     # ------------------------------------------------------------- recording
@@ -508,6 +506,9 @@ class Kit:
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.dry_run and report.when == "call":  # counted as reported: under xdist the workers check them
+            self.dry["scenarios"] += 1
+            self.dry["bind"] += int(report.passed)
         for key, value in report.user_properties:
             if key == "sbtck":
                 self._record(results.ScenarioRecord.from_json(dict(value)))  # type: ignore[call-overload]

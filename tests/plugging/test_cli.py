@@ -436,6 +436,8 @@ def test_dry_run_binds_every_step_and_loads_every_topology_and_runs_nothing(tmp_
     assert dry.code == 0, dry.output[-3000:]
     assert f"sbtck: dry run: {n} scenarios bind and their topologies load; nothing ran" in dry.output
     assert not (tmp_path / "d" / "results.json").exists()
+    workers = sbtck("--dry-run", "--tags", "ACT-09", "--", "-n", "2", out=tmp_path / "x")
+    assert f"sbtck: dry run: {n} scenarios bind" in workers.output, workers.output[-3000:]
     feature = tmp_path / "mine.feature"
     feature.write_text(
         'Feature: Mine\n  Scenario: [1] a mistyped step\n    Given the topology "activation"\n'
