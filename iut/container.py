@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sbtck.errors import CannotStart, ImplementationFault
-from sbtck.iut.remote import DEFAULT_TIMEOUT_S, RemoteImplementation, SocketChannel
+from sbtck.iut.remote import RemoteImplementation, SocketChannel, request_timeout_s
 
 READY_LINE = "listening"
 
@@ -27,7 +27,7 @@ def free_port() -> int:
 
 
 class ContainerImplementation(RemoteImplementation):
-    def __init__(self, image: str, logs_dir: Path | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, image: str, logs_dir: Path | None = None, timeout_s: float | None = None) -> None:
         # Ryuk's image cannot be pulled here; the kit stops its container itself
         os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
         os.environ.setdefault("DOCKER_HOST", "unix:///var/run/docker.sock")
@@ -35,7 +35,8 @@ class ContainerImplementation(RemoteImplementation):
         self.logs_dir = logs_dir
         self.port = free_port()
         self.container = self._start()
-        super().__init__(lambda: SocketChannel("127.0.0.1", self.port, timeout_s), timeout_s)
+        waits = request_timeout_s() if timeout_s is None else timeout_s
+        super().__init__(lambda: SocketChannel("127.0.0.1", self.port, waits), waits)
 
     def _start(self) -> Any:
         try:

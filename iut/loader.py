@@ -52,14 +52,14 @@ def implementation_made(spec: str, made: object) -> Implementation:
 
 
 def _tcp(spec: str) -> Callable[[], Implementation]:
-    from sbtck.iut.remote import RemoteImplementation, SocketChannel
+    from sbtck.iut.remote import RemoteImplementation, SocketChannel, request_timeout_s
 
     host, _, port = spec[len("tcp:") :].rpartition(":")
     if host not in ("127.0.0.1", "localhost") or not port.isdigit():
         raise IUTSpecError(f"--iut {spec!r}: write tcp:127.0.0.1:PORT; the kit talks to 127.0.0.1 only")
     if not 1 <= int(port) <= 65535:  # the socket layer would take 99999 modulo 65536, another port
         raise IUTSpecError(f"--iut {spec!r}: a port is a number from 1 to 65535")
-    return lambda: RemoteImplementation(lambda: SocketChannel(host, int(port), 10))
+    return lambda: RemoteImplementation(lambda: SocketChannel(host, int(port), request_timeout_s()))
 
 
 def factory_for(spec: str, out: Path | None = None) -> Callable[[], Implementation]:

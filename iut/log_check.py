@@ -21,9 +21,11 @@ finding names the event (its index in the answer, its kind and instant) and the 
 from __future__ import annotations
 
 import reprlib
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from sbtck import catalogue
+from sbtck.contract import Event
 from sbtck.errors import ProtocolError, ReportImpossible
 from sbtck.iut.answers import json_type
 from sbtck.observations import FIELDS, KINDS, REASONS, RULE_FIELDS, VALUES, Kind
@@ -97,11 +99,14 @@ class LogCheck:
 
     # ------------------------------------------------------------ an answer
 
-    def answer(self, op: dict[str, Any], events: list[dict[str, Any]]) -> None:
-        """Hold the answer to OP (its events as JSON objects) against the world; raise what cannot be."""
+    def answer(self, op: dict[str, Any], events: Sequence[Event | dict[str, Any]]) -> None:
+        """Hold the answer to OP (its events as the contract's Events, or as JSON objects in the stage's traces)
+        against the world; raise what cannot be."""
         self._command(op)
         last = None
-        for i, event in enumerate(events):
+        for i, found in enumerate(events):
+            # read in place: a flood of events must cost no copy of each (SBTCK_MAX_EVENTS_PER_ANSWER)
+            event = _Fields(found) if isinstance(found, Event) else found
             where = f"{op.get('kind')} at {op.get('at_ms')}: the event `$.events[{i}]`"
             kind = event.get("kind")
             if kind not in _KINDS:
@@ -121,7 +126,7 @@ class LogCheck:
             self._entities(where, kind, event)
             self._messages(where, op, kind, event)
 
-    def _fields(self, where: str, kind: str, event: dict[str, Any]) -> None:
+    def _fields(self, where: str, kind: str, event: Mapping[str, Any]) -> None:
         carried = FIELDS[kind]
         for name, value in event.items():
             if name in ("at_ms", "kind") or value is None or name not in carried:
@@ -139,7 +144,7 @@ class LogCheck:
                     f"for it (docs/protocol.md) (invariant: declared values)"
                 )
 
-    def _entities(self, where: str, kind: str, event: dict[str, Any]) -> None:
+    def _entities(self, where: str, kind: str, event: Mapping[str, Any]) -> None:
         instance = event.get("instance")
         for name in ("instance", "to_instance"):
             value = event.get(name)
@@ -171,7 +176,7 @@ class LogCheck:
             f"{where} names {name} {reprlib.repr(value)}, which is no {what} at that instant (invariant: entities)"
         )
 
-    def _messages(self, where: str, op: dict[str, Any], kind: str, event: dict[str, Any]) -> None:
+    def _messages(self, where: str, op: dict[str, Any], kind: str, event: Mapping[str, Any]) -> None:
         if kind not in (Kind.MESSAGE_SENT, Kind.MESSAGE_ARRIVED):
             return
         dialog, sequence = event.get("dialog"), event.get("message_sequence_number")
@@ -198,6 +203,30 @@ class LogCheck:
         self.arrived.add(message)
 
 
-def _rows(event: dict[str, Any]) -> list[dict[str, Any]]:
+class _Fields(Mapping[str, Any]):
+    """An Event read as its JSON object (at_ms, kind and its fields), without building one."""
+
+    __slots__ = ("event",)
+
+    def __init__(self, event: Event) -> None:
+        self.event = event
+
+    def __getitem__(self, name: str) -> Any:
+        if name == "at_ms":
+            return self.event.at_ms
+        if name == "kind":
+            return self.event.kind
+        return self.event.fields[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield "at_ms"
+        yield "kind"
+        yield from self.event.fields
+
+    def __len__(self) -> int:
+        return 2 + len(self.event.fields)
+
+
+def _rows(event: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows = event.get("rows")
     return [row for row in rows if isinstance(row, dict)] if isinstance(rows, list) else []

@@ -31,7 +31,13 @@ from sbtck.errors import CannotStart, ImplementationFault, ProtocolError
 from sbtck.iut import answers, protocol
 from sbtck.visible import visible
 
-DEFAULT_TIMEOUT_S = float(os.environ.get(REQUEST_TIMEOUT, "10"))
+DEFAULT_TIMEOUT_S = 10.0
+
+
+def request_timeout_s() -> float:
+    """How long a request waits for its answer: SBTCK_REQUEST_TIMEOUT (sbtck run --timeout) as it is when an
+    implementation is made, since the command line sets it after this module was imported."""
+    return float(os.environ.get(REQUEST_TIMEOUT, DEFAULT_TIMEOUT_S))
 EOF_MARK = b""
 TOO_LONG = b"\0too long"
 # how often the reader looks up from a silent implementation to see whether it should stop
@@ -345,9 +351,9 @@ class SocketChannel(Channel):
 class RemoteImplementation:
     """The contract over a Channel, reopened after a fault when the next scenario starts."""
 
-    def __init__(self, open_channel: Callable[[], Channel], timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, open_channel: Callable[[], Channel], timeout_s: float | None = None) -> None:
         self.open_channel = open_channel
-        self.timeout_s = timeout_s
+        self.timeout_s = request_timeout_s() if timeout_s is None else timeout_s
         self.channel: Channel | None = None
         self.broken: str | None = None
         self._handshake: Handshake | None = None

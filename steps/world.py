@@ -65,7 +65,7 @@ class World:
                 "events": response.events,  # as JSON only when a reproducer's steps ask (sbtck/workloads/steps.py)
             }
         )
-        self.log_check.answer(op, [event.to_json() for event in response.events])
+        self.log_check.answer(op, response.events)
         if response.error is not None:
             raise Refused(
                 f"the implementation refused {command.kind} at second {self.clock.second():g}: "

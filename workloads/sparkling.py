@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
 import hashlib
 import os
 import re
@@ -246,6 +245,8 @@ def class_archive(options: str = JAVA_OPTIONS) -> ClassArchive | None:
     except OSError:
         return None
     try:
+        import fcntl  # here, not with the module: the command line imports this module, on every platform
+
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         lock.close()

@@ -133,7 +133,8 @@ def main(mode: str) -> None:
                         sys.stdout.write(chunk)
             answer = protocol.response_json(request["id"], implementation.execute(command))
             if mode == "flood" and command.kind == "send":  # within the line limit: some 6 MB an answer
-                noise = {"at_ms": command.at_ms, "kind": "reader_waiting", "session": "S", "statement": "RECEIVE"}
+                # an event that can be (the kit holds every report against the world), only too many of them
+                noise = {"at_ms": command.at_ms, "kind": "broker_configuration_notification", "instance": "sql1"}
                 answer["events"] += [noise] * 100_000
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()

@@ -40,7 +40,8 @@ def test_tags_pick_scenarios_and_an_unknown_tag_is_explained(tmp_path: Path) -> 
     run = sbtck("--tags", "ACT-09", out=tmp_path / "a")
     assert run.code == 0
     assert {s["feature_path"] for s in run.results()["scenarios"]} == {
-        "features/activation/04_conversation_group_locking.feature"
+        "features/activation/04_conversation_group_locking.feature",
+        "features/activation/06_external_activation.feature",
     }
     bad = sbtck("--tags", "ACT-99", out=tmp_path / "b")
     assert bad.code == 2

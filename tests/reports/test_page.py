@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sbtck import catalogue
+from sbtck.errors import ResultsError
 from sbtck.reports import html, results
 
 EVIL = "<script>alert(1)</script>"
@@ -380,8 +381,18 @@ def test_the_sequence_picture_marks_the_failing_message_and_keeps_labels_off_its
 
 
 @pytest.mark.parametrize("wrong", [7, "ab", [7, "x"], None, {"a": 1}])
-def test_a_hand_edited_failure_table_of_any_shape_still_makes_a_page(tmp_path: Path, wrong: object) -> None:
-    table = {"columns": wrong, "expected": wrong, "got": wrong}
+def test_a_hand_edited_failure_table_of_any_shape_is_refused_naming_the_field(tmp_path: Path, wrong: object) -> None:
+    """Never a crash of the page builder: a table of a shape results.json does not declare is one line naming it."""
+    table = {"columns": wrong, "expected": [["1"]], "got": [["2"]]}
+    record = _record("failed", failure={"step": "Then x", "line": 4, "kind": "failed", "message": "m", "table": table})
+    path = tmp_path / "results.json"
+    results.write(path, {"implementation": {"name": "x"}}, [record])
+    with pytest.raises(ResultsError, match=r"\$\.scenarios\[0\]\.failure\.table\.columns"):
+        html.build([path], tmp_path / "index.html")
+
+
+def test_a_count_check_table_names_no_expected_rows_and_makes_a_page(tmp_path: Path) -> None:
+    table = {"columns": ["task"], "expected": None, "got": [["1"], ["2"]]}
     record = _record("failed", failure={"step": "Then x", "line": 4, "kind": "failed", "message": "m", "table": table})
     path = tmp_path / "results.json"
     results.write(path, {"implementation": {"name": "x"}}, [record])
