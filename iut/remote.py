@@ -38,6 +38,8 @@ def request_timeout_s() -> float:
     """How long a request waits for its answer: SBTCK_REQUEST_TIMEOUT (sbtck run --timeout) as it is when an
     implementation is made, since the command line sets it after this module was imported."""
     return float(os.environ.get(REQUEST_TIMEOUT, DEFAULT_TIMEOUT_S))
+
+
 EOF_MARK = b""
 TOO_LONG = b"\0too long"
 # how often the reader looks up from a silent implementation to see whether it should stop
