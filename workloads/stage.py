@@ -23,7 +23,8 @@ from sbtck.iut.reference import ReferenceImplementation
 # the suite's statuses, so that summary.json and Parquet spell them as every other output does
 from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
 from sbtck.workloads.differential import Carried, FollowingChooser, differ, reference_params
-from sbtck.workloads.generate import GENERATOR_VERSION, StageWorld, area_of, generate, needs
+from sbtck.workloads.envelope import undefined
+from sbtck.workloads.generate import GENERATOR_VERSION, StageWorld, area_of, generate, judged, needs
 from sbtck.workloads.invariants import Invariants, Violation, check
 from sbtck.workloads.reproduce import THEN, feature, then_steps, writable
 from sbtck.workloads.search import search
@@ -85,12 +86,15 @@ class Checked:
         return self.invariants if self.undecided else self.found
 
 
-def violations(world: StageWorld, trace: Trace, handshake: Handshake | None) -> Checked:
-    """The invariants always; the search of allowed histories when the implementation is not the reference itself."""
+def violations(
+    world: StageWorld, trace: Trace, handshake: Handshake | None, shown: frozenset[str] | None = None
+) -> Checked:
+    """The invariants always; the search of allowed histories when the implementation is not the reference itself,
+    judging what SHOWN names (all it declares by default)."""
     found = check(world, trace)
     if handshake is None:
         return Checked(found, [], None)
-    verdict = search(world, trace, handshake.params, frozenset(handshake.capabilities))
+    verdict = search(world, trace, handshake.params, frozenset(handshake.capabilities) if shown is None else shown)
     return Checked(found, verdict.violations, verdict.expected, verdict.undecided)
 
 
@@ -141,6 +145,11 @@ class Checker:
             self.handshake = self.implementation.handshake()
         return self.implementation
 
+    def judged(self, seed: int) -> frozenset[str]:
+        """What the seed's world judges of what the implementation declares (generate.SCOPES)."""
+        assert self.handshake is not None
+        return judged(seed, self.handshake.capabilities, self.areas)
+
     def world(self, seed: int) -> StageWorld:
         """The seed's world, drawn within what the implementation declares (everything, until it has said)."""
         capabilities = None if self.handshake is None else self.handshake.capabilities
@@ -185,7 +194,7 @@ class Checker:
             capabilities=sorted(needed),
         )
         try:
-            missing = needed - set(self.handshake.capabilities)
+            missing = needed - self.judged(seed)
             if missing:  # the generator draws within the capabilities: this guards its promise
                 base.outcome, base.detail = NOT_APPLICABLE, "needs " + ", ".join(sorted(missing))
                 return base
@@ -198,7 +207,7 @@ class Checker:
             return base
         base.events = sum(len(s["events"]) for s in trace.steps)
         base.trace_hash = trace.digest()
-        checked = violations(world, trace, self.handshake if self.differential else None)
+        checked = violations(world, trace, self.handshake if self.differential else None, self.judged(seed))
         found, expected = checked.found, checked.expected
         if found:
             # differences alone, with branches left untried, may still be allowed: undecided, never failed
@@ -217,7 +226,7 @@ class Checker:
         except Exception:
             self.close()
             return set(), []
-        checked = violations(world, trace, self.handshake if self.differential else None)
+        checked = violations(world, trace, self.handshake if self.differential else None, self.judged(world.seed))
         theirs = checked.expected.steps if checked.expected is not None else trace.steps
         refused = [i for i, (a, b) in enumerate(zip(trace.steps, theirs, strict=True)) if a["error"] and b["error"]]
         return {v.rule for v in checked.broken}, refused
@@ -228,11 +237,13 @@ class Checker:
         A topology the kit's own files would refuse cannot be a reproducer, however the implementation takes it.
         The same world is checked once (the shrinker's passes meet the same candidates again).
         """
-        if not writable(world.topology):
+        if not writable(world.topology) or undefined(world):
+            # nor can a world that holds what the documents leave undefined: a reply whose first message no longer
+            # surely arrived once the shrinker dropped commands or shortened time (envelope.py)
             return False
         # a smaller world must stay within what the implementation declares: dropping AutoCreatedLocal from an
         # activation world would make it a routing question
-        if self.handshake is not None and not needs(world) <= set(self.handshake.capabilities):
+        if self.handshake is not None and not needs(world) <= self.judged(world.seed):
             return False
         if tidy:
             rules, refused = self._verdict(world)
@@ -265,7 +276,7 @@ class Checker:
                     chooser = FollowingChooser()
                     reference = ReferenceImplementation(broker, params=params, chooser=chooser)
                     references.append((reference, chooser, Carried()))
-            shown = frozenset(self.handshake.capabilities)
+            shown = self.judged(world.seed)
             trace = Trace(world.seed)
             for index, op in enumerate(world.script):
                 got = execute(op, implementation)
@@ -295,7 +306,7 @@ class Checker:
         """The whole check of WORLD, whose TRACE so far the search explained."""
         assert self.implementation is not None
         trace.steps += [execute(op, self.implementation) for op in world.script[len(trace.steps) :]]
-        return any(v.rule == rule for v in violations(world, trace, self.handshake).broken)
+        return any(v.rule == rule for v in violations(world, trace, self.handshake, self.judged(world.seed)).broken)
 
     def reproduce(self, outcome: Outcome, max_tests: int = 3000) -> tuple[str, Shrunk]:
         """The failing world shrunk for its first broken rule, as a feature."""
@@ -313,18 +324,17 @@ class Checker:
             tidy=lambda w: self.breaks(w, rule, tidy=True),
         )
         trace = run(shrunk.world, self._open())
-        checked = violations(shrunk.world, trace, self.handshake if self.differential else None)
+        shown = self.judged(shrunk.world.seed)
+        checked = violations(shrunk.world, trace, self.handshake if self.differential else None, shown)
         expected = checked.expected
         if expected is not None and self.handshake is not None:
             # the Then steps state what the reference engine of the suite gives: its own reading of whatever the
             # documents leave open for a whole run, so that the reproducer passes there
-            shown = frozenset(self.handshake.capabilities)
             expected = search(shrunk.world, trace, self.handshake.params, shown, readings=False).expected
         rules = sorted({v.rule for v in checked.found} | {rule})
         assert self.handshake is not None
         then = THEN
         if expected is not None:
-            shown = frozenset(self.handshake.capabilities)
             then = then_steps(expected.events(), trace.events(), shown, shrunk.world.start_ms)
         by = f"{shrunk.tests} test runs, {shrunk.seconds:.1f} s"
         return feature(shrunk.world, rules, self.handshake.name, by, then), shrunk

@@ -21,7 +21,9 @@ from sbtck.engine.choosing import (
     AT_THE_TRIGGER,
     BROKEN_NOTICED,
     CHECK_MOMENT,
+    CHOSEN_AGAIN,
     GCG_READING,
+    LOCAL_MISS,
     NEXT_READER,
     NOT_A_RECEIVE,
     THE_COMMITTER,
@@ -552,36 +554,15 @@ def takes_its_own_address_at_once() -> ReferenceImplementation:
     return _engine("takes a route to its own address at once", router_class=_TakesItsOwnAddressAtOnce)
 
 
-class _ChoosesAgainWhereLocalFindsNoService(Router):
+class _ChoosesAgainWhereLocalFindsNoService(FirstChooser):
     """A LOCAL route chosen, and the service not in this instance (or not in the database of the broker instance
     named): the routing document says Service Broker "may return to step 2 and choose another route"; with no other
     route matched, none is found, and "failure to find a matching route is not considered an error": the
     conversation is delayed and matched again after the time-out, never dropped."""
 
-    def _emit(self, kind: str, at: Instance, env: Envelope, fields: dict[str, object]) -> None:
-        if kind == Kind.ROUTES_MATCHED:
-            matched = fields.get("routes")
-            self.last_matched = list(matched) if isinstance(matched, list) else []
-        super()._emit(kind, at, env, fields)
-
-    def route(
-        self, env: Envelope, at: Instance, *, inside: bool, home: str | None, via_transport: bool = False
-    ) -> None:
-        self.inside = inside
-        super().route(env, at, inside=inside, home=home, via_transport=via_transport)
-
-    def _local(self, env: Envelope, at: Instance, broker: str | None, home: str | None, via_transport: bool) -> None:
-        db = self.locate(at, env.to_service, broker, home, self.chooser)
-        if db is None and len(getattr(self, "last_matched", [])) <= 1:
-            self._delay(env, at, getattr(self, "inside", False), home, "RTC-4")
-        elif db is None:  # another route matched: choosing it is the reference's other reading, dropping
-            rule = "RTL-2" if broker else "RTL-3"
-            self._emit(Kind.MESSAGE_DROPPED, at, env, {"rule": rule, "reason": f"no service {env.to_service}"})
-        elif via_transport:
-            self.arrivals.dispatch(env, at, db)
-        else:
-            self.arrivals.deliver(env, at, db)
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return CHOSEN_AGAIN if kind == LOCAL_MISS else super().choose(kind, options, addresses)
 
 
 def delays_where_a_local_route_finds_no_service() -> ReferenceImplementation:
-    return _engine("delays where a LOCAL route finds no service", router_class=_ChoosesAgainWhereLocalFindsNoService)
+    return _engine("delays where a LOCAL route finds no service", chooser_class=_ChoosesAgainWhereLocalFindsNoService)
