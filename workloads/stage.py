@@ -34,6 +34,14 @@ from sbtck.workloads.trace import Trace, execute, run
 # a world no branch of the search explained, with branches left untried when its budget ran out (search.py)
 UNDECIDED = "undecided"
 
+
+def undecided_reason(rules: list[str]) -> str:
+    """Why a world with these rules is undecided, as summary.json counts it: the search's budget is the one cause
+    left (a choice it does not branch on would fail the world, a report it need not compare is not compared), and
+    the rule the furthest branch differed at says where to look."""
+    return f"search budget spent, differing at {rules[0] if rules else 'no rule'}"
+
+
 warn_if_stale("sbtck.workloads")  # generate, invariants and trace are among the compiled modules
 
 
@@ -214,6 +222,8 @@ class Checker:
             base.outcome = FAILED if checked.broken else UNDECIDED
             base.rules = list(dict.fromkeys(v.rule for v in found))  # invariants first: the most precise
             base.detail = "; ".join(f"{v.rule} at step {v.at_step}: {v.detail}" for v in found[:5])[:4000]
+            if base.outcome == UNDECIDED:
+                base.detail = f"{undecided_reason(base.rules)}: {base.detail}"[:4000]
             base.script = _json(world.script)
             base.iut_trace = _json(trace.steps)
             base.reference_trace = None if expected is None else _json(expected.steps)
