@@ -40,8 +40,24 @@ def undefined(world: StageWorld) -> list[str]:
             # the documents do not say where a TRANSPORT route leads; the reference would take the address NONE
             found.append(f"route {route['name']}: TRANSPORT for a service whose name is no address")
     keyed = {(i["name"], d["name"]): d["master_key"] for i in instances for d in i["databases"]}
+    # what exists now: creating it again, or dropping what is not there, is refused by the reference alone
+    notified = {
+        (i["name"], d["name"], n["name"]) for i in instances for d in i["databases"] for n in d["event_notifications"]
+    }
+    routes = {(i["name"], d["name"], r["name"]) for i in instances for d in i["databases"] for r in d["routes"]}
     for index, op in enumerate(world.script):
         kind = op["kind"]
+        if kind in ("create_event_notification", "drop_event_notification"):
+            name = (op["queue"]["instance"], op["queue"]["database"], op["name"])
+            if (name in notified) == (kind == "create_event_notification"):
+                there = "exists" if name in notified else "does not exist"
+                found.append(f"command {index}: {kind} of {op['name']}, which {there}")
+            notified ^= {name}
+        elif kind in ("drop_route", "alter_route", "create_route", "answer_routing_request"):
+            name = (op["instance"], op["database"], op["name"] if kind == "drop_route" else op["route"]["name"])
+            if kind in ("drop_route", "alter_route") and name not in routes:
+                found.append(f"command {index}: {kind} of route {name[2]}, which does not exist")
+            routes = routes - {name} if kind == "drop_route" else routes | {name}
         if kind == "send" and not op["from_target"] and not keyed.get(("sql1", "db"), True):
             found.append(f"command {index}: SEND from a database whose broker never started")
         elif kind == "send" and op["from_target"] and not _surely_arrived(world, op["dialog"], index):

@@ -92,6 +92,10 @@ class _Script:
         self.to_service: dict[str, tuple[str, str | None]] = {}
         self.unsure: set[str] = set()  # instances, services and dialogs whose messages a fault may hold
         self.all_unsure = False
+        # the event notifications and sql1.db's routes there are now: creating one that exists, or dropping or
+        # altering one that does not, is refused by the reference and defined by no document
+        self.notified = {name for name, _ in land.notifications}
+        self.route_names = {r["name"] for r in land.plain["instances"][0]["databases"][0]["routes"]}
 
     def add(self, kind: str, **fields: Any) -> None:
         self.ops.append({"kind": kind, "at_ms": self.now, **fields})
@@ -258,7 +262,9 @@ class _Script:
             self.add("create_master_key", instance=instance, database=database)
         elif kind == "notification":
             name, key = rng.choice(land.notifications)
-            verb = rng.choice(["create_event_notification", "drop_event_notification"])
+            rng.random()  # was the verb, drawn at random: what exists decides it now
+            verb = "drop_event_notification" if name in self.notified else "create_event_notification"
+            self.notified ^= {name}
             self.add(verb, name=name, queue=_queue_ref(key))
         elif kind == "lose":
             dialog = rng.choice(sorted(self.sent))
@@ -284,8 +290,12 @@ class _Script:
         if verb == "answer_routing_request" and "dynamic_routing" not in self.capabilities:
             verb = "create_route"
         if verb == "drop_route":
-            self.add("drop_route", instance="sql1", database="db", name=rng.choice(["R1", "R2", "AutoCreatedLocal"]))
+            name = rng.choice(["R1", "R2", "AutoCreatedLocal"])
+            if name in self.route_names:
+                self.route_names.discard(name)
+                self.add("drop_route", instance="sql1", database="db", name=name)
         elif verb == "answer_routing_request":
+            self.route_names.add(f"Dynamic_{service}")
             self.add(
                 "answer_routing_request",
                 instance="sql1",
@@ -295,9 +305,14 @@ class _Script:
         else:
             name = f"New{len(self.ops)}" if verb == "create_route" else "R1"
             lifetime = rng.choice([None, None, 20])
-            self.add(
-                verb, instance="sql1", database="db", route={**route(name, service, target), "lifetime_s": lifetime}
-            )
+            if verb == "create_route" or name in self.route_names:
+                self.route_names.add(name)
+                self.add(
+                    verb,
+                    instance="sql1",
+                    database="db",
+                    route={**route(name, service, target), "lifetime_s": lifetime},
+                )
 
     def advance(self) -> None:
         self.now += self.rng.choice([0, 1000, 3000, 5000, 12000, 30000])

@@ -80,6 +80,25 @@ def test_a_transport_route_for_a_service_that_names_no_address_is_caught() -> No
     assert undefined(world) == ["route Anything: TRANSPORT for a service whose name is no address"]
 
 
+def test_creating_what_exists_or_dropping_what_does_not_is_caught() -> None:
+    world = _world()
+    at = world.start_ms
+    world.script.insert(1, {"kind": "drop_route", "at_ms": at, "instance": "sql1", "database": "db", "name": "Nowhere"})
+    assert undefined(world) == ["command 1: drop_route of route Nowhere, which does not exist"]
+    world, instance, database, notification = next(
+        (w, i["name"], d["name"], n)
+        for w in map(generate, range(100))
+        for i in w.topology["instances"]
+        for d in i["databases"]
+        for n in d["event_notifications"]
+    )
+    queue = {"instance": instance, "database": database, "queue": notification["queue"]}
+    world.script.insert(
+        1, {"kind": "create_event_notification", "at_ms": at, "name": notification["name"], "queue": queue}
+    )
+    assert f"command 1: create_event_notification of {notification['name']}, which exists" in undefined(world)
+
+
 @pytest.mark.parametrize("capabilities", [partial.ROUTING, partial.ACTIVATION, partial.ROUTING + partial.ACTIVATION])
 def test_without_periodic_tasks_no_fault_that_only_the_periodic_tasks_define(capabilities: tuple[str, ...]) -> None:
     """A broker that does not declare periodic_tasks meets no suppressed destination, no failing handlers, no
