@@ -98,6 +98,13 @@ AT_ONCE_NOTICED, AT_NEXT_USE = "at once", "at its next use"
 SUPPRESSION_SPAN, IDLE_SPAN, STALE_SPAN = "suppression_span", "idle_span", "stale_span"
 FORWARD_SPAN, QUIET_SPAN = "forward_span", "quiet_span"
 PASSED_AT_ITS_END, NOT_YET_PASSED = "passed at its last instant", "not yet passed at its last instant"
+# what follows when the LOCAL route chosen finds no service in the instance (RTL-2, RTL-3) and no other route
+# matched: the routing document says Service Broker "may return to step 2 and choose another route", so the message
+# is dropped, or, choosing again and finding none, the conversation is delayed ("failure to find a matching route
+# is not considered an error") and matched again after the time-out (one reading for a whole run, the reference's
+# first; with another route matched, the reference drops it either way)
+LOCAL_MISS = "local_miss"
+DROPPED, CHOSEN_AGAIN = "dropped", "chosen again, delayed"
 # how many task handlers an instance starts (PER-1B: it "creates up to 2 times the number of CPU's task-handlers"):
 # asked of each instance as it starts, its options counts from twice its CPUs down to one, the reference's first
 TASK_HANDLERS = "task_handlers"
@@ -119,6 +126,7 @@ READINGS = frozenset(
         STALE_SPAN,
         FORWARD_SPAN,
         QUIET_SPAN,
+        LOCAL_MISS,
     }
 )
 # the kinds whose options are offered in the reference's order of preference, not compared by name

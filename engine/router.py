@@ -12,7 +12,7 @@ reclassifies dialogs on every 2nd timer notification (PER-2B).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -20,8 +20,11 @@ from sbtck import catalogue
 from sbtck.engine.choosing import (
     ACKNOWLEDGEMENT_READING,
     AT_ONCE_FROM_OUTSIDE,
+    CHOSEN_AGAIN,
+    DROPPED,
     FORWARD_REPORTED,
     FORWARD_SPAN,
+    LOCAL_MISS,
     LOST_PRINCIPAL_TOO,
     NEVER_RECLASSIFIES,
     OVER_THE_NETWORK,
@@ -140,6 +143,7 @@ class Router:
         self.acknowledgement_reading = Reading(ACKNOWLEDGEMENT_READING, SENT_AFTER, ROUTED_AFTER)
         self.own_address = Reading(OWN_ADDRESS, OVER_THE_NETWORK, AT_ONCE_FROM_OUTSIDE)
         self.forward_reported = Reading(FORWARD_REPORTED, WHEN_SENT_ON, WHEN_DECIDED)
+        self.local_miss = Reading(LOCAL_MISS, DROPPED, CHOSEN_AGAIN)
         # the messages, by place, whose forward was reported when decided and is not done yet
         self.reported_forwards: set[tuple[str, bool, int, str]] = set()
         # per conversation and direction, in sending order: only the head is ever routed
@@ -460,7 +464,9 @@ class Router:
         chosen: dict[str, object] = {"step": choice.step, "route": route.name, "candidates": list(choice.candidates)}
         self._emit(Kind.ROUTE_CHOSEN, at, env, chosen)
         if route.address.upper() == LOCAL:
-            self._local(env, at, env.to_broker_instance or route.broker_instance, home, via_transport)
+            # choosing again finds nothing where no other route matched: the conversation waits, delayed (LOCAL_MISS)
+            again = (lambda: self._delay(env, at, inside, home, "RTC-4")) if len(found.routes) == 1 else None
+            self._local(env, at, env.to_broker_instance or route.broker_instance, home, via_transport, again)
             return
         if not self.may_leave(at, inside):
             self._emit(Kind.MESSAGE_DROPPED, at, env, {"rule": "RTC-5", "reason": "message forwarding is not active"})
@@ -504,9 +510,21 @@ class Router:
             return Found(matched, names, found.step, True, found.request)
         return Found(matched, names, found.step, False, found.request, self.choose(found.routes, has_service, chooser))
 
-    def _local(self, env: Envelope, at: Instance, broker: str | None, home: str | None, via_transport: bool) -> None:
-        """RTL-1: a LOCAL route delivers in this instance; the table it came from was chosen by table_for."""
+    def _local(
+        self,
+        env: Envelope,
+        at: Instance,
+        broker: str | None,
+        home: str | None,
+        via_transport: bool,
+        again: Callable[[], None] | None = None,
+    ) -> None:
+        """RTL-1: a LOCAL route delivers in this instance; the table it came from was chosen by table_for. AGAIN:
+        what choosing another route does, when no other route matched."""
         db = self.locate(at, env.to_service, broker, home, self.chooser)
+        if db is None and again is not None and self.local_miss.of(self.chooser) == CHOSEN_AGAIN:
+            again()
+            return
         if db is None:
             where = f"the database of broker instance {broker}" if broker else f"instance {at.name}"
             rule = "RTL-2" if broker else "RTL-3"

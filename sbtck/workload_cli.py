@@ -308,6 +308,8 @@ def _print(summary: dict[str, Any], out: Path) -> None:
             f"  undecided      {summary['undecided_worlds']} worlds: no allowed branch explained them before the"
             " search's budget ran out (kept in failures/, not counted as failed)"
         )
+        for reason, count in summary.get("undecided_reasons", {}).items():
+            print(f"    {count} {reason}")
     for rule, count in summary["violations"].items():
         print(f"  {rule:<14} {count} worlds")
     for error in summary["errors"]:

@@ -460,6 +460,9 @@ class Carried:
     holding: set[object] = field(default_factory=set)
     # each side's conversation-group identifiers, by the name the comparison gives them (``_relative``)
     groups: tuple[dict[object, str], dict[object, str]] = field(default_factory=lambda: ({}, {}))
+    # the messages either side transmitted from an instance, and those that arrived (``_unacknowledged_left_out``)
+    transmitted: set[tuple[object, ...]] = field(default_factory=set)
+    arrived: set[tuple[object, ...]] = field(default_factory=set)
 
 
 def difference(
@@ -483,6 +486,8 @@ def difference(
     reference's missing ones), or None when the command's answer itself
     differs (a refusal, a view's rows).
     """
+    if carried is not None:
+        _note_transmissions(carried, got["events"] + want["events"])
     got = {**got, "events": _shown(got["events"], capabilities)}
     want = {**want, "events": _shown(want["events"], capabilities)}
     if carried is not None:
@@ -506,7 +511,10 @@ def difference(
         return [Violation(rule, index, detail) for rule in rules_of(missing + extra)], missing + extra
     if got["kind"] != "query_view":  # the contract declares no other command's result (docs/protocol.md)
         return [], None
-    rows = _declared_rows(got["result"] or {}), _declared_rows(want["result"] or {})
+    rows = (
+        _declared_rows(_unacknowledged_left_out(got["result"] or {}, carried)),
+        _declared_rows(_unacknowledged_left_out(want["result"] or {}, carried)),
+    )
     if rows[0] != rows[1]:
         return [
             Violation(DIFFERENCE, index, f"{got['kind']} returned {got['result']}; expected {want['result']}")
@@ -663,6 +671,35 @@ _MAY_OMIT = frozenset(MAY_OMIT)
 _FIRST_REQUIRED = dict(FIRST_REQUIRED)
 _AT_START = frozenset(MAY_REPORT_AT_START)
 _START_FAILED = Kind.DATABASE_BROKER_START_FAILED
+
+
+def _note_transmissions(carried: Carried, events: list[dict[str, Any]]) -> None:
+    for e in events:
+        message = (e.get("dialog"), e.get("message_sequence_number"), e.get("from_target"))
+        if e["kind"] == Kind.MESSAGE_TRANSMITTED:
+            carried.transmitted.add((e.get("instance"), *message))
+        elif e["kind"] == Kind.MESSAGE_ARRIVED:
+            carried.arrived.add(message)
+
+
+def _unacknowledged_left_out(result: dict[str, Any], carried: Carried | None) -> dict[str, Any]:
+    """RESULT without the transmission-queue rows of messages that left their instance and never arrived.
+
+    The periodic document cleans up acknowledged messages (PER-5E); whether one that went out and was dropped or
+    lost further on stays at its sender until it is acknowledged, or leaves when it is transmitted (the reference,
+    unless it sends again what has not arrived), no document says.
+    """
+    rows = result.get("rows")
+    if carried is None or not carried.transmitted or not isinstance(rows, list):
+        return result
+
+    def held(row: object) -> bool:
+        if not isinstance(row, dict) or "transmission_status" not in row:
+            return False
+        message = (row.get("dialog"), row.get("message_sequence_number"), row.get("from_target"))
+        return (row.get("instance"), *message) in carried.transmitted and message not in carried.arrived
+
+    return {**result, "rows": [row for row in rows if not held(row)]}
 
 
 def _declared_rows(result: dict[str, Any]) -> list[str]:

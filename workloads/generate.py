@@ -10,7 +10,7 @@ from sbtck import contract
 from sbtck.workloads.draw import Draw
 from sbtck.workloads.landscape import ALL, Landscape, landscape, local_landscape, periodic_landscape, route
 
-GENERATOR_VERSION = 5
+GENERATOR_VERSION = 6
 # the random stream a seed draws from, kept since generator 4: a world a later version leaves alone stays the same
 STREAM = "sbtck-world:4"
 # where a message that has neither arrived nor been dropped must be, at the end of a world
@@ -20,10 +20,24 @@ START_MS = 1_767_225_600_000
 # shows against one counted from the broker's start (PER-0)
 START_SPREAD_MS = 4_999
 TIMER_MS = 5_000  # the broker's timer notifies every 5 seconds from its start (PER-0)
+# how long after its SEND a first message has surely arrived over the network, while no fault has struck: the
+# transport connects at the SEND or at a notification (PER-2A, every 2nd), so within two timer periods
+ARRIVED_WITHIN_MS = 3 * TIMER_MS
+# the connection a first message opened surely stays this long after it was used: the transport closes
+# connections idle for 90 seconds (PER-5A), at every 5th notification
+CONNECTION_KEPT_MS = 60_000
 # what the end of a world of the periodic tasks alone asks
 PERIODIC_VIEW = "sbtck.periodic_state"
 # the areas a world is drawn in, the first the implementation declares: routing worlds, then activation, then periodic
 AREAS = ("routing", "activation", "periodic_tasks")
+# what a world of each area judges, of what the implementation declares: a routing world asks everything (activation
+# on its queues, the periodic tasks' faults), a world of activation or of the periodic tasks only its own, so that a
+# capability declared for what another area needs (routing, for the periodic tasks' transport) is not judged there
+SCOPES = {
+    "routing": ALL,
+    "activation": frozenset({"activation", "external_activation", "decision_trace"}),
+    "periodic_tasks": frozenset({"periodic_tasks", "decision_trace"}),
+}
 # contract commands that only some implementations take, by the capability they need (as the contract declares)
 NEEDS = {kind: command.needs for kind, command in contract.COMMANDS.items() if command.needs is not None}
 
@@ -70,6 +84,18 @@ class _Script:
         # per instance, how many task handlers failed since which notification (PER-1B restarts them at each)
         self.start_ms = self.now
         self.failed_handlers: dict[str, tuple[int, int]] = {}
+        # what surely happens despite the faults so far: by when each dialog's first message arrives at its target
+        # (Landscape.direct), and when sql1 last sent over its connection to each address; and what a fault made
+        # unsure from then on (everything, once a route the others take may have changed)
+        self.arrives: dict[str, int] = {}
+        self.connected: dict[str, int] = {}
+        self.to_service: dict[str, tuple[str, str | None]] = {}
+        self.unsure: set[str] = set()  # instances, services and dialogs whose messages a fault may hold
+        self.all_unsure = False
+        # the event notifications and sql1.db's routes there are now: creating one that exists, or dropping or
+        # altering one that does not, is refused by the reference and defined by no document
+        self.notified = {name for name, _ in land.notifications}
+        self.route_names = {r["name"] for r in land.plain["instances"][0]["databases"][0]["routes"]}
 
     def add(self, kind: str, **fields: Any) -> None:
         self.ops.append({"kind": kind, "at_ms": self.now, **fields})
@@ -82,23 +108,71 @@ class _Script:
         if rng.random() < 0.1 and self.routing:
             guids = sorted({d["broker_instance"] for i in self.land.plain["instances"] for d in i["databases"]})
             broker = rng.choice(guids)
+        service = rng.choice(self.land.services)
+        self.to_service[name] = (service, broker)
         self.add(
             "begin_dialog",
             dialog=name,
             instance="sql1",
             database="db",
             from_service="Initiator",
-            to_service=rng.choice(self.land.services),
+            to_service=service,
             to_broker_instance=broker,
         )
 
     def send(self) -> None:
         for _ in range(self.rng.randint(1, 3)):
             dialog = self.rng.choice(self.dialogs)
+            # a target replies on a conversation it has: before its first message has surely arrived, no document
+            # says what a reply would do (the reference refuses it)
             reply = self.rng.random() < 0.1
+            if reply:
+                ready = [d for d in self.dialogs if self.arrived(d)]
+                reply = bool(ready)
+                dialog = self.rng.choice(ready) if ready else dialog
             if not reply:
+                self.first_send(dialog)
                 self.sent[dialog] = self.sent.get(dialog, 0) + 1
             self.add("send", dialog=dialog, from_target=reply)
+
+    def first_send(self, dialog: str) -> None:
+        """Notes when a dialog's first message surely arrives and when the connection its messages take was surely
+        used (Landscape.direct: no choice the documents leave open sends them elsewhere), unless a fault interferes."""
+        service, broker = self.to_service[dialog]
+        instance = self.land.direct.get(service)
+        if instance is None or broker is not None or self.all_unsure or self.unsure & {instance, service, dialog}:
+            return
+        remote = instance != "sql1"
+        if dialog not in self.sent:
+            self.arrives[dialog] = self.now + ARRIVED_WITHIN_MS * remote
+        if remote:
+            self.connected[self.land.address(instance)] = self.now
+
+    def arrived(self, dialog: str) -> bool:
+        return self.arrives.get(dialog, self.now + 1) <= self.now
+
+    def open_connection(self) -> str | None:
+        """An address sql1 surely has a connection to now (dropping one that does not exist is defined nowhere)."""
+        surely = [a for a, at in self.connected.items() if at + ARRIVED_WITHIN_MS <= self.now < at + CONNECTION_KEPT_MS]
+        return self.rng.choice(sorted(surely)) if surely else None
+
+    def disturb(self, *what: str) -> None:
+        """A fault about WHAT (instances, services, dialogs; nothing named: anything) makes unsure what had not
+        surely happened yet: arrivals still to come, connections not yet surely open, and those to an instance
+        named."""
+        if not what:
+            self.all_unsure = True
+        self.unsure.update(what)
+        instances = {i for i in what if any(i == x["name"] for x in self.land.plain["instances"])}
+        for dialog, at in list(self.arrives.items()):
+            service = self.to_service[dialog][0]
+            touched = not what or {dialog, service, self.land.direct.get(service)} & set(what)
+            if at > self.now and touched:
+                del self.arrives[dialog]
+        for address, at in list(self.connected.items()):
+            gone = any(self.land.address(i) == address for i in instances)
+            if gone or at + ARRIVED_WITHIN_MS > self.now:
+                del self.connected[address]
 
     def free(self, session: str) -> bool:
         return self.busy_until.get(session, self.now) <= self.now
@@ -153,7 +227,6 @@ class _Script:
 
     def fault(self) -> None:
         rng, land = self.rng, self.land
-        names = [i["name"] for i in land.plain["instances"]]
         choices = ["reachable", "drop_connection", "routes", "handlers", "dispatcher"]
         choices += ["failover"] * bool(land.mirrors) + ["forwarding"] * bool(land.forwarders)
         choices += ["master_key"] * bool(land.keyless) + ["notification"] * bool(land.notifications)
@@ -163,10 +236,22 @@ class _Script:
             if not choices:
                 return
         kind = rng.choice(choices)
+        address = self.open_connection() if kind == "drop_connection" else None
+        written = len(self.ops)
+        self.strike(kind, address)
+        for op in self.ops[written:]:
+            what = _disturbs(op, land)
+            if what is not None:
+                self.disturb(*what)
+
+    def strike(self, kind: str, address: str | None) -> None:
+        rng, land = self.rng, self.land
+        names = [i["name"] for i in land.plain["instances"]]
         if kind == "reachable" and len(names) > 1:
             self.add("set_reachable", instance=rng.choice(names[1:]), reachable=rng.random() < 0.5)
         elif kind == "drop_connection":
-            self.add("drop_connection", instance=rng.choice(names), address=land.address(rng.choice(names)))
+            if address is not None:
+                self.add("drop_connection", instance="sql1", address=address)
         elif kind == "failover":
             instance, database = land.mirrors[0]
             self.add("failover", instance=rng.choice([instance, "sqlp"]), database=database)
@@ -177,7 +262,9 @@ class _Script:
             self.add("create_master_key", instance=instance, database=database)
         elif kind == "notification":
             name, key = rng.choice(land.notifications)
-            verb = rng.choice(["create_event_notification", "drop_event_notification"])
+            rng.random()  # was the verb, drawn at random: what exists decides it now
+            verb = "drop_event_notification" if name in self.notified else "create_event_notification"
+            self.notified ^= {name}
             self.add(verb, name=name, queue=_queue_ref(key))
         elif kind == "lose":
             dialog = rng.choice(sorted(self.sent))
@@ -203,8 +290,12 @@ class _Script:
         if verb == "answer_routing_request" and "dynamic_routing" not in self.capabilities:
             verb = "create_route"
         if verb == "drop_route":
-            self.add("drop_route", instance="sql1", database="db", name=rng.choice(["R1", "R2", "AutoCreatedLocal"]))
+            name = rng.choice(["R1", "R2", "AutoCreatedLocal"])
+            if name in self.route_names:
+                self.route_names.discard(name)
+                self.add("drop_route", instance="sql1", database="db", name=name)
         elif verb == "answer_routing_request":
+            self.route_names.add(f"Dynamic_{service}")
             self.add(
                 "answer_routing_request",
                 instance="sql1",
@@ -214,9 +305,14 @@ class _Script:
         else:
             name = f"New{len(self.ops)}" if verb == "create_route" else "R1"
             lifetime = rng.choice([None, None, 20])
-            self.add(
-                verb, instance="sql1", database="db", route={**route(name, service, target), "lifetime_s": lifetime}
-            )
+            if verb == "create_route" or name in self.route_names:
+                self.route_names.add(name)
+                self.add(
+                    verb,
+                    instance="sql1",
+                    database="db",
+                    route={**route(name, service, target), "lifetime_s": lifetime},
+                )
 
     def advance(self) -> None:
         self.now += self.rng.choice([0, 1000, 3000, 5000, 12000, 30000])
@@ -236,9 +332,34 @@ class _Script:
             self.add("fail_task_handlers", instance=instance, count=count)
 
 
+# faults that hold no message of a service Landscape.direct names: those of mirrors, forwarders, master keys and
+# notifications are elsewhere
+_HARMLESS = frozenset(
+    {"failover", "set_message_forwarding", "create_master_key", "create_event_notification", "drop_event_notification"}
+)
+
+
+def _disturbs(op: dict[str, Any], land: Landscape) -> tuple[str, ...] | None:
+    """What a fault may hold messages of: instances, services or dialogs; () for anything; None for nothing."""
+    kind = op["kind"]
+    if kind in _HARMLESS:
+        return None
+    if kind in ("set_reachable", "set_dispatcher_saving", "fail_task_handlers"):
+        # sql1 sends every first message: a fault there holds them all
+        return () if op["instance"] == "sql1" else (op["instance"],)
+    if kind == "drop_connection":
+        return tuple(i["name"] for i in land.plain["instances"] if i["address"] == op["address"])
+    if kind in ("lose_in_transit", "fail_transmission"):
+        return (op["dialog"],)
+    if kind in ("create_route", "answer_routing_request"):
+        return (op["route"]["service_name"],)
+    return ()  # a route altered or dropped: any message may take another way
+
+
 # what each kind of fault asks of an implementation besides routing
 FAULT_NEEDS = {
-    "reachable": {"routing"},
+    # an instance out of reach makes the transport suppress its address (PER-2A), a periodic task
+    "reachable": {"routing", "periodic_tasks"},
     "drop_connection": {"routing", "periodic_tasks"},
     "routes": {"routing"},
     "handlers": {"periodic_tasks"},
@@ -266,11 +387,13 @@ def generate(
     worlds, instances, master keys and time. It is drawn in the first area
     the capabilities declare, or, given AREAS, in one of them by turns
     (seed modulo their count). Within each, what a missing capability would
-    be needed for is left out.
+    be needed for is left out, and so is what the area does not judge
+    (SCOPES).
     """
-    caps = ALL if capabilities is None else frozenset(capabilities)
+    declared = ALL if capabilities is None else frozenset(capabilities)
     rng = Draw(f"{STREAM}:{seed}")
-    area = area_of(seed, caps, areas)
+    area = area_of(seed, declared, areas)
+    caps = declared & SCOPES[area]
     if area == "periodic_tasks":
         return _periodic_world(seed, rng, periodic_landscape(rng, caps), conversations)
     land = landscape(rng, caps) if area == "routing" else local_landscape(rng, caps)
@@ -310,6 +433,12 @@ def generate(
         s.add("query_view", view=view, instance=None, database=None)
     world.script = s.ops
     return world
+
+
+def judged(seed: int, capabilities: Iterable[str], areas: Iterable[str] | None = None) -> frozenset[str]:
+    """What world SEED judges of the CAPABILITIES declared: those of its area (SCOPES), which it is drawn within."""
+    declared = frozenset(capabilities)
+    return declared & SCOPES[area_of(seed, declared, areas)]
 
 
 def known_areas(areas: Iterable[str]) -> list[str]:

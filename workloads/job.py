@@ -30,7 +30,7 @@ from sbtck.visible import visible
 from sbtck.workloads.generate import GENERATOR_VERSION
 from sbtck.workloads.output import Output
 from sbtck.workloads.progress import Progress
-from sbtck.workloads.stage import UNDECIDED, Checker, Outcome
+from sbtck.workloads.stage import UNDECIDED, Checker, Outcome, undecided_reason
 
 SUMMARY_COLUMNS = (
     "seed",
@@ -215,6 +215,8 @@ def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
         "conversations": tally.conversations,
         "failed_worlds": tally.outcomes.get(FAILED, 0) + tally.outcomes.get(ERROR, 0),
         "undecided_worlds": tally.outcomes.get(UNDECIDED, 0),
+        # why, with how many worlds each: where the search ran out of budget
+        "undecided_reasons": dict(sorted(tally.undecided.items(), key=lambda item: (-item[1], item[0]))),
         "outcomes": dict(sorted(tally.outcomes.items())),
         # worlds by the capabilities they asked for (not-applicable ones left out)
         "capabilities": dict(sorted(tally.mix.items(), key=lambda item: (-item[1], item[0]))),
@@ -236,6 +238,7 @@ class Tally:
     outcomes: dict[str, int] = field(default_factory=dict)
     by_rule: dict[str, int] = field(default_factory=dict)
     mix: dict[str, int] = field(default_factory=dict)
+    undecided: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, groups: list[Any]) -> Tally:
@@ -247,6 +250,8 @@ class Tally:
             # an undecided world breaks no rule for sure: counted apart, never under a rule
             for rule in group["rules"] if group["outcome"] != UNDECIDED else ():
                 _add(tally.by_rule, rule, worlds)
+            if group["outcome"] == UNDECIDED:
+                _add(tally.undecided, undecided_reason(list(group["rules"])), worlds)
             if group["outcome"] != NOT_APPLICABLE:
                 _add(tally.mix, ", ".join(group["capabilities"]) or "(none)", worlds)
         return tally

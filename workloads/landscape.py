@@ -39,6 +39,11 @@ class Landscape:
     mirrors: list[tuple[str, str]] = field(default_factory=list)
     forwarders: list[str] = field(default_factory=list)
     notifications: list[tuple[str, tuple[str, str, str]]] = field(default_factory=list)
+    # the services a first message surely reaches while no fault has struck, and the instance that holds them: one
+    # route straight to that instance names the service (or the one instance holds every service), so no choice the
+    # documents leave open can send it elsewhere; a reply, or dropping the connection it opened, is defined only
+    # once it has arrived (generate.py)
+    direct: dict[str, str] = field(default_factory=dict)
 
     def instance(self, name: str) -> dict[str, Any]:
         return next(i for i in self.plain["instances"] if i["name"] == name)
@@ -134,6 +139,9 @@ def landscape(rng: Draw, capabilities: frozenset[str] = ALL) -> Landscape:
     home = _instance("sql1", rng, capabilities)
     instances.append(home)
     shop = _database(land, home, "db", GUID.format(10), rng)
+    # every dialog begins and SENDs here: a SEND from a database whose broker never started is defined nowhere
+    shop["master_key"] = True
+    land.keyless.clear()
     shop["queues"].append({"name": "InitiatorQueue", "activation": _off()})
     shop["services"].append({"name": "Initiator", "queue": "InitiatorQueue"})
     if rng.random() < 0.3:
@@ -240,13 +248,24 @@ def _initiator_routes(land: Landscape, rng: Draw, targets: list[tuple[str, str, 
         if kind == "broker":
             routes.append({**route(name, service, address), "broker_instance": guid})
         if kind == "transport":
-            routes.append(route(name, None, "TRANSPORT"))
+            # for the service named after its address alone: the documents do not say where a TRANSPORT route
+            # leads, and a message whose service name is no address would go nowhere defined (the reference's
+            # placeholder address NONE)
+            routes.append(route(name, service, "TRANSPORT"))
         if kind == "mirror":
             routes.append({**route(name, "Ledger", address), "mirror_address": land.address("sqlm")})
+        if kind in ("exact", "duplicate") and service != "Ledger" and _keyed(land, instance, service):
+            land.direct[service] = instance
     if rng.random() < 0.25 and "dynamic_routing" in land.capabilities:
         routes.append(route("Dynamic", BROKER_CONFIGURATION_NOTICE, rng.choice(land.plain["instances"])["address"]))
     if rng.random() < 0.25:
         routes.append(route("Anywhere", None, rng.choice(land.plain["instances"])["address"]))
+
+
+def _keyed(land: Landscape, instance: str, service: str) -> bool:
+    """Has every database of INSTANCE that holds SERVICE its master key, so that its broker surely starts?"""
+    databases = land.instance(instance)["databases"]
+    return all(d["master_key"] for d in databases if any(s["name"] == service for s in d["services"]))
 
 
 def local_landscape(rng: Draw, capabilities: frozenset[str]) -> Landscape:
@@ -266,6 +285,7 @@ def local_landscape(rng: Draw, capabilities: frozenset[str]) -> Landscape:
         # a service whose name differs only in case is another service, with a queue of its own
         _queue(land, "sql1", shop, "Q1c", "local1", rng)
         land.services.append("local1")
+    land.direct = dict.fromkeys(land.services, "sql1")  # one instance, its AutoCreatedLocal: a SEND delivers at once
     return land
 
 

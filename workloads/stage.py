@@ -25,7 +25,8 @@ from sbtck.iut.reference import ReferenceImplementation
 # the suite's statuses, so that summary.json and Parquet spell them as every other output does
 from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
 from sbtck.workloads.differential import Carried, FollowingChooser, differ, reference_params
-from sbtck.workloads.generate import GENERATOR_VERSION, StageWorld, area_of, generate, needs
+from sbtck.workloads.envelope import undefined
+from sbtck.workloads.generate import GENERATOR_VERSION, StageWorld, area_of, generate, judged, needs
 from sbtck.workloads.invariants import Invariants, Violation, check
 from sbtck.workloads.reproduce import THEN, feature, then_steps, writable
 from sbtck.workloads.search import search
@@ -36,6 +37,14 @@ from sbtck.workloads.trace import Trace, execute, run
 REPORTED_IMPOSSIBLE = "INV-report"
 # a world no branch of the search explained, with branches left untried when its budget ran out (search.py)
 UNDECIDED = "undecided"
+
+
+def undecided_reason(rules: list[str]) -> str:
+    """Why a world with these rules is undecided, as summary.json counts it: the search's budget is the one cause
+    left (a choice it does not branch on would fail the world, a report it need not compare is not compared), and
+    the rule the furthest branch differed at says where to look."""
+    return f"search budget spent, differing at {rules[0] if rules else 'no rule'}"
+
 
 warn_if_stale("sbtck.workloads")  # generate, invariants and trace are among the compiled modules
 
@@ -101,14 +110,16 @@ def reported_impossible(world: StageWorld, trace: Trace) -> list[Violation]:
     return []
 
 
-def violations(world: StageWorld, trace: Trace, handshake: Handshake | None) -> Checked:
+def violations(
+    world: StageWorld, trace: Trace, handshake: Handshake | None, shown: frozenset[str] | None = None
+) -> Checked:
     """The invariants always; what cannot be and the search of allowed histories when the implementation is not
-    the reference itself."""
+    the reference itself, judging what SHOWN names (all it declares by default)."""
     found = check(world, trace)
     if handshake is None:
         return Checked(found, [], None)
     found += reported_impossible(world, trace)
-    verdict = search(world, trace, handshake.params, frozenset(handshake.capabilities))
+    verdict = search(world, trace, handshake.params, frozenset(handshake.capabilities) if shown is None else shown)
     return Checked(found, verdict.violations, verdict.expected, verdict.undecided)
 
 
@@ -158,6 +169,11 @@ class Checker:
             self.implementation = self.factory()
             self.handshake = self.implementation.handshake()
         return self.implementation
+
+    def judged(self, seed: int) -> frozenset[str]:
+        """What the seed's world judges of what the implementation declares (generate.SCOPES)."""
+        assert self.handshake is not None
+        return judged(seed, self.handshake.capabilities, self.areas)
 
     def world(self, seed: int) -> StageWorld:
         """The seed's world, drawn within what the implementation declares (everything, until it has said)."""
@@ -217,7 +233,7 @@ class Checker:
             capabilities=sorted(needed),
         )
         try:
-            missing = needed - set(self.handshake.capabilities)
+            missing = needed - self.judged(seed)
             if missing:  # the generator draws within the capabilities: this guards its promise
                 base.outcome, base.detail = NOT_APPLICABLE, "needs " + ", ".join(sorted(missing))
                 return base
@@ -230,13 +246,15 @@ class Checker:
             return base
         base.events = sum(len(s["events"]) for s in trace.steps)
         base.trace_hash = trace.digest()
-        checked = violations(world, trace, self.handshake if self.differential else None)
+        checked = violations(world, trace, self.handshake if self.differential else None, self.judged(seed))
         found, expected = checked.found, checked.expected
         if found:
             # differences alone, with branches left untried, may still be allowed: undecided, never failed
             base.outcome = FAILED if checked.broken else UNDECIDED
             base.rules = list(dict.fromkeys(v.rule for v in found))  # invariants first: the most precise
             base.detail = "; ".join(f"{v.rule} at step {v.at_step}: {v.detail}" for v in found[:5])[:4000]
+            if base.outcome == UNDECIDED:
+                base.detail = f"{undecided_reason(base.rules)}: {base.detail}"[:4000]
             base.script = _json(world.script)
             base.iut_trace = _json(trace.steps)
             base.reference_trace = None if expected is None else _json(expected.steps)
@@ -249,7 +267,7 @@ class Checker:
         except Exception:
             self.close()
             return set(), []
-        checked = violations(world, trace, self.handshake if self.differential else None)
+        checked = violations(world, trace, self.handshake if self.differential else None, self.judged(world.seed))
         theirs = checked.expected.steps if checked.expected is not None else trace.steps
         refused = [i for i, (a, b) in enumerate(zip(trace.steps, theirs, strict=True)) if a["error"] and b["error"]]
         return {v.rule for v in checked.broken}, refused
@@ -260,11 +278,13 @@ class Checker:
         A topology the kit's own files would refuse cannot be a reproducer, however the implementation takes it.
         The same world is checked once (the shrinker's passes meet the same candidates again).
         """
-        if not writable(world.topology):
+        if not writable(world.topology) or undefined(world):
+            # nor can a world that holds what the documents leave undefined: a reply whose first message no longer
+            # surely arrived once the shrinker dropped commands or shortened time (envelope.py)
             return False
         # a smaller world must stay within what the implementation declares: dropping AutoCreatedLocal from an
         # activation world would make it a routing question
-        if self.handshake is not None and not needs(world) <= set(self.handshake.capabilities):
+        if self.handshake is not None and not needs(world) <= self.judged(world.seed):
             return False
         if tidy:
             rules, refused = self._verdict(world)
@@ -297,7 +317,7 @@ class Checker:
                     chooser = FollowingChooser()
                     reference = ReferenceImplementation(broker, params=params, chooser=chooser)
                     references.append((reference, chooser, Carried()))
-            shown = frozenset(self.handshake.capabilities)
+            shown = self.judged(world.seed)
             trace = Trace(world.seed)
             for index, op in enumerate(world.script):
                 got = execute(op, implementation)
@@ -327,7 +347,7 @@ class Checker:
         """The whole check of WORLD, whose TRACE so far the search explained."""
         assert self.implementation is not None
         trace.steps += [execute(op, self.implementation) for op in world.script[len(trace.steps) :]]
-        return any(v.rule == rule for v in violations(world, trace, self.handshake).broken)
+        return any(v.rule == rule for v in violations(world, trace, self.handshake, self.judged(world.seed)).broken)
 
     def reproduce(
         self,
@@ -354,18 +374,17 @@ class Checker:
             tried=tried,
         )
         trace = run(shrunk.world, self._open())
-        checked = violations(shrunk.world, trace, self.handshake if self.differential else None)
+        shown = self.judged(shrunk.world.seed)
+        checked = violations(shrunk.world, trace, self.handshake if self.differential else None, shown)
         expected = checked.expected
         if expected is not None and self.handshake is not None:
             # the Then steps state what the reference engine of the suite gives: its own reading of whatever the
             # documents leave open for a whole run, so that the reproducer passes there
-            shown = frozenset(self.handshake.capabilities)
             expected = search(shrunk.world, trace, self.handshake.params, shown, readings=False).expected
         rules = sorted({v.rule for v in checked.found} | {rule})
         assert self.handshake is not None
         then = THEN
         if expected is not None:
-            shown = frozenset(self.handshake.capabilities)
             then = then_steps(expected.events(), trace.events(), shown, shrunk.world.start_ms)
         by = f"{shrunk.tests} test runs, {shrunk.seconds:.1f} s" + (
             ", stopped by its time budget" if shrunk.out_of_time else ""

@@ -21,7 +21,9 @@ from sbtck.engine.choosing import (
     AT_THE_TRIGGER,
     BROKEN_NOTICED,
     CHECK_MOMENT,
+    CHOSEN_AGAIN,
     GCG_READING,
+    LOCAL_MISS,
     NEXT_READER,
     NOT_A_RECEIVE,
     THE_COMMITTER,
@@ -255,6 +257,7 @@ ALLOWED = [
     "fires_no_bcn_without_clients_nor_reports_failed_restarts",
     "notices_an_unreachable_instance_at_next_use",
     "takes_its_own_address_at_once",
+    "delays_where_a_local_route_finds_no_service",
 ]
 
 
@@ -568,3 +571,17 @@ class _TakesItsOwnAddressAtOnce(Router):
 
 def takes_its_own_address_at_once() -> ReferenceImplementation:
     return _engine("takes a route to its own address at once", router_class=_TakesItsOwnAddressAtOnce)
+
+
+class _ChoosesAgainWhereLocalFindsNoService(FirstChooser):
+    """A LOCAL route chosen, and the service not in this instance (or not in the database of the broker instance
+    named): the routing document says Service Broker "may return to step 2 and choose another route"; with no other
+    route matched, none is found, and "failure to find a matching route is not considered an error": the
+    conversation is delayed and matched again after the time-out, never dropped."""
+
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return CHOSEN_AGAIN if kind == LOCAL_MISS else super().choose(kind, options, addresses)
+
+
+def delays_where_a_local_route_finds_no_service() -> ReferenceImplementation:
+    return _engine("delays where a LOCAL route finds no service", chooser_class=_ChoosesAgainWhereLocalFindsNoService)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sbtck.engine import Broker, EngineParams
@@ -162,9 +162,15 @@ def local_delivery_through_the_dispatcher() -> ReferenceImplementation:
 
     class Detour(Router):
         def _local(
-            self, env: Envelope, at: Instance, broker: str | None, home: str | None, via_transport: bool
+            self,
+            env: Envelope,
+            at: Instance,
+            broker: str | None,
+            home: str | None,
+            via_transport: bool,
+            again: Callable[[], None] | None = None,
         ) -> None:
-            super()._local(env, at, broker, home, True)
+            super()._local(env, at, broker, home, True, again)
 
     return _implementation("local_delivery_through_the_dispatcher", router_class=Detour)
 

@@ -254,3 +254,23 @@ def test_the_shrinker_keeps_a_world_within_the_capabilities_declared(monkeypatch
         assert not checker.breaks(without, "ACT-05")
     finally:
         checker.close()
+
+
+def test_a_capability_declared_for_another_area_is_not_judged_in_the_areas_asked_for() -> None:
+    """A broker of activation whose routing is wrong, declared for what another area needs: with --areas
+    activation its worlds judge activation alone, drawn within it; by default it gets routing worlds and fails."""
+    declared = (*partial.ACTIVATION, "routing", "periodic_tasks")
+    wrong = routing.steps_2_and_3_swapped().broker_class
+
+    def factory() -> Implementation:
+        return partial.Partial(declared, "activation, routing for another area", wrong)
+
+    scoped = Checker(factory, True, areas=("activation",))
+    outcomes = [scoped.check(seed) for seed in range(60)]
+    assert {o.outcome for o in outcomes} == {PASSED}, [o.detail for o in outcomes if o.outcome != PASSED][:2]
+    assert all(set(o.capabilities) <= set(partial.ACTIVATION) for o in outcomes)
+    assert scoped.judged(0) == frozenset(partial.ACTIVATION)
+    scoped.close()
+    whole = Checker(factory, True)
+    assert any(whole.check(seed).outcome == FAILED for seed in range(60))
+    whole.close()

@@ -211,3 +211,23 @@ def test_an_open_time_declared_with_a_half_runs_the_reference_with_that_half() -
     finally:
         checker.close()
     assert outcomes == Counter({PASSED: 40})
+
+
+def test_a_message_that_left_its_sender_and_never_arrived_may_stay_in_its_transmission_queue_or_not() -> None:
+    """PER-5E cleans up acknowledged messages; whether one transmitted, then dropped or lost further on, stays at
+    its sender until acknowledged is not said: its row is compared neither way. A message that never left is."""
+    carried = Carried()
+    left = {"at_ms": 5000, "kind": Kind.MESSAGE_TRANSMITTED, "instance": "sql1", "dialog": "D1"}
+    left |= {"message_sequence_number": 0, "from_target": False, "address": "TCP://sql2.example:4022"}
+    assert differ(2, _step(left), _step(left), ALL, carried) == []
+    row = {"instance": "sql1", "dialog": "D1", "message_sequence_number": 0, "from_target": False}
+    row |= {"to_service_name": "T", "transmission_status": "", "received_ms": 5000}
+    kept, gone = _step(result={"rows": [row]}), _step(result={"rows": []})
+    kept["kind"] = gone["kind"] = "query_view"
+    assert differ(3, kept, gone, ALL, carried) == [] and differ(3, gone, kept, ALL, carried) == []
+    waiting = _step(result={"rows": [{**row, "dialog": "D2"}]})
+    waiting["kind"] = "query_view"
+    assert differ(3, waiting, gone, ALL, carried)  # D2 never left sql1: its row must be there
+    arrived = {**ARRIVED, "message_sequence_number": 0, "from_target": False}
+    assert differ(4, _step(arrived), _step(arrived), ALL, carried) == []
+    assert differ(5, kept, gone, ALL, carried)  # it arrived: acknowledged, its clean-up is the periodic tasks'

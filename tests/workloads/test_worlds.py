@@ -477,14 +477,20 @@ def test_the_summary_counts_worlds_by_outcome_rule_and_capabilities_from_grouped
             group(NOT_APPLICABLE, [], [], 4, None),
             group(PASSED, [], [], 1, 0),
             group(UNDECIDED, ["routing"], ["RTC-3", "RTM-8"], 2, 10),
+            group(UNDECIDED, ["activation"], ["ACT-06"], 1, 5),
         ]
     )
-    assert tally.outcomes == {PASSED: 8, FAILED: 5, ERROR: 1, NOT_APPLICABLE: 4, UNDECIDED: 2}
+    # undecided worlds counted apart, by why: the rule the search's furthest branch differed at
+    assert tally.undecided == {
+        "search budget spent, differing at RTC-3": 2,
+        "search budget spent, differing at ACT-06": 1,
+    }
+    assert tally.outcomes == {PASSED: 8, FAILED: 5, ERROR: 1, NOT_APPLICABLE: 4, UNDECIDED: 3}
     # worlds per rule, a world once under each of its rules; an undecided world under none
     assert tally.by_rule == {"ACT-10": 5, "RTC-3": 2}
-    assert tally.conversations == 75
+    assert tally.conversations == 80
     # not-applicable worlds asked for nothing the implementation has: they are left out of the mix
-    assert tally.mix == {"activation, routing": 9, "activation": 3, "routing": 3, "(none)": 1}
+    assert tally.mix == {"activation, routing": 9, "activation": 4, "routing": 3, "(none)": 1}
 
 
 def test_an_unreported_from_target_is_unknown_not_false() -> None:
