@@ -23,7 +23,7 @@ from pytest_bdd.exceptions import StepDefinitionNotFoundError
 from pytest_bdd.scenario import scenario_wrapper_template_registry
 
 from sbtck import __version__, catalogue, config
-from sbtck.contract import PROTOCOL_VERSION, REQUIRES_TAG
+from sbtck.contract import PROTOCOL_VERSION, REQUIRES_TAG, Command, Handshake, Response
 from sbtck.errors import (
     DeclarationError,
     ImplementationFault,
@@ -570,13 +570,51 @@ def nearest_phrases(words: str, most: int = 3) -> list[Phrase]:
     return [examples[e] for e in difflib.get_close_matches(words, list(examples), n=most, cutoff=0.6)]
 
 
+# Budgets of real time, in seconds (0: none): an implementation that answers every request just within its
+# time-out (SBTCK_REQUEST_TIMEOUT) would otherwise hold a scenario for minutes and a run for hours. A scenario
+# past its budget, or begun past the run's, is an error naming the limit; the command under way ends first.
+SCENARIO_BUDGET_S = float(os.environ.get("SBTCK_SCENARIO_BUDGET_S", "60"))
+RUN_BUDGET_S = float(os.environ.get("SBTCK_RUN_BUDGET_S", "3600"))
+
+
+class _Budgeted:
+    """The implementation for one scenario: a command past the scenario's or the run's budget is not sent."""
+
+    def __init__(self, inner: Implementation, run_t0: float) -> None:
+        self.inner = inner
+        self.limits: list[tuple[float, str]] = []
+        if SCENARIO_BUDGET_S > 0:
+            limit = f"the scenario's budget of {SCENARIO_BUDGET_S:g} s of real time (SBTCK_SCENARIO_BUDGET_S)"
+            self.limits.append((time.perf_counter() + SCENARIO_BUDGET_S, limit))
+        if RUN_BUDGET_S > 0:
+            self.limits.append((run_t0 + RUN_BUDGET_S, f"the run's budget of {RUN_BUDGET_S:g} s (SBTCK_RUN_BUDGET_S)"))
+        self.check()
+
+    def check(self) -> None:
+        now = time.perf_counter()
+        for deadline, limit in self.limits:
+            if now > deadline:
+                raise ImplementationFault(f"{limit} ran out: the implementation answers too slowly to be judged")
+
+    def handshake(self) -> Handshake:
+        return self.inner.handshake()
+
+    def execute(self, command: Command) -> Response:
+        self.check()
+        return self.inner.execute(command)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 @pytest.fixture
 def world(request: pytest.FixtureRequest) -> Iterator[World]:
     kit = request.config.stash[KIT]
     profile = kit.profile  # tried once per run: a handshake fault is then every scenario's error
     if kit.handshake_fault is not None:
         raise ImplementationFault(kit.handshake_fault)
+    budgeted = _Budgeted(kit.implementation, kit.t0)
     with ScenarioClock() as clock:
-        w = World(kit.implementation, profile, clock, where=lambda: request.node.stash.get(STEP_AT, ("?", 0)))
+        w = World(budgeted, profile, clock, where=lambda: request.node.stash.get(STEP_AT, ("?", 0)))
         request.node.stash[WORLD] = w
         yield w

@@ -461,3 +461,28 @@ def test_the_terminal_shows_an_implementations_sequences_as_the_page_does(tmp_pa
     assert proc.returncode == 1, output[-2000:]
     assert "note=" in output and "[U+001B]]52;c;" in output and "[U+202E]" in output  # the log was printed
     assert "\x1b]" not in output and "\x07" not in output and "\u202e" not in output
+
+
+# ------------------------------------------------------------------ budgets
+
+
+def test_an_implementation_that_answers_just_in_time_is_held_to_a_budget(tmp_path: Path) -> None:
+    """Answering every request in 9 s (within the request's time-out) ran 4 scenarios in 3 min 21 s."""
+    fake = Path(__file__).resolve().parents[1] / "fakes" / "misbehaving.py"
+    proc = kit(
+        "run",
+        "--iut",
+        f"cmd:{sys.executable} {fake} slow",
+        "--tags",
+        "ACT-09",
+        "--out",
+        str(tmp_path / "o"),
+        env={"SBTCK_FAKE_SLOW_S": "0.6", "SBTCK_SCENARIO_BUDGET_S": "1", "SBTCK_RUN_BUDGET_S": "4"},
+    )
+    _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode == 1
+    scenarios = json.loads((tmp_path / "o" / "results.json").read_text())["scenarios"]
+    messages = [s["failure"]["message"] for s in scenarios if s["status"] == "error"]
+    assert len(messages) == len(scenarios) == 8
+    assert any("SBTCK_SCENARIO_BUDGET_S" in m for m in messages)
+    assert any("SBTCK_RUN_BUDGET_S" in m for m in messages)
