@@ -101,6 +101,7 @@ class Kit:
             results.read(self.baseline)  # a wrong baseline is bad input, said before any scenario runs
         self.interrupted = False
         self.build_failed = False  # a builder of the report failed after results.json was written: exit 3
+        self.build_interrupted = False  # a signal came while the report was built, after results.json: exit 2
         self.changes: baseline.Changes | None = None  # against --sbtck-baseline, once the session finished
         self.handshake_fault: str | None = None
         # what a rerun of one scenario needs of this run's settings
@@ -425,6 +426,8 @@ class Kit:
                 self.write(Path(out))
                 if self.build_failed:  # the run's verdict is printed; the report is not whole
                     session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+                if self.build_interrupted:
+                    session.exitstatus = pytest.ExitCode.INTERRUPTED
         return (yield)
 
     def run_info(self) -> dict[str, Any]:
@@ -462,6 +465,12 @@ class Kit:
         except publish.BuildFailed as exc:
             self.build_failed = True
             self._say(f"sbtck: {exc}")
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM while the files were built: results.json is there
+            self.build_interrupted = True
+            self._say(
+                "sbtck: interrupted while the report was written; results.json and the files written so far "
+                f"are in {out}"
+            )
 
     def _say(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")

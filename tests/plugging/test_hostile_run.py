@@ -486,3 +486,13 @@ def test_an_implementation_that_answers_just_in_time_is_held_to_a_budget(tmp_pat
     assert len(messages) == len(scenarios) == 8
     assert any("SBTCK_SCENARIO_BUDGET_S" in m for m in messages)
     assert any("SBTCK_RUN_BUDGET_S" in m for m in messages)
+
+
+def test_a_signal_while_the_report_is_built_leaves_results_and_what_was_written(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    proc = kit("run", "--tags", "ACT-02", "--out", str(out), "--", "-p", "tests.fakes.interrupts_the_page")
+    _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode == 2, proc.stdout[-2000:]
+    assert "interrupted while the report was written" in proc.stdout + proc.stderr
+    assert {"results.json", "junit.xml", "cucumber.json"} <= {p.name for p in out.iterdir()}
+    assert len(json.loads((out / "results.json").read_text())["scenarios"]) > 0
