@@ -490,7 +490,9 @@ class Kit:
             summary = ", ".join(f"{counts[s]} {s}" for s in order)
             folder = interrupted(Path(out)) if self.interrupted else Path(out)
             verdict = results.verdict({"interrupted": self.interrupted}, [rec.status for rec in self.records])
-            terminalreporter.write_line(f"sbtck: {verdict}: {summary}; report: {folder / 'index.html'}")
+            # a page that could not be built is not pointed at: the folder, with results.json and the log, is
+            page = folder / "index.html"
+            terminalreporter.write_line(f"sbtck: {verdict}: {summary}; report: {page if page.is_file() else folder}")
         if self.changes is not None:
             terminalreporter.write_line(f"sbtck: against the baseline {self.baseline}: {self.changes.summary()}")
 
