@@ -25,6 +25,7 @@ from pytest_bdd.scenario import scenario_wrapper_template_registry
 from sbtck import __version__, catalogue, config
 from sbtck.contract import PROTOCOL_VERSION, REQUIRES_TAG, Command, Handshake, Response
 from sbtck.errors import (
+    BuildFailed,
     DeclarationError,
     ImplementationFault,
     IUTSpecError,
@@ -462,7 +463,7 @@ class Kit:
         records = sorted(self.records, key=lambda rec: (rec.feature_path, rec.line, rec.id))
         try:
             publish.publish(out, self.run_info(), records, self.baseline, self._say)
-        except publish.BuildFailed as exc:
+        except BuildFailed as exc:
             self.build_failed = True
             self._say(f"sbtck: {exc}")
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM while the files were built: results.json is there
