@@ -19,8 +19,8 @@ from pathlib import Path
 
 # left in a folder the first time sbtck run or sbtck report writes there
 REPORT = ".sbtck-report"
-# names a killed run may leave in a folder it had not yet marked
-LEFT_BY_THE_KIT = (".staging-",)
+# names a killed run may leave in a folder it had not yet marked, and the lock file earlier kits left in --out
+LEFT_BY_THE_KIT = (".staging-", ".sbtck-run.lock")
 TAKEN = "another sbtck command is writing there; wait for it, or name another --out"
 
 # the folders this process holds, each with its open directory: sbtck run holds its --out, and the plugin, in the
