@@ -25,7 +25,8 @@ FLOCK = importlib.util.find_spec("fcntl") is not None
 
 # left in a folder the first time sbtck run or sbtck report writes there
 REPORT = ".sbtck-report"
-# names a killed run may leave in a folder it had not yet marked
+# names a killed run may leave in a folder it had not yet marked, and the lock file a kit leaves while it
+# writes there (and earlier kits left behind)
 LEFT_BY_THE_KIT = (".staging-", lock.RUN_LOCK)
 TAKEN = "another sbtck command is writing there; wait for it, or name another --out"
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sbtck.errors import BuildFailed
 from sbtck.reports import cucumber, html, junit, messages, outfolder, results, summary
 from sbtck.visible import visible
 
@@ -28,11 +29,6 @@ from sbtck.visible import visible
 BUILT_FROM_RESULTS = ("cucumber.json", messages.NAME, "junit.xml", "index.html", summary.NAME)
 # in --out, a builder's traceback when it failed
 ERROR_LOG = "sbtck-errors.log"
-
-
-class BuildFailed(Exception):
-    """A builder failed after results.json was written: the others were written; the line says which and where
-    its traceback is."""
 
 
 def build(target: Path, run: dict[str, Any], records: list[results.ScenarioRecord], baseline: Path | None) -> None:

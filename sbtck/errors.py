@@ -17,6 +17,7 @@ LOG_FOLLOWS = "\nlog:\n"
 
 __all__ = [
     "BrokerError",
+    "BuildFailed",
     "CannotStart",
     "CheckFailed",
     "ConfigError",
@@ -87,6 +88,11 @@ class OutputError(SbtckError, ValueError):
 
 class ResultsError(SbtckError, ValueError):
     """A results.json that cannot be read: name one that ``sbtck run`` wrote (under its --out)."""
+
+
+class BuildFailed(SbtckError):
+    """A builder of the report failed after results.json was written; the others were written: the line names it
+    and the log of its traceback (OUT/sbtck-errors.log). A defect of the kit: please report it."""
 
 
 class WorkloadSummaryError(SbtckError, ValueError):

@@ -24,8 +24,9 @@ from pytest_bdd.exceptions import StepDefinitionNotFoundError
 from pytest_bdd.scenario import scenario_wrapper_template_registry
 
 from sbtck import __version__, catalogue, config, tags
-from sbtck.contract import PROTOCOL_VERSION, REQUIRES_TAG
+from sbtck.contract import PROTOCOL_VERSION, REQUIRES_TAG, Command, Handshake, Response
 from sbtck.errors import (
+    BuildFailed,
     CannotStart,
     CheckFailed,
     ConfigError,
@@ -112,6 +113,7 @@ class Kit:
         self.interrupted = False
         self.session: pytest.Session | None = None  # once it finished: whether it stopped early (-x)
         self.build_failed = False  # a builder of the report failed after results.json was written: exit 3
+        self.build_interrupted = False  # a signal came while the report was built, after results.json: exit 2
         self.changes: baseline.Changes | None = None  # against --sbtck-baseline, once the session finished
         self.handshake_fault: str | None = None
         # what a rerun of one scenario needs of this run's settings
@@ -549,6 +551,8 @@ class Kit:
                 self.write(Path(out))
                 if self.build_failed:  # the run's verdict is printed; the report is not whole
                     session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+                if self.build_interrupted:
+                    session.exitstatus = pytest.ExitCode.INTERRUPTED
         return (yield)
 
     def run_info(self) -> dict[str, Any]:
@@ -584,9 +588,15 @@ class Kit:
         records = sorted(self.records, key=lambda rec: (rec.feature_path, rec.line, rec.id))
         try:
             publish.publish(out, self.run_info(), records, self.baseline, self._say)
-        except publish.BuildFailed as exc:
+        except BuildFailed as exc:
             self.build_failed = True
             self._say(f"sbtck: {exc}")
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM while the files were built: results.json is there
+            self.build_interrupted = True
+            self._say(
+                "sbtck: interrupted while the report was written; results.json and the files written so far "
+                f"are in {out}"
+            )
 
     def _say(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -614,9 +624,10 @@ class Kit:
             folder = interrupted(Path(out)) if self.interrupted else Path(out)
             verdict = results.verdict({"interrupted": self.interrupted}, [rec.status for rec in self.records])
             words = results.selection_words({"selection": self.selection(self.session)})
-            terminalreporter.write_line(
-                f"sbtck: {verdict}{' ' + words if words else ''}: {summary}; report: {folder / 'index.html'}"
-            )
+            # a page that could not be built is not pointed at: the folder, with results.json and the log, is
+            page = folder / "index.html"
+            shown = page if page.is_file() else folder
+            terminalreporter.write_line(f"sbtck: {verdict}{' ' + words if words else ''}: {summary}; report: {shown}")
         if self.changes is not None:
             terminalreporter.write_line(f"sbtck: against the baseline {self.baseline}: {self.changes.summary()}")
 
@@ -766,6 +777,43 @@ def nearest_phrases(words: str, most: int = 3) -> list[Phrase]:
     return [examples[e] for e in difflib.get_close_matches(words, list(examples), n=most, cutoff=0.6)]
 
 
+# Budgets of real time, in seconds (0: none): an implementation that answers every request just within its
+# time-out (SBTCK_REQUEST_TIMEOUT) would otherwise hold a scenario for minutes and a run for hours. A scenario
+# past its budget, or begun past the run's, is an error naming the limit; the command under way ends first.
+SCENARIO_BUDGET_S = float(os.environ.get("SBTCK_SCENARIO_BUDGET_S", "60"))
+RUN_BUDGET_S = float(os.environ.get("SBTCK_RUN_BUDGET_S", "3600"))
+
+
+class _Budgeted:
+    """The implementation for one scenario: a command past the scenario's or the run's budget is not sent."""
+
+    def __init__(self, inner: Implementation, run_t0: float) -> None:
+        self.inner = inner
+        self.limits: list[tuple[float, str]] = []
+        if SCENARIO_BUDGET_S > 0:
+            limit = f"the scenario's budget of {SCENARIO_BUDGET_S:g} s of real time (SBTCK_SCENARIO_BUDGET_S)"
+            self.limits.append((time.perf_counter() + SCENARIO_BUDGET_S, limit))
+        if RUN_BUDGET_S > 0:
+            self.limits.append((run_t0 + RUN_BUDGET_S, f"the run's budget of {RUN_BUDGET_S:g} s (SBTCK_RUN_BUDGET_S)"))
+        self.check()
+
+    def check(self) -> None:
+        now = time.perf_counter()
+        for deadline, limit in self.limits:
+            if now > deadline:
+                raise ImplementationFault(f"{limit} ran out: the implementation answers too slowly to be judged")
+
+    def handshake(self) -> Handshake:
+        return self.inner.handshake()
+
+    def execute(self, command: Command) -> Response:
+        self.check()
+        return self.inner.execute(command)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 @pytest.fixture
 def world(request: pytest.FixtureRequest) -> Iterator[World]:
     yield from world_of(request)
@@ -777,7 +825,8 @@ def world_of(request: pytest.FixtureRequest) -> Iterator[World]:
     profile = kit.profile  # tried once per run: a handshake fault is then every scenario's error
     if kit.handshake_fault is not None:
         raise ImplementationFault(kit.handshake_fault)
+    budgeted = _Budgeted(kit.implementation, kit.t0)
     with ScenarioClock() as clock:
-        w = World(kit.implementation, profile, clock, where=lambda: request.node.stash.get(STEP_AT, ("?", 0)))
+        w = World(budgeted, profile, clock, where=lambda: request.node.stash.get(STEP_AT, ("?", 0)))
         request.node.stash[WORLD] = w
         yield w

@@ -131,6 +131,8 @@ def main(mode: str) -> None:
                     chunk = "x" * 65536
                     while True:
                         sys.stdout.write(chunk)
+            if mode == "slow":  # every answer just within the request's time-out (9 s in the issue)
+                time.sleep(float(os.environ.get("SBTCK_FAKE_SLOW_S", "9")))
             answer = protocol.response_json(request["id"], implementation.execute(command))
             if mode == "flood" and command.kind == "send":  # within the line limit: some 6 MB an answer
                 # an event that can be (the kit holds every report against the world), only too many of them

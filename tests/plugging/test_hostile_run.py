@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -117,8 +119,13 @@ def test_serve_tcp_accepts_a_flood_of_connections_at_once_and_bounds_them() -> N
     try:
         assert server.stdout is not None
         port = int(server.stdout.readline().rsplit(":", 1)[1])
+        if shutil.which("ss"):  # the listen backlog itself, as the kernel holds it (ss's Send-Q of a listener)
+            listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True, check=False)
+            assert int(listening.stdout.split()[2]) >= 1024, listening.stdout
         for _ in range(300):  # each connect waits for no retry: a SYN beyond the backlog would wait 1 s or more
-            held.append(socket.create_connection(("127.0.0.1", port), timeout=0.9))
+            conn = socket.create_connection(("127.0.0.1", port), timeout=0.9)
+            conn.sendall(b'{"id": 1, "op": "hello", "protocol": "2.1"}\n')  # as clients do: each makes a broker
+            held.append(conn)
         held[-1].settimeout(10)
         told = held[-1].makefile().readline()
         assert "SBTCK_SERVE_MAX_CONNECTIONS" in json.loads(told)["error"]
@@ -433,7 +440,11 @@ def test_a_builder_that_fails_leaves_results_and_the_other_files_and_exits_3(tmp
     assert proc.returncode == 3, proc.stdout[-2000:]
     said = [line for line in (proc.stdout + proc.stderr).splitlines() if "could not be built" in line]
     assert len(said) == 1 and "index.html could not be built (OverflowError" in said[0]
-    assert "sbtck: conforms on 9 of" in proc.stdout  # the run's verdict, on its selection
+    # the run's verdict on its selection, and the folder, not a page that is not there
+    assert re.search(
+        rf"sbtck: conforms on 9 of \d+ scenarios, selected by --tags 'ACT-02': \d+ passed; report: {re.escape(str(out))}\n",
+        proc.stdout,
+    ), proc.stdout
     assert {"results.json", "junit.xml", "cucumber.json", "sbtck-errors.log"} <= {p.name for p in out.iterdir()}
     assert not (out / "index.html").exists()  # never the earlier run's page beside this run's results
     assert "a defect of the page builder" in (out / "sbtck-errors.log").read_text()
@@ -461,3 +472,38 @@ def test_the_terminal_shows_an_implementations_sequences_as_the_page_does(tmp_pa
     assert proc.returncode == 1, output[-2000:]
     assert "note=" in output and "[U+001B]]52;c;" in output and "[U+202E]" in output  # the log was printed
     assert "\x1b]" not in output and "\x07" not in output and "\u202e" not in output
+
+
+# ------------------------------------------------------------------ budgets
+
+
+def test_an_implementation_that_answers_just_in_time_is_held_to_a_budget(tmp_path: Path) -> None:
+    """Answering every request in 9 s (within the request's time-out) ran 4 scenarios in 3 min 21 s."""
+    fake = Path(__file__).resolve().parents[1] / "fakes" / "misbehaving.py"
+    proc = kit(
+        "run",
+        "--iut",
+        f"cmd:{sys.executable} {fake} slow",
+        "--tags",
+        "ACT-09",
+        "--out",
+        str(tmp_path / "o"),
+        env={"SBTCK_FAKE_SLOW_S": "0.6", "SBTCK_SCENARIO_BUDGET_S": "1", "SBTCK_RUN_BUDGET_S": "4"},
+    )
+    _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode == 1
+    scenarios = json.loads((tmp_path / "o" / "results.json").read_text())["scenarios"]
+    messages = [s["failure"]["message"] for s in scenarios if s["status"] == "error"]
+    assert len(messages) == len(scenarios) == 8
+    assert any("SBTCK_SCENARIO_BUDGET_S" in m for m in messages)
+    assert any("SBTCK_RUN_BUDGET_S" in m for m in messages)
+
+
+def test_a_signal_while_the_report_is_built_leaves_results_and_what_was_written(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    proc = kit("run", "--tags", "ACT-02", "--out", str(out), "--", "-p", "tests.fakes.interrupts_the_page")
+    _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode == 2, proc.stdout[-2000:]
+    assert "interrupted while the report was written" in proc.stdout + proc.stderr
+    assert {"results.json", "junit.xml", "cucumber.json"} <= {p.name for p in out.iterdir()}
+    assert len(json.loads((out / "results.json").read_text())["scenarios"]) > 0
