@@ -545,6 +545,8 @@ RECORDS: dict[str, Record] = {
             (_f("dialogs", "list", EXACT, "the dialogs the transmitter registered again (list)"), INSTANCE),
             (ROUTING, PERIODIC, TRACE),
             REPORT,
+            moment="at each run of the transmitter's periodic task (every 2nd timer notification, PER-2B), naming"
+            " the dialogs it registered again, none as an empty list",
             evidences="PER-2B",
         ),
         Record(
