@@ -28,8 +28,7 @@ from sbtck import catalogue
 from sbtck.contract import Event
 from sbtck.errors import ProtocolError, ReportImpossible
 from sbtck.iut.answers import json_type
-from sbtck.observations import FIELDS, KINDS, REASONS, RULE_FIELDS, VALUES, Kind
-from sbtck.views import COLUMN_TYPES
+from sbtck.observations import KINDS, RULE_FIELDS, Kind, record, values_of
 
 _KINDS = frozenset(KINDS)
 _RULE_IDS = frozenset(catalogue.load().rules)
@@ -41,22 +40,20 @@ MSDB = "msdb"
 Message = tuple[str, bool | None, int]
 
 
-def declared_type(name: str) -> str | None:
-    """The JSON type the contract declares for an event field (``string or null``), or None where it declares none."""
-    if name in VALUES or name in RULE_FIELDS:
-        return "string"
-    return COLUMN_TYPES.get(name)
+def declared_type(kind: str, name: str) -> str | None:
+    """The JSON type the event's record declares for a field of KIND (``string or null``), or None for a field the
+    record does not declare (the implementation's own, never read)."""
+    found = record(kind)
+    declared = found.field(name) if found is not None else None
+    return None if declared is None else declared.type.replace("list", "array")
 
 
 def declared_values(kind: str, name: str) -> frozenset[str] | None:
-    """The values the contract allows a field of KIND, or None where any value of its type is allowed."""
-    if name in VALUES:
-        return frozenset(VALUES[name])
+    """The values the record allows a field of KIND, or None where any value of its type is allowed."""
     if name in RULE_FIELDS:
         return _RULE_IDS
-    if name == "reason" and kind in REASONS:
-        return frozenset(REASONS[kind])
-    return None
+    values = values_of(kind, name)
+    return None if values is None else frozenset(values)
 
 
 class LogCheck:
@@ -127,18 +124,22 @@ class LogCheck:
             self._messages(where, op, kind, event)
 
     def _fields(self, where: str, kind: str, event: Mapping[str, Any]) -> None:
-        carried = FIELDS[kind]
         for name, value in event.items():
-            if name in ("at_ms", "kind") or value is None or name not in carried:
+            if name in ("at_ms", "kind") or value is None:
+                continue
+            declared = declared_type(kind, name)
+            if declared is None:
                 continue  # a field the kind does not declare is the implementation's own, and never read
-            declared = declared_type(name)
-            if declared is not None and json_type(value) not in declared.split(" or "):
+            found = json_type(value)
+            # a number may be whole: JSON has one number type, and an integer is one of its values
+            if found not in declared.split(" or ") and not (found == "integer" and "number" in declared):
                 raise ProtocolError(
-                    f"{where} has {name!r} = {reprlib.repr(value)} ({json_type(value)}); the contract declares "
+                    f"{where} has {name!r} = {reprlib.repr(value)} ({found}); the contract declares "
                     f"{declared} (invariant: declared types)"
                 )
             allowed = declared_values(kind, name)
-            if allowed is not None and value not in allowed:
+            members = value if isinstance(value, list) else [value]  # a list of a closed set's members
+            if allowed is not None and not all(isinstance(v, str) and v in allowed for v in members):
                 raise ProtocolError(
                     f"{where} has {name!r} = {reprlib.repr(value)}, not one of the values the contract declares "
                     f"for it (docs/protocol.md) (invariant: declared values)"

@@ -24,7 +24,7 @@ import typing
 from typing import Any
 
 from sbtck import contract, generated
-from sbtck.observations import FIELDS, KINDS, VALUES
+from sbtck.observations import FIELDS, KINDS, LISTS, VALUES
 from sbtck.views import COLUMN_TYPES, VIEW_COLUMN_TYPES, VIEW_COLUMNS
 
 SCHEMA_ID = "https://sbtck.invalid/protocol.schema.json"
@@ -86,7 +86,8 @@ def _result(cls: type[contract.Result]) -> dict[str, Any]:
 
 def _field(name: str) -> dict[str, Any]:
     if name in VALUES:
-        return {"enum": list(VALUES[name])}
+        values = {"enum": list(VALUES[name])}
+        return {"type": "array", "items": values} if name in LISTS else values
     if name in COLUMN_TYPES:
         return _column(COLUMN_TYPES[name])
     if name == "rows":

@@ -15,21 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbtck.observations import Kind
+from sbtck.observations import RECORDS, Kind
 from sbtck.reports.text import escape
 
-# the events of a message's way, and how each shows where it happens
-WAY = {
-    Kind.MESSAGE_SENT: "sent",
-    Kind.MESSAGE_TRANSMITTED: "transmitted",
-    Kind.MESSAGE_FORWARDED: "forwarded",
-    Kind.MESSAGE_DROPPED: "dropped",
-    Kind.MESSAGE_LOST_IN_TRANSIT: "lost",
-    Kind.FORWARDED_MESSAGE_DELETED: "deleted",
-    Kind.DISPATCHER_BUFFERED: "buffered",
-    Kind.DISPATCHER_DELETED: "deleted",
-    Kind.MESSAGE_ARRIVED: "arrived",
-}
+# the events of a message's way, and how each shows where it happens (observations.Record.way)
+WAY = frozenset(kind for kind, r in RECORDS.items() if r.way)
 ENDS = {Kind.MESSAGE_DROPPED, Kind.MESSAGE_LOST_IN_TRANSIT, Kind.FORWARDED_MESSAGE_DELETED, Kind.DISPATCHER_DELETED}
 COLUMN, TOP, ROW, LEFT = 150, 44, 26, 56
 FAILING = "#b02020"
@@ -67,7 +57,9 @@ def steps(events: list[dict[str, Any]]) -> tuple[list[str], list[tuple[float, st
         if at not in instances:
             instances.append(at)
         before = where.get(message)
-        drawn.append((float(event.get("second", 0)), before if before != at else None, at, _name(message), WAY[kind]))
+        drawn.append(
+            (float(event.get("second", 0)), before if before != at else None, at, _name(message), RECORDS[kind].way)
+        )
         where[message] = at
     return instances, drawn
 

@@ -15,6 +15,11 @@ cannot drift apart:
   (``arrangement``).
 - A list the documents give no order compares as a set; which member names a group of identical routes is open
   (RTC-0), so the candidates a ``route_chosen`` names compare by their number (``field_agrees``).
+- Every field compares by its declared class (``observations.Record``, ``views.COLUMN_CLASSES``): free text
+  never (``compares``), a relative identity by what it refers to (``relative_name``), reasoning only with a
+  decision trace, and there coinciding triggers either way (``reconciled``).
+- A report whose moment the documents do not state is not held against an implementation: neither its
+  presence nor its moment (``held``).
 """
 
 from __future__ import annotations
@@ -23,12 +28,26 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from sbtck.observations import DECISION_FIELDS, ECHOES, TRACE, Kind, reported_by
+from sbtck.observations import (
+    DECISION_FIELDS,
+    ECHOES,
+    EXACT,
+    FREE_TEXT,
+    RECORDS,
+    RELATIVE,
+    TRACE,
+    Kind,
+    Trigger,
+    reported_by,
+)
+from sbtck.views import REFERS_TO, column_class
 
 # network addresses, in events and in views' rows
 CASE_FREE = frozenset({"address", "mirror_address"})
-BY_NUMBER = frozenset({(Kind.ROUTE_CHOSEN, "candidates")})
+BY_NUMBER = frozenset((kind, f.name) for kind, r in RECORDS.items() for f in r.fields if f.by_number)
 _ECHOES = frozenset(ECHOES)
+_UNCOMPARED = frozenset((kind, f.name) for kind, r in RECORDS.items() for f in r.fields if f.compared == FREE_TEXT)
+_HELD = frozenset(kind for kind, r in RECORDS.items() if r.compared_always)
 
 
 def asked(kind: str, capabilities: frozenset[str] | set[str]) -> bool:
@@ -44,6 +63,99 @@ def traced(capabilities: frozenset[str] | set[str]) -> bool:
 def asked_field(name: str, capabilities: frozenset[str] | set[str]) -> bool:
     """Is it asked for this field of the events it reports? The reasoning fields only with a decision trace."""
     return name not in DECISION_FIELDS or traced(capabilities)
+
+
+def held(kind: str) -> bool:
+    """Are an event's presence and moment compared? An effect's always; a report's only where the contract
+    states when it is reported (docs/protocol.md): a kind the kit does not declare, never."""
+    return kind in _HELD
+
+
+def field_class(kind: str | None, name: str) -> str:
+    """The comparison class of field NAME of KIND (a view's column when KIND is None)."""
+    r = RECORDS.get(kind) if kind is not None else None
+    if r is None:
+        return column_class(name)
+    f = r.field(name)
+    return f.compared if f is not None else EXACT
+
+
+def compares(kind: str | None, name: str) -> bool:
+    """Is field NAME of KIND compared at all? Free text never is."""
+    if kind is None:
+        return column_class(name) != FREE_TEXT
+    return (kind, name) not in _UNCOMPARED
+
+
+def relative_name(name: str, value: Any, where: dict[str, Any], names: dict[object, str]) -> Any:
+    """A relative identity (a spid, an object id) as what it refers to, by the columns of WHERE that name it.
+
+    NAMES, one side's own, remembers what each value first referred to: a value meaning two things on one side
+    keeps its first name, and so differs where the other side gives them two values.
+    """
+    if value is None or name not in REFERS_TO:
+        return value
+    key = (name, str(where.get("instance")), str(value))
+    found = names.get(key)
+    if found is None:
+        found = names[key] = f"{name} of " + "/".join(str(where.get(k)) for k in REFERS_TO[name])
+    return found
+
+
+def row_as_compared(row: dict[str, Any], columns: frozenset[str], names: dict[object, str]) -> dict[str, Any]:
+    """A view's row as it is compared: its declared COLUMNS, free text left out, relative ids by what they name."""
+    out = {}
+    for k, v in row.items():
+        if k not in columns or not compares(None, k):
+            continue
+        out[k] = relative_name(k, v, row, names) if column_class(k) == RELATIVE else canonical(compared(k, v))
+    return out
+
+
+# ACT-06 and ACT-07 at one instant: an arrival on a queue and a timer notification of its instance
+_COINCIDING = frozenset({("ACT-06", Trigger.MESSAGE_ARRIVED), ("ACT-07", Trigger.TIMER_NOTIFICATION)})
+_COINCIDING_RULES = frozenset(rule for rule, _ in _COINCIDING)
+_COINCIDING_TRIGGERS = frozenset(trigger for _, trigger in _COINCIDING)
+
+
+def reconciled(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """GOT with the reasoning of WANT where both name a rule that applies at that instant.
+
+    When a message arrives on a queue in the instant of its instance's timer notification, activation is
+    necessary by ACT-06 and by ACT-07 alike; which trigger an implementation names decides nothing while the
+    procedure starts at the same instant (compared as its own event), so either rule and trigger is accepted.
+    """
+    if not any(e["kind"] == _NECESSARY for e in got):
+        return got
+    ticks = {(e.get("instance"), e.get("at_ms")) for e in want if e["kind"] == Kind.TIMER_NOTIFICATION}
+    arrivals = {_at_queue(e) for e in want if e["kind"] == Kind.MESSAGE_ARRIVED}
+    theirs: dict[tuple[object, ...], list[tuple[object, object]]] = {}
+    for e in want:
+        if e["kind"] == _NECESSARY and e.get("rule") in _COINCIDING_RULES:
+            theirs.setdefault(_at_queue(e), []).append((e.get("rule"), e.get("trigger")))
+    out = []
+    for e in got:
+        place = _at_queue(e)
+        named = (e.get("rule"), e.get("trigger"))
+        others = theirs.get(place, []) if e["kind"] == _NECESSARY else []
+        if (
+            others
+            and named not in others  # the reference named it so too: nothing to reconcile
+            and place in arrivals
+            and (e.get("instance"), e.get("at_ms")) in ticks
+            and named[0] in _COINCIDING_RULES
+            and named[1] in _COINCIDING_TRIGGERS
+        ):
+            e = {**e, "rule": others[0][0], "trigger": others[0][1]}
+        out.append(e)
+    return out
+
+
+_NECESSARY = Kind.ACTIVATION_NECESSARY
+
+
+def _at_queue(e: dict[str, Any]) -> tuple[object, ...]:
+    return (e.get("instance"), e.get("database"), e.get("queue"), e.get("at_ms"))
 
 
 def without_reasoning(event: dict[str, Any]) -> dict[str, Any]:
@@ -68,8 +180,10 @@ def canonical(found: Any) -> Any:
 
 
 def field_agrees(kind: str, name: str, a: Any, b: Any) -> bool:
-    """Two values of one field agree: equal once lists are taken as sets and addresses without case."""
+    """Two values of one field agree: free text always, else equal once lists are sets and addresses without case."""
     if a == b:  # equal values have equal canonical forms: most fields of most events, at no sorting's cost
+        return True
+    if (kind, name) in _UNCOMPARED:
         return True
     if (kind, name) in BY_NUMBER and isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b)

@@ -10,7 +10,8 @@ engine names a kind for every event it writes. ``KINDS`` lists them all.
 
 from __future__ import annotations
 
-from typing import Final
+from dataclasses import dataclass, replace
+from typing import Any, Final
 
 
 class Kind:
@@ -95,326 +96,585 @@ class Trigger:
     TIME_OUT: Final = "external activation time-out"
 
 
-# The fields whose values are a closed set; ``rule`` and ``step`` are rule ids of spec/rules.yaml.
-VALUES: dict[str, tuple[str, ...]] = {
-    "trigger": tuple(v for k, v in vars(Trigger).items() if k.isupper()),
-    "answer": ("principal", "not principal", "unreachable"),
-    "result": ("connected", "refused"),
-    "statement": ("RECEIVE", "GET CONVERSATION GROUP"),
-}
-RULE_FIELDS = ("rule", "step")
+# How a field is compared, one class for each field of each kind (sbtck/agreement.py compares by it):
+EXACT = "exact"  # equal values; a closed set of strings is listed in full (Field.values)
+RELATIVE = "relative"  # an identity the implementation picks: compared by what it refers to, never by number
+TIME = "time"  # an instant of the kit's clock
+FREE_TEXT = "free text"  # said for a reader, never compared
+REASONING = "reasoning"  # only with decision_trace; there any rule applying at that instant is accepted
+CLASSES = (EXACT, RELATIVE, TIME, FREE_TEXT, REASONING)
 
+# What an event is: an observable EFFECT (a message delivered, dropped, forwarded; a procedure started; a
+# connection attempted; a notification sent; a command's result), or a REPORT about the broker's progress.
+EFFECT, REPORT = "effect", "report"
 
 # The capabilities an implementation declares when it reports a kind (all of them; none: every implementation).
 # The workload stage compares an implementation's events only of the kinds its capabilities cover.
 ACTIVATION, EXTERNAL, ROUTING, PERIODIC = "activation", "external_activation", "routing", "periodic_tasks"
+FORWARDING, MIRRORING, DYNAMIC = "forwarding", "mirroring", "dynamic_routing"
 # The model's reasoning rather than what a broker shows (no T-SQL result, catalog view, DMV, event notification
 # or trace event class of Service Broker carries it): reported only by an implementation declaring it.
 TRACE = "decision_trace"
-AREA: dict[str, tuple[str, ...]] = {
-    Kind.BROKER_STARTED: (),
-    Kind.DATABASE_BROKER_STARTED: (PERIODIC,),
-    Kind.DATABASE_BROKER_START_FAILED: (PERIODIC,),
-    Kind.MASTER_KEY_CREATED: (PERIODIC,),
-    Kind.QUEUE_ALTERED: (ACTIVATION,),
-    Kind.MONITOR_CREATED: (ACTIVATION,),
-    Kind.MONITOR_REMOVED: (ACTIVATION,),
-    Kind.ACTIVATION_NECESSARY: (ACTIVATION, TRACE),
-    Kind.ACTIVATION_WITHHELD: (ACTIVATION, TRACE),
-    Kind.ACTIVATION_TIME_OUT: (EXTERNAL,),
-    Kind.PROCEDURE_STARTED: (ACTIVATION,),
-    Kind.PROCEDURE_EXITED: (ACTIVATION,),
-    Kind.EVENT_NOTIFICATION: (EXTERNAL,),
-    Kind.ROWS_RETURNED: (),
-    Kind.EMPTY_RESULT: (),
-    Kind.READER_WAITING: (),
-    Kind.TRANSACTION_COMMITTED: (),
-    Kind.TRANSACTION_ROLLED_BACK: (),
-    Kind.DIALOG_BEGUN: (),
-    Kind.MESSAGE_SENT: (),
-    Kind.MESSAGE_ARRIVED: (),
-    Kind.ACKNOWLEDGED: (ROUTING,),
-    Kind.MESSAGE_DROPPED: (ROUTING,),
-    Kind.ROUTE_CREATED: (ROUTING,),
-    Kind.ROUTE_ALTERED: (ROUTING,),
-    Kind.ROUTE_DROPPED: (ROUTING,),
-    Kind.ROUTES_MATCHED: (ROUTING, TRACE),
-    Kind.ROUTE_CHOSEN: (ROUTING, TRACE),
-    Kind.ROUTING_REQUESTED: ("dynamic_routing",),
-    Kind.CONVERSATION_DELAYED: (ROUTING,),
-    Kind.ROUTING_RETRIED: (ROUTING,),
-    Kind.REPLY_RECOGNISED: (ROUTING,),
-    Kind.MESSAGE_FORWARDING: ("forwarding",),
-    Kind.MESSAGE_FORWARDED: ("forwarding",),
-    Kind.FORWARDED_MESSAGE_DELETED: ("forwarding",),  # the forwarder's own clean-up (PER-5B)
-    Kind.PRINCIPAL_PROBE: ("mirroring",),
-    Kind.PRINCIPAL_LOST: ("mirroring",),
-    Kind.MIRRORING_FAILOVER: ("mirroring",),
-    Kind.INSTANCE_REACHABLE: (ROUTING,),
-    Kind.INSTANCE_UNREACHABLE: (ROUTING,),
-    Kind.MESSAGE_TRANSMITTED: (ROUTING,),
-    Kind.MESSAGE_LOST_IN_TRANSIT: (ROUTING, PERIODIC),
-    Kind.TRANSMISSION_PENDING: (ROUTING, PERIODIC),
-    Kind.TRANSMITTER_RECLASSIFIED: (ROUTING, PERIODIC, TRACE),
-    Kind.CONNECTION_ATTEMPT: (ROUTING, PERIODIC),
-    Kind.CONNECTION_CLOSED: (ROUTING, PERIODIC),
-    Kind.DISPATCHER_BUFFERED: (ROUTING,),  # where a message that came over the transport is
-    Kind.DISPATCHER_SAVING: (ROUTING, PERIODIC),
-    Kind.DISPATCHER_DELETED: (ROUTING,),  # a message undeliverable (stale or out of order) is dropped
-    Kind.TIMER_NOTIFICATION: (PERIODIC, TRACE),
-    Kind.TASK_HANDLERS_STARTED: (PERIODIC,),
-    Kind.TASK_HANDLERS_FAILED: (PERIODIC,),
-    Kind.TASK_HANDLERS_RESTARTED: (PERIODIC,),
-    Kind.BROKER_CONFIGURATION_NOTIFICATION: (PERIODIC,),
-    Kind.ACK_CLEANUP_STOPPED: (PERIODIC,),
-    Kind.ACK_CLEANUP_RESUMED: (PERIODIC,),
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of an event: its JSON type, how it is compared, what it says, and why where the class is a choice."""
+
+    name: str
+    type: str
+    compared: str
+    meaning: str
+    values: tuple[str, ...] | None = None  # the complete set of an exact (or reasoning) string field
+    why: str = ""
+    # a list whose members name things the documents let either side name: compared by how many there are
+    by_number: bool = False
+    # the form of a string the kit makes of the scenario's names (NAME stands for one), where it is not one of them
+    form: str = ""
+
+    def but(self, **changes: Any) -> Field:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Record:
+    """Everything the kit says about one event kind."""
+
+    kind: str
+    fields: tuple[Field, ...]
+    area: tuple[str, ...]  # the capabilities an implementation reports it with (all of them)
+    nature: str  # EFFECT or REPORT
+    # a report only: when it is reported, in words an implementer can follow; None: its presence and moment are
+    # not compared (the documents do not say when a broker reports it)
+    moment: str | None = None
+    evidences: str | None = None  # the rule it speaks for when its own fields (rule, step) name none
+    # an echo of the kit's own fault: the kit knows when it made handlers fail, stopped a clean-up, created a
+    # master key or cut the network, so no scenario asks an implementation to repeat it; reporting it is optional
+    echo: bool = False
+    may_omit: str = ""  # why the documents leave reporting it to the implementation (where the reference does)
+    first_required: tuple[str, ...] = ()  # required the first time for these fields' values, later optional
+    may_report_at_start: bool = False  # may be reported at start for what starts then, or not
+    either_moment: str = ""  # the two moments it may be reported at, neither of which the documents name
+    way: str = ""  # how a message-sequence picture shows it on the message's way
+
+    @property
+    def field_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+    def field(self, name: str) -> Field | None:
+        return next((f for f in self.fields if f.name == name), None)
+
+    @property
+    def compared_always(self) -> bool:
+        """Are its presence and moment compared? Effects always; a report only where its moment is stated."""
+        return self.nature == EFFECT or self.moment is not None
+
+
+def _f(name: str, type: str, compared: str, meaning: str, **more: Any) -> Field:
+    return Field(name, type, compared, meaning, **more)
+
+
+# The fields, each declared once; a kind whose field differs says so with ``but``.
+INSTANCE = _f("instance", "string", EXACT, "the instance the event happened on")
+DATABASE = _f("database", "string", EXACT, "a database of the instance")
+QUEUE = _f("queue", "string", EXACT, "a queue of the database")
+DIALOG = _f("dialog", "string", EXACT, "the dialog, as the scenario named it")
+FROM_TARGET = _f(
+    "from_target", "boolean", EXACT, "whether the message goes from the target back to the initiator (a reply)"
+)
+NUMBER_IN_DIALOG = _f(
+    "message_sequence_number", "integer", EXACT, "the message's number in its dialog and direction, from 0"
+)
+MESSAGE = (DIALOG, FROM_TARGET, INSTANCE, NUMBER_IN_DIALOG)
+ADDRESS = _f(
+    "address",
+    "string",
+    EXACT,
+    "a network address, TCP://host:port, as the route or connection names it",
+    why="compared without case: the documents give host names none",
+)
+ROUTE = _f("route", "string", EXACT, "a route's name")
+RULE = _f(
+    "rule",
+    "string",
+    REASONING,
+    "the catalogue rule that decided (ACT-06, RTC-5, ...)",
+    why="a rule id of spec/rules.yaml; which rule decided is the model's reasoning, not what a broker shows",
+)
+STEP = _f(
+    "step",
+    "string",
+    REASONING,
+    "the routing step that decided (RTM-1..8, RTC-1..4)",
+    why="a rule id of spec/rules.yaml; which step decided is the model's reasoning, not what a broker shows",
+)
+SESSION = _f(
+    "session",
+    "string",
+    EXACT,
+    "the session, as the scenario named it; an activated task's session is QUEUE#N",
+    form="NAME#N",
+)
+TASK = _f("task", "integer", EXACT, "the activated task's number for its queue, from 1", why="exit_procedure names it")
+SPID = _f(
+    "spid",
+    "integer",
+    RELATIVE,
+    "the session id, from 51",
+    why='the documents say only "from 51": an implementation numbers its sessions as it likes, so a spid is'
+    " compared by the activated task it belongs to",
+)
+GROUP = _f(
+    "conversation_group",
+    "string",
+    RELATIVE,
+    "the conversation group of the message or the rows",
+    why="a broker names its groups as it likes (a GUID): only which messages share a group is compared",
+)
+COUNT = _f("count", "integer", EXACT, "how many task handlers")
+STATEMENT = _f("statement", "string", EXACT, "the statement that was run", values=("RECEIVE", "GET CONVERSATION GROUP"))
+HAS_WHERE = _f("has_where", "boolean", EXACT, "whether the RECEIVE has a WHERE clause")
+ROWS = _f(
+    "rows",
+    "list",
+    EXACT,
+    "the rows the statement returned (list of objects with dialog, message_sequence_number, ...)",
+    why="a row is compared by the fields the contract declares for it, its conversation group by what it holds",
+)
+STATEMENT_RESULT = (GROUP, DATABASE, HAS_WHERE, INSTANCE, QUEUE, ROWS, SESSION, STATEMENT)
+BROKER_INSTANCE = _f("broker_instance", "string", EXACT, "a broker instance GUID, as the topology declares it")
+TABLE = _f(
+    "table",
+    "string",
+    EXACT,
+    "the route table used: msdb.sys.routes or DATABASE.sys.routes",
+    form="msdb.sys.routes or NAME.sys.routes",
+)
+ANSWER = _f(
+    "answer",
+    "string",
+    EXACT,
+    "what a mirroring partner said when asked",
+    values=("principal", "not principal", "unreachable"),
+)
+
+
+def _reason(*values: str) -> Field:
+    return _f("reason", "string", EXACT, "why: one of a few", values=values)
+
+
+PLACE = (DATABASE, INSTANCE)
+AT_QUEUE = (DATABASE, INSTANCE, QUEUE)
+TRIGGERS = tuple(v for k, v in vars(Trigger).items() if k.isupper())
+WAITING_STATUS = _f(
+    "status",
+    "string",
+    FREE_TEXT,
+    "why the message waits in the transmission queue",
+    why="no document defines these words, and a real SQL Server's transmission_status is an error description",
+)
+
+# The periodic tasks as a timer_notification lists them, in the order they run (PER-1A .. PER-5E).
+PERIODIC_TASKS = (
+    "queue monitors",
+    "task handlers",
+    "message dispatcher",
+    "transport connections",
+    "transmitter",
+    "idle connections",
+    "forwarder",
+    "broker start",
+    "broker configuration notification",
+    "acknowledged message clean-up",
+)
+
+RECORDS: dict[str, Record] = {
+    r.kind: r
+    for r in (
+        # the broker and its databases
+        Record(Kind.BROKER_STARTED, (), (), EFFECT),
+        Record(Kind.DATABASE_BROKER_STARTED, PLACE, (PERIODIC,), EFFECT, evidences="PER-5C", may_report_at_start=True),
+        Record(
+            Kind.DATABASE_BROKER_START_FAILED,
+            (*PLACE, _reason("missing master key")),
+            (PERIODIC,),
+            REPORT,
+            moment="when the database's broker fails to start, at start and at each later try (PER-5C)",
+            evidences="PER-5C",
+            first_required=("instance", "database"),
+        ),
+        Record(Kind.MASTER_KEY_CREATED, PLACE, (PERIODIC,), EFFECT, echo=True),
+        # queues, monitors and activation
+        Record(Kind.QUEUE_ALTERED, AT_QUEUE, (ACTIVATION,), EFFECT),
+        Record(Kind.MONITOR_CREATED, AT_QUEUE, (ACTIVATION,), EFFECT, evidences="ACT-02"),
+        Record(Kind.MONITOR_REMOVED, AT_QUEUE, (ACTIVATION,), EFFECT, evidences="ACT-02"),
+        Record(
+            Kind.ACTIVATION_NECESSARY,
+            (
+                *AT_QUEUE,
+                RULE,
+                _f(
+                    "trigger",
+                    "string",
+                    REASONING,
+                    "what made the queue monitor look",
+                    values=TRIGGERS,
+                    why="which of two coinciding triggers is named is the model's reasoning: an arrival and a timer"
+                    " notification at one instant are both accepted (ACT-06 or ACT-07)",
+                ),
+            ),
+            (ACTIVATION, TRACE),
+            REPORT,
+            moment="in the instant the queue monitor finds activation necessary (ACT-06, ACT-07)",
+            evidences="ACT-05",
+        ),
+        Record(
+            Kind.ACTIVATION_WITHHELD,
+            (*AT_QUEUE, _reason("MAX_QUEUE_READERS", "notification time-out")),
+            (ACTIVATION, TRACE),
+            REPORT,
+            moment="in the instant activation is necessary and the monitor starts nothing (ACT-10, ACT-12)",
+            evidences="ACT-10",
+        ),
+        Record(
+            Kind.ACTIVATION_TIME_OUT,
+            AT_QUEUE,
+            (EXTERNAL,),
+            REPORT,
+            moment="when the external activation time-out ends after a QUEUE_ACTIVATION notification (ACT-12)",
+            evidences="ACT-12",
+        ),
+        Record(
+            Kind.PROCEDURE_STARTED,
+            (
+                *PLACE,
+                _f("procedure_name", "string", EXACT, "the activation stored procedure started"),
+                QUEUE,
+                SPID,
+                TASK,
+            ),
+            (ACTIVATION,),
+            EFFECT,
+            evidences="ACT-05",
+        ),
+        Record(
+            Kind.PROCEDURE_EXITED,
+            (*AT_QUEUE, _reason("empty RECEIVE", "exited"), SPID, TASK),
+            (ACTIVATION,),
+            EFFECT,
+            evidences="ACT-05",
+        ),
+        Record(
+            Kind.EVENT_NOTIFICATION,
+            (
+                DATABASE,
+                _f("event_type", "string", EXACT, "the event notification's event type", values=("QUEUE_ACTIVATION",)),
+                INSTANCE,
+                _f("notification", "string", EXACT, "the event notification's name"),
+                QUEUE,
+            ),
+            (EXTERNAL,),
+            EFFECT,
+            evidences="ACT-12",
+        ),
+        # sessions
+        Record(Kind.ROWS_RETURNED, STATEMENT_RESULT, (), EFFECT, evidences="ACT-09"),
+        Record(Kind.EMPTY_RESULT, STATEMENT_RESULT, (), EFFECT, evidences="ACT-07"),
+        Record(Kind.READER_WAITING, (DATABASE, HAS_WHERE, INSTANCE, QUEUE, SESSION, STATEMENT), (), EFFECT),
+        Record(Kind.TRANSACTION_COMMITTED, (SESSION,), (), EFFECT),
+        Record(
+            Kind.TRANSACTION_ROLLED_BACK,
+            (_f("returned", "integer", EXACT, "how many messages a rollback put back on their queues"), SESSION),
+            (),
+            EFFECT,
+        ),
+        # dialogs and messages
+        Record(
+            Kind.DIALOG_BEGUN,
+            (
+                DATABASE,
+                DIALOG,
+                _f("from_service", "string", EXACT, "the initiating service"),
+                INSTANCE,
+                _f(
+                    "to_broker_instance",
+                    "string or null",
+                    EXACT,
+                    "the broker instance the dialog was begun to, or null",
+                ),
+                _f("to_service", "string", EXACT, "the target service"),
+            ),
+            (),
+            EFFECT,
+        ),
+        Record(Kind.MESSAGE_SENT, (DATABASE, *MESSAGE), (), EFFECT, way="sent"),
+        Record(
+            Kind.MESSAGE_ARRIVED,
+            (GROUP, DATABASE, *MESSAGE, QUEUE, _f("service", "string", EXACT, "a service's name")),
+            (),
+            EFFECT,
+            evidences="RTL-1",
+            way="arrived",
+        ),
+        Record(Kind.ACKNOWLEDGED, (BROKER_INSTANCE, DIALOG, INSTANCE), (ROUTING,), EFFECT, evidences="RTE-04"),
+        Record(
+            Kind.MESSAGE_DROPPED,
+            (
+                *MESSAGE,
+                _f(
+                    "reason",
+                    "string",
+                    FREE_TEXT,
+                    "why, in words",
+                    why="no document names the words; the rule says which drop it is",
+                ),
+                RULE,
+            ),
+            (ROUTING,),
+            EFFECT,
+            way="dropped",
+        ),
+        # routing
+        Record(Kind.ROUTE_CREATED, (DATABASE, INSTANCE, ROUTE), (ROUTING,), EFFECT),
+        Record(Kind.ROUTE_ALTERED, (DATABASE, INSTANCE, ROUTE), (ROUTING,), EFFECT),
+        Record(Kind.ROUTE_DROPPED, (DATABASE, INSTANCE, ROUTE), (ROUTING,), EFFECT),
+        Record(
+            Kind.ROUTES_MATCHED,
+            (
+                BROKER_INSTANCE.but(
+                    compared=FREE_TEXT,
+                    meaning="the broker instance matching looked for, if any",
+                    why="no document says what a broker instance matching looked for holds",
+                ),
+                *MESSAGE,
+                _f("routes", "list", EXACT, "the routes that matched (list)", why="a set: the documents give no order"),
+                STEP,
+                TABLE,
+            ),
+            (ROUTING, TRACE),
+            REPORT,
+            evidences="RTM-0",
+        ),
+        Record(
+            Kind.ROUTE_CHOSEN,
+            (
+                _f(
+                    "candidates",
+                    "list",
+                    EXACT,
+                    "the routes the choice was made among (list)",
+                    by_number=True,
+                    why="which member names a group of identical routes is open (RTC-0): compared by their number",
+                ),
+                *MESSAGE,
+                ROUTE,
+                STEP,
+            ),
+            (ROUTING, TRACE),
+            REPORT,
+            moment="each time routing chooses a route for a message, in the instant it does (RTC-1..4)",
+            evidences="RTC-0",
+        ),
+        Record(
+            Kind.ROUTING_REQUESTED,
+            (*MESSAGE, ROUTE, _f("service", "string", EXACT, "a service's name"), TABLE),
+            (DYNAMIC,),
+            EFFECT,
+            evidences="RTM-4",
+        ),
+        Record(Kind.CONVERSATION_DELAYED, (*MESSAGE, STEP), (ROUTING,), REPORT, evidences="RTM-8"),
+        Record(Kind.ROUTING_RETRIED, MESSAGE, (ROUTING,), REPORT, evidences="RTM-8"),
+        Record(
+            Kind.REPLY_RECOGNISED,
+            (BROKER_INSTANCE, *MESSAGE),
+            (ROUTING,),
+            REPORT,
+            moment="when the initiator's instance takes in a reply naming the target's broker instance (RTE-05)",
+            evidences="RTE-05",
+        ),
+        Record(
+            Kind.MESSAGE_FORWARDING,
+            (_f("active", "boolean", EXACT, "whether message forwarding is now on"), INSTANCE),
+            (FORWARDING,),
+            EFFECT,
+            echo=True,
+        ),
+        Record(
+            Kind.MESSAGE_FORWARDED,
+            (
+                ADDRESS,
+                DIALOG,
+                FROM_TARGET,
+                _f("hops", "integer", EXACT, "how many times the message has been forwarded"),
+                INSTANCE,
+                NUMBER_IN_DIALOG,
+            ),
+            (FORWARDING,),
+            EFFECT,
+            evidences="RTX-1",
+            either_moment="when sent on, or already when decided for a message that waits for its connection",
+            way="forwarded",
+        ),
+        # the forwarder's own clean-up (PER-5B)
+        Record(Kind.FORWARDED_MESSAGE_DELETED, MESSAGE, (FORWARDING,), EFFECT, evidences="PER-5B", way="deleted"),
+        Record(Kind.PRINCIPAL_PROBE, (ADDRESS, ANSWER, *MESSAGE, ROUTE), (MIRRORING,), EFFECT, evidences="RTR-3"),
+        Record(
+            Kind.PRINCIPAL_LOST,
+            (ADDRESS, ANSWER, *MESSAGE, ROUTE),
+            (MIRRORING,),
+            REPORT,
+            moment="in the instant a partner taken for the principal answers otherwise, or cannot be reached (RTR-4)",
+            evidences="RTR-4",
+        ),
+        Record(Kind.MIRRORING_FAILOVER, PLACE, (MIRRORING,), EFFECT, evidences="RTR-4", echo=True),
+        Record(Kind.INSTANCE_REACHABLE, (INSTANCE,), (ROUTING,), EFFECT, echo=True),
+        Record(Kind.INSTANCE_UNREACHABLE, (INSTANCE,), (ROUTING,), EFFECT, echo=True),
+        # the transport, the transmitter and the dispatcher
+        Record(
+            Kind.MESSAGE_TRANSMITTED,
+            (ADDRESS, *MESSAGE, _f("to_instance", "string", EXACT, "the instance the message was transmitted to")),
+            (ROUTING,),
+            EFFECT,
+            evidences="PER-2A",
+            way="transmitted",
+        ),
+        Record(Kind.MESSAGE_LOST_IN_TRANSIT, (ADDRESS, *MESSAGE), (ROUTING, PERIODIC), EFFECT, echo=True, way="lost"),
+        Record(Kind.TRANSMISSION_PENDING, (*MESSAGE, WAITING_STATUS), (ROUTING, PERIODIC), REPORT, evidences="PER-2B"),
+        Record(
+            Kind.TRANSMITTER_RECLASSIFIED,
+            (_f("dialogs", "list", EXACT, "the dialogs the transmitter registered again (list)"), INSTANCE),
+            (ROUTING, PERIODIC, TRACE),
+            REPORT,
+            moment="at each run of the transmitter's periodic task (every 2nd timer notification, PER-2B), naming"
+            " the dialogs it registered again, none as an empty list",
+            evidences="PER-2B",
+        ),
+        Record(
+            Kind.CONNECTION_ATTEMPT,
+            (
+                ADDRESS,
+                INSTANCE,
+                _f("result", "string", EXACT, "how a connection attempt ended", values=("connected", "refused")),
+            ),
+            (ROUTING, PERIODIC),
+            EFFECT,
+            evidences="PER-2A",
+        ),
+        Record(
+            Kind.CONNECTION_CLOSED,
+            (ADDRESS, INSTANCE, _reason("idle", "disconnected")),
+            (ROUTING, PERIODIC),
+            EFFECT,
+            evidences="PER-5A",
+        ),
+        # where a message that came over the transport is
+        Record(Kind.DISPATCHER_BUFFERED, (DATABASE, *MESSAGE), (ROUTING,), EFFECT, evidences="PER-1C", way="buffered"),
+        Record(
+            Kind.DISPATCHER_SAVING,
+            (
+                _f("delay_s", "number", EXACT, "seconds the dispatcher waits before saving a message"),
+                INSTANCE,
+                _f("mode", "string", EXACT, "how the dispatcher saves messages", values=("running", "stopped")),
+            ),
+            (ROUTING, PERIODIC),
+            EFFECT,
+            echo=True,
+        ),
+        # a message undeliverable (stale or out of order) is dropped
+        Record(
+            Kind.DISPATCHER_DELETED,
+            (DATABASE, *MESSAGE, _reason("out of order", "stale")),
+            (ROUTING,),
+            EFFECT,
+            evidences="PER-1C",
+            way="deleted",
+        ),
+        # the periodic tasks
+        Record(
+            Kind.TIMER_NOTIFICATION,
+            (
+                INSTANCE,
+                _f("number", "integer", EXACT, "the timer notification's number, from 1 at broker start"),
+                _f(
+                    "tasks",
+                    "list",
+                    EXACT,
+                    "the periodic tasks the timer notification ran, in order (list)",
+                    values=PERIODIC_TASKS,
+                ),
+            ),
+            (PERIODIC, TRACE),
+            REPORT,
+            moment="at every timer notification of the instance, from broker start (PER-0)",
+            evidences="PER-0",
+        ),
+        Record(Kind.TASK_HANDLERS_STARTED, (COUNT, INSTANCE), (PERIODIC,), EFFECT, evidences="PER-1B"),
+        Record(Kind.TASK_HANDLERS_FAILED, (COUNT, INSTANCE), (PERIODIC,), EFFECT, echo=True),
+        Record(Kind.TASK_HANDLERS_RESTARTED, (COUNT, INSTANCE), (PERIODIC,), EFFECT, evidences="PER-1B"),
+        Record(
+            Kind.BROKER_CONFIGURATION_NOTIFICATION,
+            (INSTANCE,),
+            (PERIODIC,),
+            EFFECT,
+            evidences="PER-5D",
+            # PER-5D fires the Broker Configuration Notification "for BCN clients", and the topologies name none
+            may_omit="the topologies name no BCN clients",
+        ),
+        Record(Kind.ACK_CLEANUP_STOPPED, PLACE, (PERIODIC,), EFFECT, echo=True),
+        Record(Kind.ACK_CLEANUP_RESUMED, PLACE, (PERIODIC,), EFFECT, evidences="PER-5E"),
+    )
 }
+
+
+def record(kind: str) -> Record | None:
+    """The record of KIND, or None for a kind the kit does not declare."""
+    return RECORDS.get(kind)
 
 
 def reported_by(kind: str, capabilities: frozenset[str] | set[str]) -> bool:
     """Does an implementation with these capabilities report events of this kind?"""
-    needed = AREA.get(kind)
-    if needed is None:  # a kind the kit does not declare: nothing to compare it with
+    r = RECORDS.get(kind)
+    if r is None:  # a kind the kit does not declare: nothing to compare it with
         return False
-    return all(capability in capabilities for capability in needed)
+    return all(capability in capabilities for capability in r.area)
 
 
-# The fields each kind carries besides at_ms and kind (a field an event does not report is null).
-STATEMENT_RESULT = ("conversation_group", "database", "has_where", "instance", "queue", "rows", "session", "statement")
-FIELDS: dict[str, tuple[str, ...]] = {
-    Kind.BROKER_STARTED: (),
-    Kind.DATABASE_BROKER_STARTED: ("database", "instance"),
-    Kind.DATABASE_BROKER_START_FAILED: ("database", "instance", "reason"),
-    Kind.MASTER_KEY_CREATED: ("database", "instance"),
-    Kind.QUEUE_ALTERED: ("database", "instance", "queue"),
-    Kind.MONITOR_CREATED: ("database", "instance", "queue"),
-    Kind.MONITOR_REMOVED: ("database", "instance", "queue"),
-    Kind.ACTIVATION_NECESSARY: ("database", "instance", "queue", "rule", "trigger"),
-    Kind.ACTIVATION_WITHHELD: ("database", "instance", "queue", "reason"),
-    Kind.ACTIVATION_TIME_OUT: ("database", "instance", "queue"),
-    Kind.PROCEDURE_STARTED: ("database", "instance", "procedure_name", "queue", "spid", "task"),
-    Kind.PROCEDURE_EXITED: ("database", "instance", "queue", "reason", "spid", "task"),
-    Kind.EVENT_NOTIFICATION: ("database", "event_type", "instance", "notification", "queue"),
-    Kind.ROWS_RETURNED: STATEMENT_RESULT,
-    Kind.EMPTY_RESULT: STATEMENT_RESULT,
-    Kind.READER_WAITING: ("database", "has_where", "instance", "queue", "session", "statement"),
-    Kind.TRANSACTION_COMMITTED: ("session",),
-    Kind.TRANSACTION_ROLLED_BACK: ("returned", "session"),
-    Kind.DIALOG_BEGUN: ("database", "dialog", "from_service", "instance", "to_broker_instance", "to_service"),
-    Kind.MESSAGE_SENT: ("database", "dialog", "from_target", "instance", "message_sequence_number"),
-    Kind.MESSAGE_ARRIVED: (
-        "conversation_group",
-        "database",
-        "dialog",
-        "from_target",
-        "instance",
-        "message_sequence_number",
-        "queue",
-        "service",
-    ),
-    Kind.ACKNOWLEDGED: ("broker_instance", "dialog", "instance"),
-    Kind.MESSAGE_DROPPED: ("dialog", "from_target", "instance", "message_sequence_number", "reason", "rule"),
-    Kind.ROUTE_CREATED: ("database", "instance", "route"),
-    Kind.ROUTE_ALTERED: ("database", "instance", "route"),
-    Kind.ROUTE_DROPPED: ("database", "instance", "route"),
-    Kind.ROUTES_MATCHED: (
-        "broker_instance",
-        "dialog",
-        "from_target",
-        "instance",
-        "message_sequence_number",
-        "routes",
-        "step",
-        "table",
-    ),
-    Kind.ROUTE_CHOSEN: ("candidates", "dialog", "from_target", "instance", "message_sequence_number", "route", "step"),
-    Kind.ROUTING_REQUESTED: (
-        "dialog",
-        "from_target",
-        "instance",
-        "message_sequence_number",
-        "route",
-        "service",
-        "table",
-    ),
-    Kind.CONVERSATION_DELAYED: ("dialog", "from_target", "instance", "message_sequence_number", "step"),
-    Kind.ROUTING_RETRIED: ("dialog", "from_target", "instance", "message_sequence_number"),
-    Kind.REPLY_RECOGNISED: ("broker_instance", "dialog", "from_target", "instance", "message_sequence_number"),
-    Kind.MESSAGE_FORWARDING: ("active", "instance"),
-    Kind.MESSAGE_FORWARDED: ("address", "dialog", "from_target", "hops", "instance", "message_sequence_number"),
-    Kind.FORWARDED_MESSAGE_DELETED: ("dialog", "from_target", "instance", "message_sequence_number"),
-    Kind.PRINCIPAL_PROBE: (
-        "address",
-        "answer",
-        "dialog",
-        "from_target",
-        "instance",
-        "message_sequence_number",
-        "route",
-    ),
-    Kind.PRINCIPAL_LOST: ("address", "answer", "dialog", "from_target", "instance", "message_sequence_number", "route"),
-    Kind.MIRRORING_FAILOVER: ("database", "instance"),
-    Kind.INSTANCE_REACHABLE: ("instance",),
-    Kind.INSTANCE_UNREACHABLE: ("instance",),
-    Kind.MESSAGE_TRANSMITTED: (
-        "address",
-        "dialog",
-        "from_target",
-        "instance",
-        "message_sequence_number",
-        "to_instance",
-    ),
-    Kind.MESSAGE_LOST_IN_TRANSIT: ("address", "dialog", "from_target", "instance", "message_sequence_number"),
-    Kind.TRANSMISSION_PENDING: ("dialog", "from_target", "instance", "message_sequence_number", "status"),
-    Kind.TRANSMITTER_RECLASSIFIED: ("dialogs", "instance"),
-    Kind.CONNECTION_ATTEMPT: ("address", "instance", "result"),
-    Kind.CONNECTION_CLOSED: ("address", "instance", "reason"),
-    Kind.DISPATCHER_BUFFERED: ("database", "dialog", "from_target", "instance", "message_sequence_number"),
-    Kind.DISPATCHER_SAVING: ("delay_s", "instance", "mode"),
-    Kind.DISPATCHER_DELETED: ("database", "dialog", "from_target", "instance", "message_sequence_number", "reason"),
-    Kind.TIMER_NOTIFICATION: ("instance", "number", "tasks"),
-    Kind.TASK_HANDLERS_STARTED: ("count", "instance"),
-    Kind.TASK_HANDLERS_FAILED: ("count", "instance"),
-    Kind.TASK_HANDLERS_RESTARTED: ("count", "instance"),
-    Kind.BROKER_CONFIGURATION_NOTIFICATION: ("instance",),
-    Kind.ACK_CLEANUP_STOPPED: ("database", "instance"),
-    Kind.ACK_CLEANUP_RESUMED: ("database", "instance"),
-}
-
-
-# The reasons of the kinds whose reason is one of a few (message_dropped says it in free text).
-REASONS: dict[str, tuple[str, ...]] = {
-    Kind.DATABASE_BROKER_START_FAILED: ("missing master key",),
-    Kind.ACTIVATION_WITHHELD: ("MAX_QUEUE_READERS", "notification time-out"),
-    Kind.PROCEDURE_EXITED: ("empty RECEIVE", "exited"),
-    Kind.CONNECTION_CLOSED: ("idle", "disconnected"),
-    Kind.DISPATCHER_DELETED: ("out of order", "stale"),
-}
-
-
-# Every field an event may carry, and what it says; at_ms (epoch milliseconds) and kind are on every event.
-FIELD_MEANINGS: dict[str, str] = {
-    "active": "whether message forwarding is now on",
-    "address": "a network address, TCP://host:port, as the route or connection names it",
-    "answer": "what a mirroring partner said when asked",
-    "broker_instance": "a broker instance GUID",
-    "candidates": "the routes the choice was made among (list)",
-    "conversation_group": "the conversation group of the message or the rows",
-    "count": "how many task handlers",
-    "database": "a database of the instance",
-    "delay_s": "seconds the dispatcher waits before saving a message",
-    "dialog": "the dialog, as the scenario named it",
-    "dialogs": "the dialogs the transmitter registered again (list)",
-    "event_type": "the event notification's event type: QUEUE_ACTIVATION",
-    "from_service": "the initiating service",
-    "from_target": "whether the message goes from the target back to the initiator (a reply)",
-    "has_where": "whether the RECEIVE has a WHERE clause",
-    "hops": "how many times the message has been forwarded",
-    "instance": "the instance the event happened on",
-    "message_sequence_number": "the message's number in its dialog and direction, from 0",
-    "mode": "how the dispatcher saves messages: running or stopped",
-    "notification": "the event notification's name",
-    "number": "the timer notification's number, from 1 at broker start",
-    "procedure_name": "the activation stored procedure started",
-    "queue": "a queue of the database",
-    "reason": "why: one of a few for most kinds, free text for message_dropped",
-    "result": "how a connection attempt ended",
-    "returned": "how many messages a rollback put back on their queues",
-    "route": "a route's name",
-    "routes": "the routes that matched (list)",
-    "rows": "the rows the statement returned (list of objects with dialog, message_sequence_number, ...)",
-    "rule": "the catalogue rule that decided (ACT-06, RTC-5, ...)",
-    "service": "a service's name",
-    "session": "the session, as the scenario named it; an activated task's session is QUEUE#N",
-    "spid": "the session id, from 51",
-    "statement": "the statement that was run",
-    "status": "why a message waits in the transmission queue",
-    "step": "the routing step that decided (RTM-1..8, RTC-1..4)",
-    "table": "the route table used: msdb.sys.routes or DATABASE.sys.routes",
-    "task": "the activated task's number for its queue, from 1",
-    "tasks": "the periodic tasks the timer notification ran, in order (list)",
-    "to_broker_instance": "the broker instance the dialog was begun to, or null",
-    "to_instance": "the instance the message was transmitted to",
-    "to_service": "the target service",
-    "trigger": "what made the queue monitor look",
-}
-
-
+# What the records say, read across the kinds (derived here, never written again).
+FIELDS: dict[str, tuple[str, ...]] = {k: r.field_names for k, r in RECORDS.items()}
+AREA: dict[str, tuple[str, ...]] = {k: r.area for k, r in RECORDS.items()}
+EVIDENCES: dict[str, str] = {k: r.evidences for k, r in RECORDS.items() if r.evidences}
+ECHOES = frozenset(k for k, r in RECORDS.items() if r.echo)
+MAY_OMIT = frozenset(k for k, r in RECORDS.items() if r.may_omit)
+FIRST_REQUIRED: dict[str, tuple[str, ...]] = {k: r.first_required for k, r in RECORDS.items() if r.first_required}
+MAY_REPORT_AT_START = frozenset(k for k, r in RECORDS.items() if r.may_report_at_start)
+# the reports whose presence and moment no document states: never held against an implementation
+MOMENT_OPEN = frozenset(k for k, r in RECORDS.items() if not r.compared_always)
 # The kinds that are the engine's reasoning: which activation it found necessary or withheld, which routes
 # matched and which it chose, the ticks of its timer, the transmitter's re-registrations.
-DECISION_TRACE = frozenset(kind for kind, needed in AREA.items() if TRACE in needed)
+DECISION_TRACE = frozenset(k for k, r in RECORDS.items() if TRACE in r.area)
 # Fields that are reasoning although their kind is observable: the rule or routing step that decided.
-DECISION_FIELDS = frozenset({"rule", "step"})
-# Echoes of the kit's own faults: the kit knows when it made handlers fail, stopped a clean-up, created a
-# master key or cut the network, so no scenario asks an implementation to repeat it; reporting them is optional.
-ECHOES = frozenset(
-    {
-        Kind.TASK_HANDLERS_FAILED,
-        Kind.ACK_CLEANUP_STOPPED,
-        Kind.MASTER_KEY_CREATED,
-        Kind.INSTANCE_REACHABLE,
-        Kind.INSTANCE_UNREACHABLE,
-        Kind.DISPATCHER_SAVING,
-        Kind.MESSAGE_FORWARDING,
-        Kind.MIRRORING_FAILOVER,
-        Kind.MESSAGE_LOST_IN_TRANSIT,
-    }
-)
-
-# Reports the documents leave to the implementation, beside the echoes: where the reference reports one, an
-# implementation may stay silent, though what it does report must still agree. PER-5D fires the Broker
-# Configuration Notification "for BCN clients", and the kit's topologies name none.
-MAY_OMIT = frozenset({Kind.BROKER_CONFIGURATION_NOTIFICATION})
-# Reported the first time, and after that as the implementation likes: PER-5C asks the broker to try again to
-# start a database, not to report each attempt that failed. The fields say what "again" is about.
-FIRST_REQUIRED: dict[str, tuple[str, ...]] = {Kind.DATABASE_BROKER_START_FAILED: ("instance", "database")}
-# A database whose broker starts with the instance may be reported as started then, or not: the kind exists for
-# PER-5C's retries, and saying that a broker started where it did is no difference.
-MAY_REPORT_AT_START = frozenset({Kind.DATABASE_BROKER_STARTED})
-# Reported at either of two moments, neither of which the documents name: a forward that must wait for its
-# connection may be reported when the forwarder decides on it, or once it sends the message on (never both).
-EITHER_MOMENT: dict[str, str] = {
-    Kind.MESSAGE_FORWARDED: "when sent on, or already when decided for a message that waits for its connection"
+DECISION_FIELDS = frozenset(f.name for r in RECORDS.values() for f in r.fields if f.compared == REASONING)
+RULE_FIELDS = ("rule", "step")
+# A field compared as free text anywhere: the same name means one thing in every kind
+FREE = frozenset((k, f.name) for k, r in RECORDS.items() for f in r.fields if f.compared == FREE_TEXT)
+# the closed value sets of fields that share them across kinds (``reason`` differs by kind: ``values_of``)
+VALUES: dict[str, tuple[str, ...]] = {
+    f.name: f.values for r in RECORDS.values() for f in r.fields if f.values and f.name != "reason"
 }
-
-
-# The rule an event speaks for when its own fields (rule, step) name none: what the workload stage blames.
-EVIDENCES: dict[str, str] = {
-    Kind.PROCEDURE_STARTED: "ACT-05",
-    Kind.PROCEDURE_EXITED: "ACT-05",
-    Kind.ACTIVATION_NECESSARY: "ACT-05",
-    Kind.ACTIVATION_WITHHELD: "ACT-10",
-    Kind.EVENT_NOTIFICATION: "ACT-12",
-    Kind.ACTIVATION_TIME_OUT: "ACT-12",
-    Kind.MONITOR_CREATED: "ACT-02",
-    Kind.MONITOR_REMOVED: "ACT-02",
-    Kind.EMPTY_RESULT: "ACT-07",
-    Kind.ROWS_RETURNED: "ACT-09",
-    Kind.MESSAGE_ARRIVED: "RTL-1",
-    Kind.ROUTES_MATCHED: "RTM-0",
-    Kind.ROUTE_CHOSEN: "RTC-0",
-    Kind.CONVERSATION_DELAYED: "RTM-8",
-    Kind.ROUTING_RETRIED: "RTM-8",
-    Kind.ROUTING_REQUESTED: "RTM-4",
-    Kind.REPLY_RECOGNISED: "RTE-05",
-    Kind.ACKNOWLEDGED: "RTE-04",
-    Kind.PRINCIPAL_PROBE: "RTR-3",
-    Kind.PRINCIPAL_LOST: "RTR-4",
-    Kind.MIRRORING_FAILOVER: "RTR-4",
-    Kind.MESSAGE_FORWARDED: "RTX-1",
-    Kind.TIMER_NOTIFICATION: "PER-0",
-    Kind.TASK_HANDLERS_STARTED: "PER-1B",
-    Kind.TASK_HANDLERS_RESTARTED: "PER-1B",
-    Kind.DISPATCHER_BUFFERED: "PER-1C",
-    Kind.DISPATCHER_DELETED: "PER-1C",
-    Kind.CONNECTION_ATTEMPT: "PER-2A",
-    Kind.MESSAGE_TRANSMITTED: "PER-2A",
-    Kind.TRANSMISSION_PENDING: "PER-2B",
-    Kind.TRANSMITTER_RECLASSIFIED: "PER-2B",
-    Kind.CONNECTION_CLOSED: "PER-5A",
-    Kind.FORWARDED_MESSAGE_DELETED: "PER-5B",
-    Kind.DATABASE_BROKER_STARTED: "PER-5C",
-    Kind.DATABASE_BROKER_START_FAILED: "PER-5C",
-    Kind.BROKER_CONFIGURATION_NOTIFICATION: "PER-5D",
-    Kind.ACK_CLEANUP_RESUMED: "PER-5E",
+# the fields whose value is a list (of a closed set's members, where VALUES has them)
+LISTS = frozenset(f.name for r in RECORDS.values() for f in r.fields if f.type == "list")
+REASONS: dict[str, tuple[str, ...]] = {
+    k: f.values for k, r in RECORDS.items() for f in r.fields if f.name == "reason" and f.values
 }
+# Every field an event may carry, and what it says; at_ms (epoch milliseconds) and kind are on every event.
+FIELD_MEANINGS: dict[str, str] = {}
+for _record in RECORDS.values():
+    for _field in _record.fields:
+        FIELD_MEANINGS.setdefault(_field.name, _field.meaning)
+
+
+def values_of(kind: str, name: str) -> tuple[str, ...] | None:
+    """The complete value set of field NAME of KIND, where it is closed."""
+    r = RECORDS.get(kind)
+    f = r.field(name) if r else None
+    return f.values if f else None

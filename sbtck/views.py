@@ -6,6 +6,8 @@ Columns named like an event field mean what the field means
 
 from __future__ import annotations
 
+from sbtck.observations import EXACT, FREE_TEXT, RELATIVE, TIME
+
 # The columns of every view query_view answers, and what the kit's own columns say; times are epoch milliseconds.
 MESSAGE_ROW = ("instance", "dialog", "message_sequence_number", "from_target", "to_service_name")
 VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -143,3 +145,32 @@ COLUMN_MEANINGS: dict[str, str] = {
     "to_service_name": "the service the message goes to",
     "transmission_status": "why the message waits",
 }
+
+
+# How each column compares (the classes of sbtck/observations.py): exact unless declared here; times by their
+# name. A column's class is the same in every view.
+COLUMN_CLASSES: dict[str, tuple[str, str]] = {
+    "spid": (RELATIVE, 'the documents say only "from 51": compared by the activated task it belongs to'),
+    "database_id": (RELATIVE, "an object id the implementation picks: compared by the database it names"),
+    "queue_id": (RELATIVE, "an object id the implementation picks: compared by the queue it names"),
+    "transmission_status": (
+        FREE_TEXT,
+        "no document defines these words, and a real SQL Server's transmission_status is an error description",
+    ),
+}
+# the complete value set of an exact column whose values are not the scenario's names
+COLUMN_VALUES: dict[str, tuple[str, ...]] = {"state": ("INACTIVE", "NOTIFIED", "RECEIVES_OCCURRING", "CONNECTED")}
+# what a relative column refers to: the row's columns that name it
+REFERS_TO: dict[str, tuple[str, ...]] = {
+    "spid": ("instance", "database", "queue", "task"),
+    "database_id": ("instance", "database"),
+    "queue_id": ("instance", "database", "queue"),
+}
+
+
+def column_class(column: str) -> str:
+    """How COLUMN compares: its declared class, a time by its name, else exact."""
+    declared = COLUMN_CLASSES.get(column)
+    if declared is not None:
+        return declared[0]
+    return TIME if column.endswith(("_ms", "_time")) else EXACT

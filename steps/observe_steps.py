@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sbtck import contract, tables
-from sbtck.agreement import arrangement, asked, asked_field
+from sbtck.agreement import arrangement, asked, asked_field, compares
 from sbtck.errors import LOG_FOLLOWS, CheckFailed, LogDiffers, ScenarioError, ViewDiffers
 from sbtck.observations import FIELDS, Kind
 from sbtck.steps import phrases
@@ -280,8 +280,13 @@ def log_shows(
     if how == "first" and len(events) > len(want):
         events, rendered = _first(events, rendered, want)
     got = _as_set_within_an_instant(events, rendered, want)
+    event = header.index("event")
+    # a free-text field (docs/protocol.md) says what the implementation likes: its cells are shown, not compared
     got = [
-        [w if _allows(w, g) else g for g, w in zip(grow, wrow, strict=True)]
+        [
+            w if _allows(w, g) or not compares(_kind(wrow[event]), column) else g
+            for column, g, w in zip(header, grow, wrow, strict=True)
+        ]
         for grow, wrow in zip(got, want, strict=False)
     ] + got[len(want) :]
     if got != want:
@@ -370,6 +375,8 @@ def log_counts(
     until: str | None,
 ) -> None:
     capabilities = world.profile.capabilities
+    if field is not None and not compares(_kind(event), field):
+        raise ScenarioError(f"{event!r} events' {field} is free text (docs/protocol.md): no scenario counts by it")
     if not asked(_kind(event), capabilities) or (field is not None and not asked_field(field, capabilities)):
         world.leave_out(f"the {event!r} events" + (f" by {field}" if field else ""), everything=True)
         return

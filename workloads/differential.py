@@ -26,9 +26,13 @@ it keeps true, so that a difference it reports is the implementation's:
    suite's steps ask too: kinds and fields of the implementation's
    capabilities; no echo of the kit's own faults; what the contract lets an
    implementation leave out is not asked
-   for (``observations.MAY_OMIT``, ...); conversation groups by the messages
-   they hold, addresses without case, rows by their declared fields, and no
-   command's result but a view's rows (``_relative``, ``_declared_rows``).
+   for (``observations.MAY_OMIT``, ...); no report whose moment the contract
+   does not state (``agreement.held``); each field by its class (free text
+   never, reasoning only with a trace and coinciding triggers either way,
+   ``agreement.reconciled``); conversation groups by the messages they hold,
+   spids and object ids by what they name, addresses without case, rows by
+   their declared fields, and no command's result but a view's rows
+   (``_relative``, ``_declared_rows``).
 4. **Compared where the documents give an order, and no further.** Within a
    step only events of the same kind and instant can pair up, one for one,
    regardless of their order in the answer; fields one side does not report
@@ -46,7 +50,17 @@ from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 from typing import Any
 
-from sbtck.agreement import CASE_FREE, agree, asked, canonical, traced, without_reasoning
+from sbtck.agreement import (
+    CASE_FREE,
+    agree,
+    asked,
+    held,
+    reconciled,
+    relative_name,
+    row_as_compared,
+    traced,
+    without_reasoning,
+)
 from sbtck.engine import EngineParams
 from sbtck.engine.choosing import (
     A_WAITING_READER,
@@ -68,7 +82,7 @@ from sbtck.engine.choosing import (
     FirstChooser,
 )
 from sbtck.engine.model import LOCAL
-from sbtck.engine.router import BEHIND, CONNECTING, DELAYED, FAILED, NO_PRINCIPAL
+from sbtck.engine.router import CONNECTING, FAILED
 from sbtck.iut.answers import RECEIVED_ROW
 from sbtck.observations import (
     DECISION_FIELDS,
@@ -425,24 +439,11 @@ def _evidence(kind: str) -> str:
         return DIFFERENCE
 
 
-# why a message waits, as a transmission_pending's status says it, and the rule that makes it wait there
-_WAITS_BY = ((DELAYED, "RTM-7"), (BEHIND, "RTM-7"), (NO_PRINCIPAL, "RTR-4"), (CONNECTING, "PER-2A"), (FAILED, "PER-2B"))
-
-
-def _why_pending(event: dict[str, Any]) -> str | None:
-    """The rule a transmission_pending speaks for, by its status: a conversation delayed is RTM-7's, not PER-2B's."""
-    status = str(event.get("status", ""))
-    return next((rule for start, rule in _WAITS_BY if status.startswith(start)), None)
-
-
 def rules_of(events: list[dict[str, Any]]) -> list[str]:
-    """The rule ids that speak for these events: named in their fields, else by their kind (and a waiting
-    message's status)."""
+    """The rule ids that speak for these events: named in their fields, else by their kind."""
     found: list[str] = []
     for event in events:
         named = [str(v) for k, v in event.items() if k in ("rule", "step") and RULE_ID.match(str(v))]
-        if not named and event["kind"] == _PENDING:
-            named = [rule for rule in [_why_pending(event)] if rule]
         for rule in named or [_evidence(event["kind"])]:
             if rule not in found:
                 found.append(rule)
@@ -463,6 +464,8 @@ class Carried:
     # the messages either side transmitted from an instance, and those that arrived (``_unacknowledged_left_out``)
     transmitted: set[tuple[object, ...]] = field(default_factory=set)
     arrived: set[tuple[object, ...]] = field(default_factory=set)
+    # and their relative identities (spids, object ids), by what each first referred to (``agreement.relative_name``)
+    identities: tuple[dict[object, str], dict[object, str]] = field(default_factory=lambda: ({}, {}))
 
 
 def difference(
@@ -488,11 +491,12 @@ def difference(
     """
     if carried is not None:
         _note_transmissions(carried, got["events"] + want["events"])
-    got = {**got, "events": _shown(got["events"], capabilities)}
+    got = {**got, "events": reconciled(_shown(got["events"], capabilities), want["events"])}
     want = {**want, "events": _shown(want["events"], capabilities)}
+    identities = carried.identities if carried is not None else ({}, {})
     if carried is not None:
-        got = {**got, "events": _relative(got["events"], carried.groups[0])}
-        want = {**want, "events": _relative(want["events"], carried.groups[1])}
+        got = {**got, "events": _relative(got["events"], carried.groups[0], identities[0])}
+        want = {**want, "events": _relative(want["events"], carried.groups[1], identities[1])}
         got = {**got, "events": _repeats_left_out(got["events"], want["events"], carried.acknowledged)}
     if (got["error"] is None) != (want["error"] is None):
         said = f"refused: {got['error']}" if got["error"] else "accepted"
@@ -512,8 +516,8 @@ def difference(
     if got["kind"] != "query_view":  # the contract declares no other command's result (docs/protocol.md)
         return [], None
     rows = (
-        _declared_rows(_unacknowledged_left_out(got["result"] or {}, carried)),
-        _declared_rows(_unacknowledged_left_out(want["result"] or {}, carried)),
+        _declared_rows(_unacknowledged_left_out(got["result"] or {}, carried), identities[0]),
+        _declared_rows(_unacknowledged_left_out(want["result"] or {}, carried), identities[1]),
     )
     if rows[0] != rows[1]:
         return [
@@ -536,8 +540,8 @@ def differ(
 def _shown(events: list[dict[str, Any]], capabilities: frozenset[str]) -> list[dict[str, Any]]:
     """The events an implementation with these capabilities is asked for, as it is asked for them."""
     if capabilities == ALL:  # the kit's own brokers: every kind, every field
-        return _momentary_waits_left_out([e for e in events if asked(e["kind"], ALL)])
-    kept = _momentary_waits_left_out([e for e in events if asked(e["kind"], capabilities)])
+        return _momentary_waits_left_out([e for e in events if asked(e["kind"], ALL) and held(e["kind"])])
+    kept = _momentary_waits_left_out([e for e in events if asked(e["kind"], capabilities) and held(e["kind"])])
     if traced(capabilities):
         return kept
     return [without_reasoning(e) if DECISION_FIELDS & e.keys() else e for e in kept]
@@ -565,7 +569,9 @@ _WAITING = Kind.READER_WAITING
 _ANSWERED = frozenset({Kind.ROWS_RETURNED, Kind.EMPTY_RESULT})
 
 
-def _relative(events: list[dict[str, Any]], names: dict[object, str]) -> list[dict[str, Any]]:
+def _relative(
+    events: list[dict[str, Any]], names: dict[object, str], identities: dict[object, str]
+) -> list[dict[str, Any]]:
     """EVENTS as the contract lets them be compared: groups by what they hold, addresses in one case, rows by
     their declared fields.
 
@@ -576,7 +582,8 @@ def _relative(events: list[dict[str, Any]], names: dict[object, str]) -> list[di
     A RECEIVE's rows share one group, which counts as the event's own when
     it names none. Addresses name hosts, whose case does not matter. A row
     RECEIVE returns is compared by the fields the contract declares for it
-    (``RECEIVED_ROW``); further columns are the implementation's own.
+    (``RECEIVED_ROW``); further columns are the implementation's own. A spid is named after the activated
+    task it belongs to (``agreement.relative_name``).
     """
     out = []
     for e in events:
@@ -584,6 +591,8 @@ def _relative(events: list[dict[str, Any]], names: dict[object, str]) -> list[di
             out.append(e)
             continue
         e = dict(e)
+        if "spid" in e:
+            e["spid"] = relative_name("spid", e["spid"], e, identities)
         for key in CASE_FREE & e.keys():
             if isinstance(e[key], str):
                 e[key] = e[key].upper()
@@ -623,7 +632,7 @@ def _group_name(group: object, where: dict[str, Any], names: dict[object, str]) 
     return name
 
 
-_GROUPED = CASE_FREE | {"conversation_group", "rows"}
+_GROUPED = CASE_FREE | {"conversation_group", "rows", "spid"}
 
 
 def _required(missing: list[dict[str, Any]], carried: Carried, want: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -702,16 +711,16 @@ def _unacknowledged_left_out(result: dict[str, Any], carried: Carried | None) ->
     return {**result, "rows": [row for row in rows if not held(row)]}
 
 
-def _declared_rows(result: dict[str, Any]) -> list[str]:
-    """A view's rows as a multiset of their declared columns: a view has no order, and further fields are the
-    implementation's own."""
+def _declared_rows(result: dict[str, Any], identities: dict[object, str]) -> list[str]:
+    """A view's rows as a multiset of their declared columns, each as its class compares it (free text left out,
+    relative ids by what they name): a view has no order, and further fields are the implementation's own."""
     rows = result.get("rows", [])
     if not isinstance(rows, list):
         return [json.dumps(rows, sort_keys=True, default=str)]
     declared = []
     for row in rows:
         if isinstance(row, dict):
-            row = {k: canonical(v) for k, v in row.items() if k in _COLUMNS}
+            row = row_as_compared(row, _COLUMNS, identities)
         declared.append(json.dumps(row, sort_keys=True, default=str))
     return sorted(declared)
 

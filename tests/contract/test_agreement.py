@@ -74,3 +74,18 @@ def test_the_suites_steps_and_the_stages_comparison_both_ask_it_and_keep_no_copy
             if isinstance(target, ast.Name)
         } | {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
         assert not defined & decided, f"{path} decides again what sbtck.agreement decides: {defined & decided}"
+
+
+def test_each_field_compares_by_its_declared_class() -> None:
+    from sbtck.agreement import compares, field_class, held
+
+    assert not compares(Kind.MESSAGE_DROPPED, "reason") and compares(Kind.CONNECTION_CLOSED, "reason")
+    assert not compares(Kind.TRANSMISSION_PENDING, "status") and not compares(None, "transmission_status")
+    assert field_class(Kind.PROCEDURE_STARTED, "spid") == "relative" and field_class(None, "spid") == "relative"
+    assert field_class(None, "received_ms") == "time" and field_class(Kind.ACTIVATION_NECESSARY, "rule") == "reasoning"
+    assert field_agrees(Kind.MESSAGE_DROPPED, "reason", "a", "b") and not field_agrees(
+        Kind.DIALOG_BEGUN, "dialog", "a", "b"
+    )
+    # effects are held always, a report only where docs/protocol.md says when it is reported
+    assert held(Kind.MESSAGE_ARRIVED) and held(Kind.ROUTE_CHOSEN)
+    assert not held(Kind.ROUTING_RETRIED) and not held(Kind.CONVERSATION_DELAYED) and not held("made_up")

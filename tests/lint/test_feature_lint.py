@@ -13,7 +13,7 @@ from gherkin.parser import Parser
 from sbtck import catalogue
 from sbtck.catalogue import RULE_ID
 from sbtck.iut.profile import CAPABILITIES
-from sbtck.observations import ECHOES, FIELDS, KINDS, REASONS, RULE_FIELDS, VALUES, Kind
+from sbtck.observations import ECHOES, FIELDS, KINDS, LISTS, REASONS, RULE_FIELDS, VALUES, Kind
 from sbtck.reports.results import INFORMATIVE
 from sbtck.steps import phrases
 from sbtck.views import VIEW_COLUMNS
@@ -143,7 +143,11 @@ def _unknown(field: str, value: str, kind: str | None = None) -> bool:
         return value not in catalogue.load().rules
     if field == "reason" and kind in REASONS:
         return value not in REASONS[kind]
-    return field in VALUES and value not in VALUES[field]
+    if field not in VALUES:
+        return False
+    # a list's cell names its members, "a, b", or "(none)"
+    members = [] if value == "(none)" else value.split(", ") if field in LISTS else [value]
+    return any(member not in VALUES[field] for member in members)
 
 
 FILES = sorted(FEATURES.rglob("*.feature"))

@@ -111,9 +111,9 @@ def test_echoes_of_the_kits_own_faults_are_never_compared() -> None:
 
 
 def test_decision_fields_are_compared_only_with_a_decision_trace() -> None:
-    delayed = {"at_ms": 5000, "kind": Kind.CONVERSATION_DELAYED, "instance": "sql1", "dialog": "D1"}
+    dropped = {"at_ms": 5000, "kind": Kind.MESSAGE_DROPPED, "instance": "sql1", "dialog": "D1"}
     capabilities = frozenset({"routing"})
-    got, want = _step({**delayed, "step": "RTE-03"}), _step({**delayed, "step": "RTC-4"})
+    got, want = _step({**dropped, "rule": "RTX-1"}), _step({**dropped, "rule": "RTC-5"})
     assert differ(3, got, want, capabilities) == []
     assert differ(3, got, want, capabilities | {"decision_trace"})
 
@@ -184,18 +184,11 @@ def test_a_wait_that_ends_in_the_instant_it_began_is_no_difference() -> None:
     assert differ(3, _step(waiting, {**rows, "at_ms": 15000}), _step({**rows, "at_ms": 15000}), ALL, Carried())
 
 
-def test_a_waiting_message_speaks_for_the_rule_its_status_names() -> None:
+def test_a_waiting_messages_status_is_free_text_and_names_no_rule() -> None:
+    # no document defines the words: the kind speaks for its own rule whatever the status says
     pending = {"at_ms": 0, "kind": Kind.TRANSMISSION_PENDING, "instance": "sql1", "dialog": "D1"}
-    statuses = {
-        "behind an earlier message of the conversation": "RTM-7",
-        "delayed": "RTM-7",
-        "waiting for a connection to TCP://SQL2:4022": "PER-2A",
-        "no partner claims to be principal": "RTR-4",
-        "failed": "PER-2B",
-        "something of its own": "PER-2B",  # the kind's own evidence when the status names no rule
-    }
-    for status, rule in statuses.items():
-        assert rules_of([{**pending, "status": status}]) == [rule], status
+    for status in ("delayed", "waiting for a connection to TCP://SQL2:4022", "An error occurred"):
+        assert rules_of([{**pending, "status": status}]) == ["PER-2B"], status
 
 
 def test_an_open_time_declared_with_a_half_runs_the_reference_with_that_half() -> None:
@@ -231,3 +224,60 @@ def test_a_message_that_left_its_sender_and_never_arrived_may_stay_in_its_transm
     arrived = {**ARRIVED, "message_sequence_number": 0, "from_target": False}
     assert differ(4, _step(arrived), _step(arrived), ALL, carried) == []
     assert differ(5, kept, gone, ALL, carried)  # it arrived: acknowledged, its clean-up is the periodic tasks'
+
+
+ROUTING = frozenset({"routing", "decision_trace"})
+
+
+def test_a_report_whose_moment_no_document_states_is_not_held_against_an_implementation() -> None:
+    # routing_retried, conversation_delayed, transmission_pending: present, absent or at another instant alike
+    retried = {"at_ms": 15000, "kind": Kind.ROUTING_RETRIED, "instance": "sql1", "dialog": "D1"}
+    delayed = {**retried, "kind": Kind.CONVERSATION_DELAYED, "step": "RTC-4"}
+    pending = {**retried, "kind": Kind.TRANSMISSION_PENDING, "status": "delayed"}
+    for report in (retried, delayed, pending):
+        assert differ(3, _step(SENT), _step(SENT, report), ROUTING) == []
+        assert differ(3, _step(SENT, {**report, "at_ms": 9000}), _step(SENT, report), ROUTING) == []
+    # an effect stays compared: where it is missing, it differs
+    assert differ(3, _step(SENT), _step(SENT, ARRIVED), ROUTING)
+
+
+def test_free_text_is_never_compared_in_events_or_in_view_rows() -> None:
+    dropped = {"at_ms": 5000, "kind": Kind.MESSAGE_DROPPED, "instance": "sql1", "dialog": "D1", "rule": "RTC-5"}
+    assert _differ(_step({**dropped, "reason": "no route"}), _step({**dropped, "reason": "forwarding is off"})) == []
+    waiting = {"dialog": "D1", "instance": "sql1", "transmission_status": "waiting for a connection to TCP://a:1"}
+    assert differ(3, _view({**waiting, "transmission_status": "An error occurred"}), _view(waiting), ALL) == []
+    assert differ(3, _view({**waiting, "dialog": "D2"}), _view(waiting), ALL)  # the other columns still count
+
+
+TASK = {"at_ms": 5000, "kind": Kind.PROCEDURE_STARTED, "instance": "sql1", "database": "db", "queue": "Q"}
+
+
+def test_a_spid_is_compared_by_the_activated_task_it_belongs_to_never_by_number() -> None:
+    mine = _step({**TASK, "task": 1, "spid": 7}, {**TASK, "task": 2, "spid": 9})
+    theirs = _step({**TASK, "task": 1, "spid": 52}, {**TASK, "task": 2, "spid": 53})
+    assert differ(3, mine, theirs, ALL, Carried()) == []
+    # one spid for two tasks at once where the reference gives them two is a difference
+    same = _step({**TASK, "task": 1, "spid": 7}, {**TASK, "task": 2, "spid": 7})
+    assert differ(3, same, theirs, ALL, Carried())
+    tasks = {"instance": "sql1", "database": "db", "queue": "Q", "task": 1}
+    assert differ(3, _view({**tasks, "spid": 70}), _view({**tasks, "spid": 51}), ALL, Carried()) == []
+
+
+NECESSARY = {"at_ms": 10000, "kind": Kind.ACTIVATION_NECESSARY, "instance": "sql1", "database": "db", "queue": "Q"}
+TICK = {"at_ms": 10000, "kind": Kind.TIMER_NOTIFICATION, "instance": "sql1", "number": 2}
+ARRIVAL = {**NECESSARY, "kind": Kind.MESSAGE_ARRIVED, "dialog": "D1"}
+BY_ARRIVAL = {**NECESSARY, "rule": "ACT-06", "trigger": "message arrived"}
+BY_TIMER = {**NECESSARY, "rule": "ACT-07", "trigger": "timer notification"}
+STARTS = {**TASK, "at_ms": 10000, "task": 1}
+
+
+def test_coinciding_triggers_decide_nothing_by_which_one_is_named() -> None:
+    # a message arrives on the queue in the instant of the timer notification: ACT-06 and ACT-07 both apply
+    activation = frozenset({"activation", "decision_trace", "periodic_tasks"})
+    want = _step(TICK, ARRIVAL, BY_ARRIVAL, STARTS)
+    assert differ(3, _step(TICK, ARRIVAL, BY_TIMER, STARTS), want, activation) == []
+    # without the arrival only ACT-07 applies; without the tick only ACT-06
+    assert differ(3, _step(TICK, BY_ARRIVAL, STARTS), _step(TICK, BY_TIMER, STARTS), activation)
+    assert differ(3, _step(ARRIVAL, BY_TIMER, STARTS), _step(ARRIVAL, BY_ARRIVAL, STARTS), activation)
+    # and the procedure's start, an effect, is compared as ever
+    assert differ(3, _step(TICK, ARRIVAL, BY_TIMER), want, activation)
