@@ -221,6 +221,19 @@ def tries_suppressed_destinations() -> ReferenceImplementation:
     return _implementation("tries_suppressed_destinations", transport_class=Eager)
 
 
+def gives_up_starting_after_two_tries() -> ReferenceImplementation:
+    """Tries to start a database's broker again on the first two 5th notifications after it failed, then gives up."""
+
+    class Tired(Maintenance):
+        def restart_brokers(self, instance: str) -> None:
+            tries: dict[str, int] = self.__dict__.setdefault("tries", {})
+            tries[instance] = tries.get(instance, 0) + 1
+            if tries[instance] <= 2:
+                super().restart_brokers(instance)
+
+    return _implementation("gives_up_starting_after_two_tries", maintenance_class=Tired)
+
+
 # faults the workload stage cannot show, so only the scenarios find them: a millisecond wide (the stage moves
 # time by whole seconds), or the clean-up of a database without dialogs stopped beside one with (never drawn)
 NOT_IN_WORLDS = {"forwarded_deleted_a_moment_early", "cleanup_resumed_for_every_database"}
@@ -318,6 +331,7 @@ def reclassifies_untouched_dialogs() -> ReferenceImplementation:
 
 
 VARIANTS = [
+    "gives_up_starting_after_two_tries",
     "stale_from_sending",
     "forwarder_counts_from_sending",
     "second_failure_suppresses_15",
