@@ -148,7 +148,7 @@ TRANSPORT |= {"local_delivery_through_the_dispatcher", "held_since_its_last_matc
 TRANSPORT |= {"unreachable_drops_every_connection"}
 TRANSPORT |= {"delivers_before_the_broker_starts"}  # a message must reach a database whose broker is down
 TRANSPORT |= {"stale_from_sending", "forwarder_counts_from_sending", "second_failure_suppresses_15"}
-TRANSPORT |= {"reclassifies_untouched_dialogs"}
+TRANSPORT |= {"reclassifies_untouched_dialogs", "closes_an_idle_connection_once"}
 CASES = (
     [("activation", v, partial.ACTIVATION) for v in activation.VARIANTS if v not in activation.NOT_IN_WORLDS]
     + [("routing", v, partial.ROUTING) for v in routing.VARIANTS if v not in routing.NOT_IN_WORLDS]
