@@ -239,3 +239,17 @@ Feature: Periodic 04 - Transport connections
       | 30                | connection attempt | refused |
       | 90 or 100         | connection attempt | refused |
       | 150 or 160 or 170 | connection attempt | refused |
+
+  # "On every 5th notification it closes the connections that have been idle for the past 90 seconds" (periodic
+  # tasks, every 5th notification): a connection opened again after such a close is watched like any other. The
+  # message at second 112 goes at once or at the 2nd notification at 120, so its connection is idle for 90
+  # seconds from second 112 to 120 or a little later: the close comes at one of the 5th notifications 205 to 225
+  @PER-5A
+  Scenario: [20] A connection closed for idleness, then opened again, closes again once idle for 90 seconds
+    Given time passes to second 112
+    And a message is sent on dialog "D1"
+    When time passes to second 240
+    Then the log at "sql1" shows exactly:
+      | second            | event             | reason |
+      | 100               | connection closed | idle   |
+      | 205 or 210 or 225 | connection closed | idle   |

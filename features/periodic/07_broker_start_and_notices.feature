@@ -103,3 +103,15 @@ Feature: Periodic 07 - Broker restart, configuration notices and the acknowledge
     And time passes to second 20
     # where it goes instead (dropped, or held until the broker starts) the documents do not say
     Then the log for dialog "V1" has no "message arrived" event
+
+  # "SSB scans all databases for which broker failed to start for any reason (e.g. missing Master Key),
+  # initializes in-memory representation of broker and attempts to restart it" (periodic tasks, every 5th
+  # notification): on every 5th notification, the third as well as the first, however often it failed before
+  @PER-5C
+  Scenario: [9] A broker that failed at every try so far still starts at the next 5th notification once the cause is fixed
+    Given time passes to second 55
+    And CREATE MASTER KEY in database "vault" of "sql2"
+    When time passes to second 105
+    Then the log shows exactly from second 56:
+      | second | event                        | database |
+      | 75     | database broker started      | vault    |

@@ -95,3 +95,26 @@ Feature: Routing 05 - Routing loops
       | event             | instance | hops | database |
       | message forwarded | sql1     | 1    | NULL     |
       | message arrived   | sql2     | NULL | orders   |
+
+  # "controla o número de vezes que uma mensagem foi encaminhada" (routing document, Routing loops): the count is
+  # the message's, carried from one forwarder to the next, not each forwarder's own. Round a loop through two
+  # forwarders sql2 only ever gets a message sql5 has forwarded already, and sql5 gets back one sql2 forwarded
+  # after it, so neither forwards with a count it could have reached alone, whatever the limit
+  @RTX-1
+  Scenario: [6] Round a loop through two forwarders the count goes on from one forwarder to the other
+    Given the routes in database "shop" of "sql1" are:
+      | name  | service_name | address                 |
+      | Via5  | Target       | TCP://sql5.example:4022 |
+    And the routes in msdb of "sql5" are:
+      | name  | service_name | address                 |
+      | To2   | Target       | TCP://sql2.example:4022 |
+    And the routes in msdb of "sql2" are:
+      | name  | service_name | address                 |
+      | To5   | Target       | TCP://sql5.example:4022 |
+    And message forwarding is enabled on "sql2"
+    When a message is sent on dialog "D1"
+    And time passes to second 30
+    Then the log for dialog "D1" at "sql5" has at least 1 "message forwarded" event where hops is "1"
+    And the log for dialog "D1" at "sql2" has no "message forwarded" event where hops is "1"
+    And the log for dialog "D1" at "sql5" has no "message forwarded" event where hops is "2"
+    And the log for dialog "D1" has no "message arrived" event

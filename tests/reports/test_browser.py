@@ -358,7 +358,7 @@ def test_three_runs_show_a_matrix_that_fits_and_passes_axe(
     assert page.locator("main > .verdict").count() == 3
     assert page.locator("#interop + p + .wide tr").count() == 1 + 1 + 3  # the heads, every run, each run
     assert page.locator("#interop + p + .wide tr").first.locator("th").count() == 1 + 3  # activation, periodic, routing
-    assert page.locator("tr.scenario-row").count() == 203
+    assert page.locator("tr.scenario-row").count() == 206
     assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
     if viewport is DESKTOP:
         assert _unclipped(page, ".wide") == []

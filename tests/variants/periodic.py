@@ -227,6 +227,42 @@ def tries_suppressed_destinations() -> ReferenceImplementation:
     return _implementation("tries_suppressed_destinations", transport_class=Eager)
 
 
+def gives_up_starting_after_two_tries() -> ReferenceImplementation:
+    """Tries to start a database's broker again on the first two 5th notifications after it failed, then gives up."""
+
+    class Tired(Maintenance):
+        def restart_brokers(self, instance: str) -> None:
+            tries: dict[str, int] = self.__dict__.setdefault("tries", {})
+            tries[instance] = tries.get(instance, 0) + 1
+            if tries[instance] <= 2:
+                super().restart_brokers(instance)
+
+    return _implementation("gives_up_starting_after_two_tries", maintenance_class=Tired)
+
+
+def closes_an_idle_connection_once() -> ReferenceImplementation:
+    """Closes a connection idle for 90 seconds once; opened again, the same link is never closed for idleness."""
+
+    class Once(Transport):
+        def close_idle(self) -> None:
+            closed: set[tuple[str, str]] = self.__dict__.setdefault("closed_once", set())
+            kept = {link: conn for link, conn in self.connections.items() if link in closed}
+            for link in kept:
+                del self.connections[link]
+            try:
+                super().close_idle()
+                closed |= self.__dict__.setdefault("idle_closed_now", set())
+            finally:
+                self.connections.update(kept)
+
+        def _emit(self, kind: str, link: tuple[str, str], **fields: object) -> None:
+            if kind == Kind.CONNECTION_CLOSED and fields.get("reason") == "idle":
+                self.__dict__.setdefault("idle_closed_now", set()).add(link)
+            super()._emit(kind, link, **fields)
+
+    return _implementation("closes_an_idle_connection_once", transport_class=Once)
+
+
 # faults the workload stage cannot show, so only the scenarios find them: a millisecond wide (the stage moves
 # time by whole seconds), or the clean-up of a database without dialogs stopped beside one with (never drawn)
 NOT_IN_WORLDS = {"forwarded_deleted_a_moment_early", "cleanup_resumed_for_every_database"}
@@ -324,6 +360,8 @@ def reclassifies_untouched_dialogs() -> ReferenceImplementation:
 
 
 VARIANTS = [
+    "closes_an_idle_connection_once",
+    "gives_up_starting_after_two_tries",
     "stale_from_sending",
     "forwarder_counts_from_sending",
     "second_failure_suppresses_15",

@@ -398,7 +398,43 @@ def local_before_mirror_where_held() -> ReferenceImplementation:
     return _router("local_before_mirror_where_held", choose=staticmethod(_local_before_mirror_where_held))
 
 
+def hops_counted_by_each_forwarder() -> ReferenceImplementation:
+    """Each forwarder counts only the times it forwarded a message itself, not how often it was forwarded."""
+
+    class PerForwarder(Router):
+        def route(
+            self, env: Envelope, at: Instance, *, inside: bool, home: str | None, via_transport: bool = False
+        ) -> None:
+            self.__dict__["here"] = at.name
+            super().route(env, at, inside=inside, home=home, via_transport=via_transport)
+
+        def _counts(self) -> dict[tuple[object, ...], int]:
+            counts: dict[tuple[object, ...], int] = self.__dict__.setdefault("forwarded_here", {})
+            return counts
+
+        def _place(self, env: Envelope, at: str) -> tuple[object, ...]:
+            return (env.dialog, env.from_target, env.sequence, at)
+
+        def hop_limit_reached(self, env: Envelope) -> bool:
+            here = self._counts().get(self._place(env, self.__dict__.get("here", "")), 0)
+            return here + 1 > self.params.forward_hop_limit
+
+        def _transmit(self, env: Envelope, at: Instance, address: str | None, inside: bool, home: str | None) -> None:
+            if inside:
+                super()._transmit(env, at, address, inside, home)
+                return
+            place = self._place(env, at.name)
+            env.hops = self._counts().get(place, 0)
+            target = self.by_address(address) if address else None
+            if target is not None and address is not None and self.transport.ready(at.name, address):
+                self._counts()[place] = env.hops + 1  # before it goes on: the next forwarder may route it at once
+            super()._transmit(env, at, address, inside, home)
+
+    return _implementation("hops_counted_by_each_forwarder", router_class=PerForwarder)
+
+
 VARIANTS = [
+    "hops_counted_by_each_forwarder",
     "service_names_matched_without_case",
     "catch_all_with_a_broker_instance",
     "step_3_despite_the_broker_instance",
