@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
+from sbtck.workloads import record
 from sbtck.workloads.generate import GENERATOR_VERSION
 from sbtck.workloads.output import Output
 from sbtck.workloads.progress import Progress
@@ -184,6 +185,9 @@ def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
         cached.where(f.col("outcome").isin(FAILED, ERROR, UNDECIDED)).select(*FAILURE_COLUMNS).write.parquet(
             str(output.part("failures"))
         )
+        # and each readable without Spark or Parquet: `sbtck workload show` reads them
+        unsettled = cached.where(f.col("outcome").isin(FAILED, ERROR, UNDECIDED)).select(*FAILURE_COLUMNS)
+        record.write((record.record(r.asDict()) for r in unsettled.orderBy("seed").toLocalIterator()), output.staging)
         failing = [
             Outcome(**r.asDict())
             for r in _first(cached, FAILED, plan.shrink_limit if tally.outcomes.get(FAILED) else 0)
