@@ -416,6 +416,8 @@ def _interrupted(signum: int, frame: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["workload", "show"]:  # a reader of a finished job's folder: none of the job's options apply
+        return workload_cli.show(argv[2:])
     extra: list[str] = []
     if "--" in argv:
         at = argv.index("--")

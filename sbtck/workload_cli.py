@@ -71,6 +71,8 @@ def add_parser(commands: Any, **how: Any) -> None:
         "$SBTCK_CACHE_DIR), so that later runs start faster; SBTCK_SPARK_CLASSES=off neither keeps nor uses them. "
         "Needs the spark extra (pip install 'sbtck[spark]') and Java 17.",
         epilog="example:\n  sbtck workload --worlds 2000 --iut 'cmd:node my-broker.js' --out out/mine\n"
+        "  sbtck workload show out/mine        # each failed or undecided world in a line (no Spark needed)\n"
+        "  sbtck workload show out/mine 1234   # world 1234: where the sides part, what differs, the rule\n"
         "  sbtck run --features out/mine/reproducers --iut 'cmd:node my-broker.js'   # rerun what it found",
         **how,
     )
@@ -100,6 +102,68 @@ def add_parser(commands: Any, **how: Any) -> None:
         default=10,
         help="failing worlds to shrink (default 10)",
     )
+
+
+def show(argv: list[str]) -> int:
+    """`sbtck workload show OUT [SEED]`: the failed and undecided worlds of a finished job, from its JSON lines
+    (no Spark, no Parquet reader)."""
+    import json
+
+    from sbtck.workloads import record
+    from sbtck.workloads.output import SUMMARY
+
+    p = argparse.ArgumentParser(
+        prog="sbtck workload show",
+        description="Prints the failed and undecided worlds of a workload job's output folder: one line each, or with"
+        f" SEED that world's record (the step where the sides part, its command, both sides' events and rows with"
+        f" every differing field in [brackets], the rule). Reads {record.RECORDS}; {record.PAGE} beside it shows the"
+        " same in a browser. Exit status 0 when shown, 2 for a folder that is not a workload's output or a seed"
+        " that is not among its failed or undecided worlds.",
+    )
+    p.add_argument("out", help="the folder a finished sbtck workload job wrote (its --out)")
+    p.add_argument("seed", nargs="?", type=_whole(SEEDS, "SEED"), help="the world to show in full")
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    try:
+        summary = json.loads((out / SUMMARY).read_text())
+        if not isinstance(summary, dict) or summary.get("kind") != "sbtck-workload-summary":
+            raise ValueError
+    except (OSError, ValueError):
+        print(
+            f"sbtck workload show: {out} is not a finished workload job's output (no {SUMMARY} of one)", file=sys.stderr
+        )
+        return 2
+    if not (out / record.RECORDS).is_file():
+        print(
+            f"sbtck workload show: {out} has no {record.RECORDS}: the job was run by a kit before they were written;"
+            " run it again",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        records = list(record.read(out))
+    except (OSError, ValueError) as exc:
+        print(f"sbtck workload show: {out / record.RECORDS} cannot be read: {exc}", file=sys.stderr)
+        return 2
+    if args.seed is None:
+        print(f"{len(records)} failed or undecided worlds of {summary.get('worlds')} in {out}")
+        for rec in records:
+            print(record.summary_line(rec))
+        if records:
+            print(f"sbtck workload show {out} SEED prints a world in full; {out / record.PAGE} shows them all")
+        return 0
+    found = [rec for rec in records if rec["seed"] == args.seed]
+    if not found:
+        first, count = summary.get("first_seed", 0), summary.get("worlds", 0)
+        inside = isinstance(first, int) and isinstance(count, int) and first <= args.seed < first + count
+        why = "it did not fail" if inside else f"the job ran seeds {first} to {first + count - 1}"
+        print(
+            f"sbtck workload show: seed {args.seed} is not a failed or undecided world of {out} ({why})",
+            file=sys.stderr,
+        )
+        return 2
+    print(record.text(found[0]))
+    return 0
 
 
 def _interrupted(output: Any, out: Path) -> int:

@@ -27,6 +27,7 @@ from typing import Any
 
 from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
 from sbtck.visible import visible
+from sbtck.workloads import record
 from sbtck.workloads.generate import GENERATOR_VERSION
 from sbtck.workloads.output import Output
 from sbtck.workloads.progress import Progress
@@ -193,6 +194,9 @@ def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
         cached.where(f.col("outcome").isin(FAILED, ERROR, UNDECIDED)).select(*FAILURE_COLUMNS).write.parquet(
             str(output.part("failures"))
         )
+        # and each readable without Spark or Parquet: `sbtck workload show` reads them
+        unsettled = cached.where(f.col("outcome").isin(FAILED, ERROR, UNDECIDED)).select(*FAILURE_COLUMNS)
+        record.write((record.record(r.asDict()) for r in unsettled.orderBy("seed").toLocalIterator()), output.staging)
         failing = [
             Outcome(**r.asDict())
             for r in _first(cached, FAILED, plan.shrink_limit if tally.outcomes.get(FAILED) else 0)
@@ -285,17 +289,17 @@ def shrunk(plan: Plan, outcome: Outcome, tried: Callable[[], None] | None = None
     """
     from sbtck.iut.loader import factory_for
 
-    record: dict[str, Any] = {"seed": outcome.seed, "rule": outcome.rules[0]}
+    shrunk: dict[str, Any] = {"seed": outcome.seed, "rule": outcome.rules[0]}
     checker = Checker(factory_for(plan.iut), plan.differential, plan.conversations, plan.areas)
     try:
         text, world = checker.reproduce(outcome, budget_s=shrink_budget_s(), tried=tried)
-        record.update(text=text, operations=len(world.world.script), shrink_s=round(world.seconds, 2))
+        shrunk.update(text=text, operations=len(world.world.script), shrink_s=round(world.seconds, 2))
     except Exception as exc:
-        record["why"] = visible(f"no reproducer: shrinking the world failed: {type(exc).__name__}: {exc}")[:2000]
+        shrunk["why"] = visible(f"no reproducer: shrinking the world failed: {type(exc).__name__}: {exc}")[:2000]
     finally:
         with contextlib.suppress(Exception):
             checker.close()
-    return record
+    return shrunk
 
 
 class Tries:
@@ -367,19 +371,19 @@ def _reproduce(sc: Any, plan: Plan, failing: list[Outcome], folder: Path) -> tup
         tries.close()
     folder.mkdir(parents=True, exist_ok=True)
     written, unreproduced = [], []
-    for record in sorted(found, key=lambda r: int(r["seed"])):
-        if "why" in record:
-            unreproduced.append({"seed": record["seed"], "rule": record["rule"], "why": record["why"]})
+    for shrunk in sorted(found, key=lambda r: int(r["seed"])):
+        if "why" in shrunk:
+            unreproduced.append({"seed": shrunk["seed"], "rule": shrunk["rule"], "why": shrunk["why"]})
             continue
-        path = folder / f"world-{record['seed']}.feature"
-        path.write_text(record["text"])
+        path = folder / f"world-{shrunk['seed']}.feature"
+        path.write_text(shrunk["text"])
         written.append(
             {
-                "rule": record["rule"],
-                "seed": record["seed"],
+                "rule": shrunk["rule"],
+                "seed": shrunk["seed"],
                 "path": f"reproducers/{path.name}",
-                "operations": record["operations"],
-                "shrink_s": record["shrink_s"],
+                "operations": shrunk["operations"],
+                "shrink_s": shrunk["shrink_s"],
             }
         )
     kept, dropped = checked_both_ways(folder, written, plan.iut)

@@ -19,7 +19,7 @@ import pytest
 from sbtck.iut.loader import factory_for
 from sbtck.reports import workload as workload_report
 from sbtck.reports.results import ERROR, FAILED, PASSED
-from sbtck.workloads import job, sparkling
+from sbtck.workloads import job, record, sparkling
 from sbtck.workloads.generate import PERIODIC_VIEW, generate
 from sbtck.workloads.output import INCOMPLETE, SUMMARY, Output
 from sbtck.workloads.trace import run as run_world
@@ -70,6 +70,15 @@ def test_a_local_run_checks_every_world_once_and_writes_what_failed(spark: Any, 
     first = failures[0]
     assert json.loads(first["script"])[0]["kind"] == "start"
     assert json.loads(first["iut_trace"]) and json.loads(first["reference_trace"])
+    # each readable without Spark: a record a line, in the order of the seeds, and the page
+    records = list(record.read(tmp_path))
+    assert [r["seed"] for r in records] == [f["seed"] for f in failures]
+    for rec in records:  # the step where the sides part shows what differs: a field, or an event on one side only
+        shown = [*rec["implementation"]["events"], *rec["reference"]["events"]]
+        assert rec["rule"] in rec["rules"] and rec["command"] and any(e["differs"] != [] for e in shown), rec
+    assert f'id="seed-{records[0]["seed"]}"' in (tmp_path / record.PAGE).read_text()
+    parquet = pytest.importorskip("pyarrow.parquet")  # the parquet extra: the tables without Spark
+    assert parquet.read_table(tmp_path / "failures").column("seed").to_pylist() == [f["seed"] for f in failures]
     assert len(summary["reproducers"]) == 2
     for rep in summary["reproducers"]:
         text = (tmp_path / rep["path"]).read_text()
