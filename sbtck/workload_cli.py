@@ -284,10 +284,11 @@ def _job(args: argparse.Namespace) -> int:
         if plan.iut.startswith("cmd:"):
             _program(plan.iut)
         sparkling.check_master(plan.master)
-        # the one lock every command writing into --out holds (sbtck/reports/outfolder.py); a file there is
-        # refused by prepare in its own words
-        if (not plan.out.exists() or plan.out.is_dir()) and not outfolder.hold(plan.out):
-            raise OutputError(f"--out {plan.out.resolve()}: {outfolder.TAKEN}")
+        # the one lock every command writing into --out holds (sbtck/reports/outfolder.py); a file there, or a
+        # folder that cannot be made, is refused by prepare in its own words
+        with contextlib.suppress(OSError):
+            if (not plan.out.exists() or plan.out.is_dir()) and not outfolder.hold(plan.out):
+                raise OutputError(f"--out {plan.out.resolve()}: {outfolder.TAKEN}")
         output.prepare()
     except (IUTSpecError, MasterError, OutputError, ImplementationFault) as exc:
         print(f"sbtck workload: {exc}", file=sys.stderr)
