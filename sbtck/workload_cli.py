@@ -9,7 +9,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -227,6 +227,23 @@ def _stop(signum: int, _frame: Any) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+@contextlib.contextmanager
+def _keeping_the_kits_signals() -> Iterator[None]:
+    """While the block runs, a handler set for SIGINT or SIGTERM is not set: the kit's (``_stop``) stays."""
+    setting = signal.signal
+
+    def kept(signum: int, handler: Any) -> Any:
+        if signum in (signal.SIGINT, signal.SIGTERM):
+            return signal.getsignal(signum)
+        return setting(signum, handler)
+
+    signal.signal = kept  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        signal.signal = setting
+
+
 def _take_signals() -> None:
     for taken in (signal.SIGINT, signal.SIGTERM):
         signal.signal(taken, _stop)
@@ -299,8 +316,10 @@ def _job(args: argparse.Namespace) -> int:
         return _interrupted(output, plan.out)
     classes = sparkling.class_archive()
     try:
-        spark = sparkling.session(plan.master, classes=classes)
-        # PySpark's own SIGINT handler, set as the session starts, would talk to the JVM from inside the signal
+        # PySpark sets a SIGINT handler of its own as the session starts, which talks to the JVM from inside the
+        # signal (a Py4J traceback when the JVM is going): it is kept from setting it, so no signal finds it there
+        with _keeping_the_kits_signals():
+            spark = sparkling.session(plan.master, classes=classes)
         _take_signals()
     except BaseException as exc:
         if classes is not None:
