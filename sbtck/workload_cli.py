@@ -63,7 +63,8 @@ def add_parser(commands: Any, **how: Any) -> None:
         help="generate, run and check randomized worlds on Spark; shrink failures into .feature files",
         description="Runs worlds SEED .. SEED+N-1 (each a pure function of its seed and the generator version) "
         "on the reference engine and, with --iut, on that implementation, checks invariants and the "
-        "difference to the reference, and writes worlds/ and failures/ (Parquet), reproducers/ (.feature) and "
+        "difference to the reference, and writes worlds/ and failures/ (Parquet), failures.jsonl and failures.html "
+        "(each failed or undecided world, readable: sbtck workload show), reproducers/ (.feature) and "
         "summary.json under --out. The folder holds INCOMPLETE instead of summary.json until the job finishes. "
         "Exit status 0 when no world failed, 1 when some did, 2 on bad input or a job that could not finish. "
         "The first run keeps the classes Spark's driver loaded (about 170 MB in the platform's cache folder, "

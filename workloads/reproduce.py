@@ -13,13 +13,15 @@ reference.
 
 from __future__ import annotations
 
+import json
 import textwrap
 from typing import Any
 
 import yaml
 
+from sbtck.agreement import canonical, compared
 from sbtck.errors import DeclarationError, NoStepFor
-from sbtck.observations import DECISION_TRACE, reported_by
+from sbtck.observations import DECISION_FIELDS, DECISION_TRACE, reported_by
 from sbtck.steps import phrases
 from sbtck.steps.cells import cell
 from sbtck.steps.vocabulary import sayings
@@ -31,6 +33,9 @@ COLUMNS = ("instance", "database", "queue", "dialog", "message_sequence_number",
 # and where the difference lies in the engine's reasoning, the fields that carry it
 REASONING_COLUMNS = ("rule", "trigger", "step", "route", "tasks")
 Rows = list[list[str]]
+# never a column of its own: the kind and instant are the table's first two, a conversation group is compared by
+# what it holds (not by its name, which a table would state) and a RECEIVE's rows are no cell
+NOT_STATED = frozenset({"kind", "at_ms", "conversation_group", "rows"})
 
 
 def topology_yaml(plain: dict[str, Any]) -> str:
@@ -125,6 +130,21 @@ def stated(events: list[dict[str, Any]], capabilities: frozenset[str], reasoning
     ]
 
 
+def differing_fields(expected: list[dict[str, Any]], got: list[dict[str, Any]]) -> list[str]:
+    """The fields, beyond the kind and the instant, whose values differ between the two logs kind by kind (compared
+    as the stage compares them): a stated table carries each as a column, so that it shows the difference."""
+    names = dict.fromkeys(k for e in [*expected, *got] for k in e if k not in NOT_STATED)
+
+    def values(events: list[dict[str, Any]], name: str) -> list[str]:
+        return sorted(
+            json.dumps([e["kind"], canonical(compared(name, e[name]))], sort_keys=True, default=str)
+            for e in events
+            if e.get(name) is not None
+        )
+
+    return [name for name in names if values(expected, name) != values(got, name)]
+
+
 def log_table(
     expected: list[dict[str, Any]], got: list[dict[str, Any]], start_ms: int, reasoning: bool = False
 ) -> tuple[Rows, Rows]:
@@ -133,6 +153,9 @@ def log_table(
     got = [e for e in got if e["kind"] in kinds]
     wanted = COLUMNS + REASONING_COLUMNS if reasoning else COLUMNS
     columns = [c for c in wanted if any(e.get(c) is not None for e in [*expected, *got])]
+    columns += [
+        c for c in differing_fields(expected, got) if c not in columns and (reasoning or c not in DECISION_FIELDS)
+    ]
     header = ["second", "event", *columns]
 
     def rows(events: list[dict[str, Any]]) -> Rows:

@@ -1,0 +1,36 @@
+"""A reproducer's stated log carries every field that differed, so that it shows the difference it was made for."""
+
+from __future__ import annotations
+
+import json
+
+from sbtck.reports.results import FAILED
+from sbtck.workloads.reproduce import differing_fields, then_steps
+from sbtck.workloads.stage import Checker
+from tests.variants import routing
+
+EVERYTHING = frozenset(
+    {"activation", "external_activation", "routing", "mirroring", "dynamic_routing", "forwarding", "decision_trace"}
+)
+
+
+def test_a_field_outside_the_usual_columns_that_differs_is_a_column() -> None:
+    # routing.network_before_mirror differs only in route_chosen's candidates (seed 4, step 2)
+    outcome = Checker(routing.network_before_mirror, True).check(4)
+    assert outcome.outcome == FAILED
+    assert outcome.iut_trace and outcome.reference_trace and outcome.script
+    got = [e for step in json.loads(outcome.iut_trace) for e in step["events"]]
+    expected = [e for step in json.loads(outcome.reference_trace) for e in step["events"]]
+    assert "candidates" in differing_fields(expected, got)
+    then = then_steps(expected, got, EVERYTHING, json.loads(outcome.script)[0]["at_ms"])
+    header = next(line for line in then.splitlines() if line.strip().startswith("| second"))
+    assert "candidates" in [cell.strip() for cell in header.split("|")]
+
+
+def test_fields_that_agree_as_the_stage_compares_them_are_no_column() -> None:
+    expected = [{"kind": "connection_attempt", "at_ms": 1, "address": "TCP://A:1", "routes": ["R1", "R2"]}]
+    got = [{"kind": "connection_attempt", "at_ms": 2, "address": "tcp://a:1", "routes": ["R2", "R1"]}]
+    assert differing_fields(expected, got) == []
+    got[0]["result"] = "connected"
+    expected[0]["result"] = "failed"
+    assert differing_fields(expected, got) == ["result"]
