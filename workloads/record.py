@@ -29,7 +29,7 @@ KIND = "sbtck-workload-failure"
 PAGE_LIMIT = 1000
 IMPLEMENTATION, REFERENCE = "implementation", "reference"
 
-# "RULE at step N: ..." is how the stage's detail names each violation (workloads/stage.py)
+# "RULE at step N: ..." is how the stage's detail names each violation (sbtck/workloads/stage.py)
 _AT_STEP = re.compile(r"(?:^|; )([A-Za-z0-9_-]+) at step (\d+):")
 
 
@@ -101,7 +101,7 @@ def _side(step: Mapping[str, Any] | None, events: list[Any], rows: list[Any]) ->
 
 
 def record(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The record of one world from its row of the failures table (FAILURE_COLUMNS of workloads/job.py)."""
+    """The record of one world from its row of the failures table (FAILURE_COLUMNS of sbtck/workloads/job.py)."""
     script = _loads(row.get("script")) or []
     mine = _loads(row.get("iut_trace")) or []
     theirs = _loads(row.get("reference_trace"))
