@@ -289,17 +289,17 @@ def shrunk(plan: Plan, outcome: Outcome, tried: Callable[[], None] | None = None
     """
     from sbtck.iut.loader import factory_for
 
-    shrunk: dict[str, Any] = {"seed": outcome.seed, "rule": outcome.rules[0]}
+    found: dict[str, Any] = {"seed": outcome.seed, "rule": outcome.rules[0]}
     checker = Checker(factory_for(plan.iut), plan.differential, plan.conversations, plan.areas)
     try:
         text, world = checker.reproduce(outcome, budget_s=shrink_budget_s(), tried=tried)
-        shrunk.update(text=text, operations=len(world.world.script), shrink_s=round(world.seconds, 2))
+        found.update(text=text, operations=len(world.world.script), shrink_s=round(world.seconds, 2))
     except Exception as exc:
-        shrunk["why"] = visible(f"no reproducer: shrinking the world failed: {type(exc).__name__}: {exc}")[:2000]
+        found["why"] = visible(f"no reproducer: shrinking the world failed: {type(exc).__name__}: {exc}")[:2000]
     finally:
         with contextlib.suppress(Exception):
             checker.close()
-    return shrunk
+    return found
 
 
 class Tries:
@@ -371,19 +371,19 @@ def _reproduce(sc: Any, plan: Plan, failing: list[Outcome], folder: Path) -> tup
         tries.close()
     folder.mkdir(parents=True, exist_ok=True)
     written, unreproduced = [], []
-    for shrunk in sorted(found, key=lambda r: int(r["seed"])):
-        if "why" in shrunk:
-            unreproduced.append({"seed": shrunk["seed"], "rule": shrunk["rule"], "why": shrunk["why"]})
+    for made in sorted(found, key=lambda r: int(r["seed"])):
+        if "why" in made:
+            unreproduced.append({"seed": made["seed"], "rule": made["rule"], "why": made["why"]})
             continue
-        path = folder / f"world-{shrunk['seed']}.feature"
-        path.write_text(shrunk["text"])
+        path = folder / f"world-{made['seed']}.feature"
+        path.write_text(made["text"])
         written.append(
             {
-                "rule": shrunk["rule"],
-                "seed": shrunk["seed"],
+                "rule": made["rule"],
+                "seed": made["seed"],
                 "path": f"reproducers/{path.name}",
-                "operations": shrunk["operations"],
-                "shrink_s": shrunk["shrink_s"],
+                "operations": made["operations"],
+                "shrink_s": made["shrink_s"],
             }
         )
     kept, dropped = checked_both_ways(folder, written, plan.iut)

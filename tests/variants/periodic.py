@@ -266,6 +266,9 @@ def closes_an_idle_connection_once() -> ReferenceImplementation:
 # faults the workload stage cannot show, so only the scenarios find them: a millisecond wide (the stage moves
 # time by whole seconds), or the clean-up of a database without dialogs stopped beside one with (never drawn)
 NOT_IN_WORLDS = {"forwarded_deleted_a_moment_early", "cleanup_resumed_for_every_database"}
+# a second idle close needs a connection reopened after 90 idle seconds and then idle 90 more: no world of
+# generator 6 lasts and pauses so (none in 400)
+NOT_IN_WORLDS |= {"closes_an_idle_connection_once"}
 # two messages of a conversation held by a delayed dispatcher a few seconds apart: drawn in routing and
 # periodic worlds (test_capabilities finds it there) but too rarely among worlds of every capability
 RARE_IN_MIXED_WORLDS = {"saves_the_line_when_its_first_is_due"}

@@ -130,6 +130,7 @@ ALLOWED_WORLDS = {
 # choices no world of the generator shows yet (a blind spot of generator 4): nothing to check the stage on
 NOT_IN_WORLDS = {
     "exit_commits_the_open_transaction": "no activated procedure exits inside a transaction",
+    "exit_rolls_back_and_looks": "no activated procedure exits inside a transaction",
     "lower_case_addresses": "no world queries a view with an address column",
 }
 
