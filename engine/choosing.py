@@ -24,6 +24,10 @@ A_WAITING_READER, THE_COMMITTER = "a waiting reader", "the committer"
 # which conversation group a RECEIVE or GET CONVERSATION GROUP takes when several are ready: the documents do not
 # say; its options come oldest first, the reference's pick
 GROUP = "conversation_group"
+# which of several sessions waiting on a queue (WAITFOR) is served first when messages become available there: the
+# documents do not say (ACT-09 keeps a conversation group to one of them, not to which); its options are the
+# sessions able to take something, in the order they began to wait, the reference's pick
+WAITER = "waiter"
 # whether GET CONVERSATION GROUP is a RECEIVE for ACT-05 (a check "whenever a RECEIVE executes") and ACT-13
 # (the time-out ends "after an application calls RECEIVE"): the documents name RECEIVE only, and ACT-07 names
 # both; one reading for a whole run, the reference's first
@@ -130,7 +134,7 @@ READINGS = frozenset(
     }
 )
 # the kinds whose options are offered in the reference's order of preference, not compared by name
-OFFERED_IN_ORDER = READINGS | {GROUP, RECLASSIFIED, RECLASSIFIED_NEXT, TASK_HANDLERS}
+OFFERED_IN_ORDER = READINGS | {GROUP, WAITER, RECLASSIFIED, RECLASSIFIED_NEXT, TASK_HANDLERS}
 # the readings that are open only to an implementation without this capability (a rule of it otherwise)
 OPEN_WITHOUT = {RECLASSIFYING: "periodic_tasks"}
 # the choices that show only to an implementation with this capability: without it, no trace tells one pick from

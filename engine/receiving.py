@@ -12,6 +12,7 @@ from sbtck.engine.choosing import (
     GCG_READING,
     GROUP,
     NOT_A_RECEIVE,
+    WAITER,
     Chooser,
     FirstChooser,
 )
@@ -200,10 +201,28 @@ class Receiving:
 
     # ----------------------------------------------------------------- queue
     def serve(self, key: QueueRef) -> None:
-        """Give waiting readers, first come first served, what has become available."""
-        for wait in list(self.waits[key]):
-            if wait in self.waits[key]:
-                self._try_serve(wait)
+        """Give waiting readers what has become available.
+
+        Which of several waiting sessions able to take something is served
+        first the documents do not say: the chooser picks (WAITER), offered
+        them in the order they began to wait. Serving one only takes messages
+        and locks groups, so a session that could take nothing still cannot.
+        """
+        left = list(self.waits[key])
+        while left:
+            ready = [w for w in left if w in self.waits[key] and self._could_take(w)]
+            if not ready:
+                return
+            wait = ready[0]
+            if len(ready) > 1:
+                self.chooser.about(key.instance, {"waiter": "/".join(key), "at_ms": self.clock.now_ms})
+                picked = self.chooser.choose(WAITER, [w.session.name for w in ready])
+                wait = next(w for w in ready if w.session.name == picked)
+            left.remove(wait)
+            if self._try_serve(wait):  # a chooser following another run counts who was served (differential.py)
+                self.chooser.about(
+                    key.instance, {"served": wait.session.name, "queue": "/".join(key), "at_ms": self.clock.now_ms}
+                )
 
     # -------------------------------------------------------------- internal
     def _require_transaction(self, session: Session, statement: str) -> None:
@@ -223,6 +242,15 @@ class Receiving:
         if wait.where_dialog is not None and message.dialog != wait.where_dialog:
             return False
         return wait.where_group is None or message.group == wait.where_group
+
+    def _could_take(self, wait: Wait) -> bool:
+        """Whether some message would be returned to WAIT now: one it matches, of a group no other session holds."""
+        for message in self.queues[wait.queue].messages:
+            if self._matches(wait, message):
+                owner = self.locks.get((wait.queue, message.group))
+                if owner is None or owner is wait.session:
+                    return True
+        return False
 
     def _pick_group(self, wait: Wait) -> str | None:
         """ACT-09: a group locked by another session is skipped, so a second reader of one conversation waits.

@@ -11,7 +11,8 @@ it keeps true, so that a difference it reports is the implementation's:
 1. **Open choices are searched, guided by the implementation.** Where the
    documents leave a choice open (RTC-1..4 route, RTM-3 broker instance,
    RTL-3 database order, RTR-4 asking the lost principal again, ACT-09 who
-   gets a group a commit releases) ``FollowingChooser`` reads the pick the
+   gets a group a commit releases, which waiting session is served first)
+   ``FollowingChooser`` reads the pick the
    implementation reported for the same routing attempt, or where its
    message went; the search tries that pick first and the others after it,
    so a wrong guess costs time, never a verdict. A dialog acknowledged
@@ -78,6 +79,7 @@ from sbtck.engine.choosing import (
     STAYS_REGISTERED,
     TASK_HANDLERS,
     THE_COMMITTER,
+    WAITER,
     Addresses,
     FirstChooser,
 )
@@ -132,7 +134,8 @@ class FollowingChooser:
 
     Who gets the conversation group a procedure's commit releases (ACT-09)
     is read from the sessions' results: at a commit while other sessions
-    wait on its queue, the first to get rows there at that instant.
+    wait on its queue, the first to get rows there at that instant; so is
+    which of several waiting sessions is served first when messages come.
     """
 
     def __init__(self, events: list[dict[str, Any]] | None = None) -> None:
@@ -171,6 +174,11 @@ class FollowingChooser:
         # which group each session's RECEIVEs took, by instant: the dialog of the first row of each, in turn
         self.received: dict[tuple[str, object], list[str]] = {}
         self.receives_asked: dict[tuple[str, object], int] = {}
+        # which waiting session was served first (WAITER): the sessions that got a result on each queue, by
+        # instant, in the order the implementation reported them, less those the run has served since; the queue
+        # of the latest question
+        self.served: dict[tuple[str, object], list[str]] = {}
+        self.serving: tuple[str, object] = ("", None)
         self.feed(events or [])
 
     def feed(self, events: list[dict[str, Any]]) -> None:
@@ -262,6 +270,8 @@ class FollowingChooser:
         if kind == Kind.READER_WAITING:
             waiting.add(session)
             return
+        if kind == Kind.ROWS_RETURNED and session in waiting:
+            self.served.setdefault(("/".join(queue), at), []).append(session)
         waiting.discard(session)
         if kind == Kind.ROWS_RETURNED and e.get("statement") == "RECEIVE":
             rows = e.get("rows")
@@ -288,6 +298,15 @@ class FollowingChooser:
             else:
                 again = len(self.tries.get(instant, ())) > self.begun.get(instant, 0)
             self.current = {RECLASSIFIED: REGISTERS_AGAIN if again else STAYS_REGISTERED}
+            return
+        if "waiter" in message:  # which waiting session is served first: read in choose, from the options
+            self.serving = (str(message["waiter"]), message.get("at_ms"))
+            self.current = {}
+            return
+        if "served" in message:  # a waiting session the run served: not one to pick at a later step of the instant
+            served = self.served.get((str(message["queue"]), message.get("at_ms")), [])
+            if message["served"] in served:
+                served.remove(str(message["served"]))
             return
         if "receive" in message:  # which group a RECEIVE takes: the one holding the dialog the implementation got
             receive = (str(message["receive"]), message.get("at_ms"))
@@ -339,8 +358,12 @@ class FollowingChooser:
         return named
 
     def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
-        if kind == RECLASSIFIED_NEXT:
-            shown = self.retried.get(self.reclassifying, [])
+        if kind in (RECLASSIFIED_NEXT, WAITER):
+            shown = (
+                self.retried.get(self.reclassifying, [])
+                if kind == RECLASSIFIED_NEXT
+                else self.served.get(self.serving, [])
+            )
             return min(options, key=lambda o: shown.index(o) if o in shown else len(shown) + options.index(o))
         return self._pick(kind, options, addresses) or self.fallback.choose(kind, options)
 

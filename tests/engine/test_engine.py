@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 
 from sbtck import catalogue
+from sbtck.engine.broker import Broker
+from sbtck.engine.choosing import WAITER, FirstChooser, LastChooser
 from sbtck.engine.clockwork import Clockwork
 from sbtck.errors import BrokerError
 from sbtck.observations import Kind
+from sbtck.workloads.differential import FollowingChooser
 from tests.engine.world import broker, key
 
 ENGINE = Path(__file__).resolve().parents[2] / "engine"
@@ -156,3 +159,36 @@ def test_send_and_receive_keep_the_command_convention_they_write_out() -> None:
     assert _seqs(answer) == [("D2", 0)]
     events = [(e["at_ms"], e["kind"]) for e in b.drain_events_json()]
     assert events.index((15_000, Kind.TIMER_NOTIFICATION)) < events.index((16_000, Kind.ROWS_RETURNED))
+
+
+def _served_first(chooser_class: type) -> list[str]:
+    """Two sessions wait on one queue, then one message comes: who got it, by CHOOSER_CLASS's pick."""
+    broker_class = type("Picking", (Broker,), {"chooser_class": chooser_class})
+    b = broker(broker_class)
+    b.begin_dialog(0, "D1", "sql1", "shop", "Initiator", "ManualService")
+    for session in ("S1", "S2"):
+        assert b.receive(0, session, key("Manual"), waitfor_ms=5000) == {"status": "waiting"}
+    b.send(1000, "D1")
+    return [e.fields["session"] for e in b.drain_events() if e.kind == Kind.ROWS_RETURNED]
+
+
+def test_which_waiting_session_gets_a_message_is_an_open_choice() -> None:
+    # the documents do not say which of two sessions waiting on a queue is served: either is allowed, one only
+    assert _served_first(FirstChooser) == ["S1"]  # the reference: the first to wait
+    assert _served_first(LastChooser) == ["S2"]
+
+
+def test_the_stage_follows_the_waiting_session_the_implementation_served() -> None:
+    following = FollowingChooser()
+    waits = [{"kind": Kind.READER_WAITING, "at_ms": 0, "session": s, **_MANUAL} for s in ("S1", "S2")]
+    got = {"kind": Kind.ROWS_RETURNED, "at_ms": 1000, "session": "S2", "statement": "RECEIVE", "rows": [], **_MANUAL}
+    following.feed([*waits, got])
+    following.about("sql1", {"waiter": "sql1/shop/Manual", "at_ms": 1000})
+    assert following.choose(WAITER, ["S1", "S2"]) == "S2"
+    # once the run served S2 at that instant, a later question of the same instant is not answered by it again
+    following.about("sql1", {"served": "S2", "queue": "sql1/shop/Manual", "at_ms": 1000})
+    following.about("sql1", {"waiter": "sql1/shop/Manual", "at_ms": 1000})
+    assert following.choose(WAITER, ["S1", "S2"]) == "S1"
+
+
+_MANUAL = {"instance": "sql1", "database": "shop", "queue": "Manual"}
