@@ -622,6 +622,12 @@ class Router:
         key = (at.name, route.name)
         pair = self.probe_order(route)
         known = self.principals.get(key)
+        if known is not None and known not in pair:
+            # ALTER ROUTE gave the route other addresses: "envia todas as mensagens que usam a rota para a principal"
+            # holds for a principal among them, and "o outro endereço do par" is the route's; what the route learnt
+            # of another pair says nothing of this one, which is asked anew as at first use (RTR-2)
+            del self.principals[key]
+            known = None
         if known is not None and self.claims_principal(known, route, env) == "principal":
             self._transmit(env, at, known, inside, home)  # RTR-3: the mirror is not contacted
             return
