@@ -45,6 +45,10 @@ def undefined(world: StageWorld) -> list[str]:
         (i["name"], d["name"], n["name"]) for i in instances for d in i["databases"] for n in d["event_notifications"]
     }
     routes = {(i["name"], d["name"], r["name"]) for i in instances for d in i["databases"] for r in d["routes"]}
+    # the copies of a mirrored database: the documents say where its messages go (to the principal), but nothing of
+    # sessions reading either copy's queue, nor whether a conversation group one copy's transaction holds is held
+    # in the other after a failover (one conversation, two queues); a real mirror cannot even be read
+    mirrored = {(i["name"], d["name"]) for i in instances for d in i["databases"] if d.get("mirroring_role")}
     for index, op in enumerate(world.script):
         kind = op["kind"]
         if kind in ("create_event_notification", "drop_event_notification"):
@@ -57,7 +61,12 @@ def undefined(world: StageWorld) -> list[str]:
             name = (op["instance"], op["database"], op["name"] if kind == "drop_route" else op["route"]["name"])
             if kind in ("drop_route", "alter_route") and name not in routes:
                 found.append(f"command {index}: {kind} of route {name[2]}, which does not exist")
+            elif kind == "alter_route" and _own_mirror(world, name, op["route"]):
+                found.append(f"command {index}: alter_route of {name[2]} to its mirror address, naming no pair")
             routes = routes - {name} if kind == "drop_route" else routes | {name}
+        read = kind in ("receive", "get_conversation_group")
+        if read and (op["queue"]["instance"], op["queue"]["database"]) in mirrored:
+            found.append(f"command {index}: {kind} from a copy of a mirrored database")
         if kind == "send" and not op["from_target"] and not keyed.get(("sql1", "db"), True):
             found.append(f"command {index}: SEND from a database whose broker never started")
         elif kind == "send" and op["from_target"] and not _surely_arrived(world, op["dialog"], index):
@@ -67,6 +76,16 @@ def undefined(world: StageWorld) -> list[str]:
         elif kind in ("create_route", "alter_route", "answer_routing_request") and _transport(op["route"]):
             found.append(f"command {index}: a TRANSPORT route")
     return found
+
+
+def _own_mirror(world: StageWorld, name: tuple[str, str, str], altered: dict[str, Any]) -> bool:
+    """Would ALTERED make route NAME's address its mirror address (generate._pair_of_one)?"""
+    instance = next(i for i in world.topology["instances"] if i["name"] == name[0])
+    databases = instance["databases"] if name[1] is not None else []
+    routes = [r for d in databases if d["name"] == name[1] for r in d["routes"] if r["name"] == name[2]]
+    mirror = altered.get("mirror_address") or next((r["mirror_address"] for r in routes), None)
+    address = altered.get("address") or next((r["address"] for r in routes), None)
+    return mirror is not None and str(mirror).upper() == str(address).upper()
 
 
 def _transport(route: dict[str, Any]) -> bool:

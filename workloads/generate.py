@@ -10,7 +10,7 @@ from sbtck import contract
 from sbtck.workloads.draw import Draw
 from sbtck.workloads.landscape import ALL, Landscape, landscape, local_landscape, periodic_landscape, route
 
-GENERATOR_VERSION = 6
+GENERATOR_VERSION = 7
 # the random stream a seed draws from, kept since generator 4: a world a later version leaves alone stays the same
 STREAM = "sbtck-world:4"
 # where a message that has neither arrived nor been dropped must be, at the end of a world
@@ -183,7 +183,7 @@ class _Script:
         if not sessions:
             return
         session = rng.choice(sessions)
-        queue = _queue_ref(rng.choice(self.land.queues))
+        queue = _queue_ref(rng.choice([q for q in self.land.queues if q not in self.land.unread]))
         if session not in self.in_transaction and rng.random() < 0.5:
             self.add("begin_transaction", session=session)
             self.in_transaction.add(session)
@@ -305,6 +305,8 @@ class _Script:
         else:
             name = f"New{len(self.ops)}" if verb == "create_route" else "R1"
             lifetime = rng.choice([None, None, 20])
+            if verb == "alter_route" and _pair_of_one(self.land, name, target):
+                return
             if verb == "create_route" or name in self.route_names:
                 self.route_names.add(name)
                 self.add(
@@ -531,3 +533,12 @@ def needs(world: StageWorld) -> set[str]:
     if any(op["kind"] == "query_view" and op["view"] == PERIODIC_VIEW for op in world.script):
         found.add("periodic_tasks")
     return found
+
+
+def _pair_of_one(land: Landscape, name: str, address: str) -> bool:
+    """Would ALTER ROUTE NAME's ADDRESS make it its own mirror address? The route of a mirrored database names the
+    two partners ("envia uma solicitação para ambos os endereços"); one address twice names no pair, and no
+    document says what asking both, or sending to "o outro endereço do par", means then."""
+    routes = land.plain["instances"][0]["databases"][0]["routes"]
+    mirror = next((r["mirror_address"] for r in routes if r["name"] == name), None)
+    return mirror is not None and str(mirror).upper() == address.upper()

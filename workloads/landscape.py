@@ -37,6 +37,8 @@ class Landscape:
     keyless: list[tuple[str, str]] = field(default_factory=list)
     # (instance, database) of the mirror copy of each mirroring pair
     mirrors: list[tuple[str, str]] = field(default_factory=list)
+    # the queues no session reads: those of a mirrored database's copies (envelope.py says why)
+    unread: set[tuple[str, str, str]] = field(default_factory=set)
     forwarders: list[str] = field(default_factory=list)
     notifications: list[tuple[str, tuple[str, str, str]]] = field(default_factory=list)
     # the services a first message surely reaches while no fault has struck, and the instance that holds them: one
@@ -197,6 +199,7 @@ def _mirroring_pair(land: Landscape, rng: Draw, targets: list[tuple[str, str, st
         )
         db["services"].append({"name": "Ledger", "queue": f"LedgerQueue{name[-1]}"})
         land.queues.append((name, "ledger", f"LedgerQueue{name[-1]}"))
+        land.unread.add((name, "ledger", f"LedgerQueue{name[-1]}"))
     land.keyless[:] = [k for k in land.keyless if k[1] != "ledger"]
     land.mirrors.append(("sqlm", "ledger"))
     targets.append(("Ledger", "sqlp", guid))

@@ -80,6 +80,37 @@ def test_a_transport_route_for_a_service_that_names_no_address_is_caught() -> No
     assert undefined(world) == ["route Anything: TRANSPORT for a service whose name is no address"]
 
 
+def _mirrored_world() -> StageWorld:
+    """The first world with a mirrored database (routing/06's pair: sqlp the principal, sqlm its mirror)."""
+    return next(
+        w
+        for w in map(generate, range(200))
+        if any(d.get("mirroring_role") for i in w.topology["instances"] for d in i["databases"])
+    )
+
+
+@pytest.mark.parametrize("copy_at", ["sqlp", "sqlm"])
+def test_reading_a_copy_of_a_mirrored_database_is_caught(copy_at: str) -> None:
+    world = _mirrored_world()
+    queue = {"instance": copy_at, "database": "ledger", "queue": f"LedgerQueue{copy_at[-1]}"}
+    world.script.insert(1, {"kind": "receive", "at_ms": world.start_ms, "session": "S1", "queue": queue, "top": None})
+    assert undefined(world) == ["command 1: receive from a copy of a mirrored database"]
+
+
+def test_altering_a_mirrored_route_to_its_own_mirror_address_is_caught() -> None:
+    world = _mirrored_world()
+    routes = world.topology["instances"][0]["databases"][0]["routes"]
+    paired = next(r for r in routes if r["mirror_address"])
+    route = {**paired, "address": paired["mirror_address"].lower(), "mirror_address": None}
+    world.script.insert(
+        1, {"kind": "alter_route", "at_ms": world.start_ms, "instance": "sql1", "database": "db", "route": route}
+    )
+    assert undefined(world) == [f"command 1: alter_route of {paired['name']} to its mirror address, naming no pair"]
+    # to any other address it is defined: the route names a pair still
+    world.script[1] = {**world.script[1], "route": {**route, "address": "TCP://sql2.example:4022"}}
+    assert undefined(world) == []
+
+
 def test_creating_what_exists_or_dropping_what_does_not_is_caught() -> None:
     world = _world()
     at = world.start_ms
