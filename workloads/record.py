@@ -29,8 +29,9 @@ KIND = "sbtck-workload-failure"
 PAGE_LIMIT = 1000
 IMPLEMENTATION, REFERENCE = "implementation", "reference"
 
-# "RULE at step N: ..." is how the stage's detail names each violation (sbtck/workloads/stage.py)
-_AT_STEP = re.compile(r"(?:^|; )([A-Za-z0-9_-]+) at step (\d+):")
+# "RULE at step N: ..." is how the stage's detail names each violation (sbtck/workloads/stage.py), after
+# "search budget spent, differing at RULE: " in an undecided world's
+_AT_STEP = re.compile(r"(?:^|; |: )([A-Za-z0-9_-]+) at step (\d+):")
 
 
 def _loads(text: str | None) -> Any:

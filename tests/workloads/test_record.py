@@ -54,6 +54,19 @@ def test_the_record_names_the_step_the_command_the_rule_and_the_field_that_diffe
     assert all(e["differs"] == [] for e in rec["implementation"]["events"] if e["event"]["kind"] != "route_chosen")
 
 
+def test_an_undecided_worlds_record_names_the_step_its_furthest_branch_differed_at(failed: dict[str, Any]) -> None:
+    # the detail of an undecided world begins with why (stage.undecided_reason); the step is the one it names, not
+    # the first at which the raw traces differ in anything (a report no document times, say)
+    rule, at = record._step_of(failed["detail"])
+    assert rule is not None and at is not None
+    assert at > 0
+    detail = f"search budget spent, differing at {rule}: {failed['detail']}"
+    traced = json.loads(failed["iut_trace"])
+    traced[0]["events"].append({"kind": "database_broker_started", "at_ms": 0})  # a report not compared
+    undecided = record.record({**failed, "outcome": "undecided", "detail": detail, "iut_trace": json.dumps(traced)})
+    assert (undecided["step"], undecided["rule"]) == (at, rule)
+
+
 def test_an_event_without_a_partner_and_a_view_row_that_differs_are_marked() -> None:
     row = {
         "seed": 7,
