@@ -61,6 +61,8 @@ def undefined(world: StageWorld) -> list[str]:
             name = (op["instance"], op["database"], op["name"] if kind == "drop_route" else op["route"]["name"])
             if kind in ("drop_route", "alter_route") and name not in routes:
                 found.append(f"command {index}: {kind} of route {name[2]}, which does not exist")
+            elif kind in ("create_route", "answer_routing_request") and name in routes:
+                found.append(f"command {index}: {kind} of route {name[2]}, which exists")
             elif kind == "alter_route" and _own_mirror(world, name, op["route"]):
                 found.append(f"command {index}: alter_route of {name[2]} to its mirror address, naming no pair")
             routes = routes - {name} if kind == "drop_route" else routes | {name}

@@ -10,7 +10,7 @@ from sbtck import contract
 from sbtck.workloads.draw import Draw
 from sbtck.workloads.landscape import ALL, Landscape, landscape, local_landscape, periodic_landscape, route
 
-GENERATOR_VERSION = 7
+GENERATOR_VERSION = 8
 # the random stream a seed draws from, kept since generator 4: a world a later version leaves alone stays the same
 STREAM = "sbtck-world:4"
 # where a message that has neither arrived nor been dropped must be, at the end of a world
@@ -295,6 +295,8 @@ class _Script:
                 self.route_names.discard(name)
                 self.add("drop_route", instance="sql1", database="db", name=name)
         elif verb == "answer_routing_request":
+            if f"Dynamic_{service}" in self.route_names:  # answered already: its route exists, CREATE ROUTE is refused
+                return
             self.route_names.add(f"Dynamic_{service}")
             self.add(
                 "answer_routing_request",

@@ -116,6 +116,11 @@ def test_creating_what_exists_or_dropping_what_does_not_is_caught() -> None:
     at = world.start_ms
     world.script.insert(1, {"kind": "drop_route", "at_ms": at, "instance": "sql1", "database": "db", "name": "Nowhere"})
     assert undefined(world) == ["command 1: drop_route of route Nowhere, which does not exist"]
+    # a routing request answered twice for one service: its route exists, and a second CREATE ROUTE is refused
+    answer = {"kind": "answer_routing_request", "at_ms": at, "instance": "sql1", "database": "db"}
+    route = {"name": "Dynamic_X", "service_name": "X", "broker_instance": None, "address": "TCP://sql2.example:4022"}
+    world.script[1:2] = [{**answer, "route": route}, {**answer, "route": route}]
+    assert undefined(world) == ["command 2: answer_routing_request of route Dynamic_X, which exists"]
     world, instance, database, notification = next(
         (w, i["name"], d["name"], n)
         for w in map(generate, range(100))
