@@ -193,6 +193,8 @@ ADDRESS = _f(
     "a network address, TCP://host:port, as the route or connection names it",
     why="compared without case: the documents give host names none",
 )
+# RTM-6 matches no route of the table: the message is routed as by a LOCAL route, named so (implementing.md)
+AS_IF_LOCAL = "NAME or (as if LOCAL)"
 ROUTE = _f("route", "string", EXACT, "a route's name")
 RULE = _f(
     "rule",
@@ -447,7 +449,14 @@ RECORDS: dict[str, Record] = {
                     why="no document says what a broker instance matching looked for holds",
                 ),
                 *MESSAGE,
-                _f("routes", "list", EXACT, "the routes that matched (list)", why="a set: the documents give no order"),
+                _f(
+                    "routes",
+                    "list",
+                    EXACT,
+                    "the routes that matched (list)",
+                    why="a set: the documents give no order",
+                    form=AS_IF_LOCAL,
+                ),
                 STEP,
                 TABLE,
             ),
@@ -464,10 +473,11 @@ RECORDS: dict[str, Record] = {
                     EXACT,
                     "the routes the choice was made among (list)",
                     by_number=True,
+                    form=AS_IF_LOCAL,
                     why="which member names a group of identical routes is open (RTC-0): compared by their number",
                 ),
                 *MESSAGE,
-                ROUTE,
+                ROUTE.but(form=AS_IF_LOCAL),
                 STEP,
             ),
             (ROUTING, TRACE),
