@@ -136,3 +136,21 @@ Feature: Activation 04 - Conversation group locking
       | second | event         | session |
       | 0      | rows returned | S1      |
       | 3      | rows returned | S2      |
+
+  # which of two sessions waiting on a queue a message goes to the documents do not say: either, but one only,
+  # and the other waits on until its own WAITFOR runs out
+  @ACT-09
+  Scenario: [9] A message for two sessions waiting on the queue goes to one of them; the other waits its time out
+    Given dialog "P1" is begun from service "Initiator" to service "PlainService"
+    And session "S1" receives from queue "PlainQueue" waiting up to 60 seconds
+    And session "S2" receives from queue "PlainQueue" waiting up to 60 seconds
+    And time passes to second 10
+    When a message is sent on dialog "P1"
+    And time passes to second 70
+    Then the log for queue "PlainQueue" shows exactly:
+      | second | event          | session  |
+      | 0      | reader waiting | S1       |
+      | 0      | reader waiting | S2       |
+      | 10     | rows returned  | S1 or S2 |
+      | 60     | empty result   | S1 or S2 |
+    And the log for queue "PlainQueue" has 1 "message arrived" event
