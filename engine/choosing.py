@@ -55,10 +55,12 @@ REPLY = " (reply)"
 ACKNOWLEDGEMENT_READING = "acknowledgement_reading"
 SENT_AFTER, ROUTED_AFTER = "messages sent after it", "messages routed after it"
 # how a route whose address resolves to the instance itself is taken (RTX-2: the conversation "is treated as
-# arriving from outside"): out over the network to itself and back, or at once, without the transport and its
-# dispatcher (one reading for a whole run, the reference's first)
+# arriving from outside"): out over the network to itself and back, or at once, without the transport, past its
+# dispatcher or through it (the dispatcher "receives messages from the SSB transport", and a message from outside
+# comes that way) (one reading for a whole run, the reference's first)
 OWN_ADDRESS = "own_address"
 OVER_THE_NETWORK, AT_ONCE_FROM_OUTSIDE = "over the network", "at once, as from outside"
+AT_ONCE_THROUGH_THE_DISPATCHER = "at once, through the dispatcher"
 # what becomes of a QUEUE_ACTIVATION time-out running when the queue's last event notification is dropped: it
 # runs out, and the queue monitor looks again then (ACT-13: "when the time-out expires"), or it ends with the
 # notification it was the time-out of (one reading for a whole run, the reference's first)

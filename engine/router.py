@@ -20,6 +20,7 @@ from sbtck import catalogue
 from sbtck.engine.choosing import (
     ACKNOWLEDGEMENT_READING,
     AT_ONCE_FROM_OUTSIDE,
+    AT_ONCE_THROUGH_THE_DISPATCHER,
     CHOSEN_AGAIN,
     DROPPED,
     FORWARD_REPORTED,
@@ -141,7 +142,7 @@ class Router:
         self.last_reclassified_ms: dict[str, int] = {}
         self.reclassifying: str | None = None  # RECLASSIFYING, asked at the first reclassification
         self.acknowledgement_reading = Reading(ACKNOWLEDGEMENT_READING, SENT_AFTER, ROUTED_AFTER)
-        self.own_address = Reading(OWN_ADDRESS, OVER_THE_NETWORK, AT_ONCE_FROM_OUTSIDE)
+        self.own_address = Reading(OWN_ADDRESS, OVER_THE_NETWORK, AT_ONCE_FROM_OUTSIDE, AT_ONCE_THROUGH_THE_DISPATCHER)
         self.forward_reported = Reading(FORWARD_REPORTED, WHEN_SENT_ON, WHEN_DECIDED)
         self.local_miss = Reading(LOCAL_MISS, DROPPED, CHOSEN_AGAIN)
         # the messages, by place, whose forward was reported when decided and is not done yet
@@ -548,8 +549,9 @@ class Router:
             self._wait(env, at, inside, home, FAILED, address)
             return
         target = self.by_address(address) if address else None
-        if target is at and self.own_address.of(self.chooser) == AT_ONCE_FROM_OUTSIDE:
-            self.route(env, at, inside=False, home=None)  # RTX-2, without going out over the network and back
+        reading = self.own_address.of(self.chooser) if target is at else OVER_THE_NETWORK
+        if reading != OVER_THE_NETWORK:  # RTX-2, without going out over the network and back
+            self.route(env, at, inside=False, home=None, via_transport=reading == AT_ONCE_THROUGH_THE_DISPATCHER)
             return
         if target is None or address is None or not self.transport.ready(at.name, address):
             if not inside and target is not None and self.forward_reported.of(self.chooser) == WHEN_DECIDED:

@@ -18,6 +18,7 @@ from sbtck.engine.activation import ActivatedTask, QueueMonitor, QueueMonitors
 from sbtck.engine.broker import ConnectsWhenNotified
 from sbtck.engine.choosing import (
     AT_NEXT_USE,
+    AT_ONCE_THROUGH_THE_DISPATCHER,
     AT_THE_TRIGGER,
     BROKEN_NOTICED,
     CHECK_MOMENT,
@@ -26,6 +27,7 @@ from sbtck.engine.choosing import (
     LOCAL_MISS,
     NEXT_READER,
     NOT_A_RECEIVE,
+    OWN_ADDRESS,
     THE_COMMITTER,
     Addresses,
     Chooser,
@@ -257,6 +259,7 @@ ALLOWED = [
     "fires_no_bcn_without_clients_nor_reports_failed_restarts",
     "notices_an_unreachable_instance_at_next_use",
     "takes_its_own_address_at_once",
+    "takes_its_own_address_through_its_dispatcher",
     "delays_where_a_local_route_finds_no_service",
 ]
 
@@ -571,6 +574,20 @@ class _TakesItsOwnAddressAtOnce(Router):
 
 def takes_its_own_address_at_once() -> ReferenceImplementation:
     return _engine("takes a route to its own address at once", router_class=_TakesItsOwnAddressAtOnce)
+
+
+class _ThroughItsOwnDispatcher(FirstChooser):
+    """A route whose address resolves to this instance: the message is taken at once, and as a message from
+    outside comes, through the instance's message dispatcher (which "receives messages from the SSB transport")."""
+
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return AT_ONCE_THROUGH_THE_DISPATCHER if kind == OWN_ADDRESS else super().choose(kind, options, addresses)
+
+
+def takes_its_own_address_through_its_dispatcher() -> ReferenceImplementation:
+    return _engine(
+        "takes a route to its own address at once, through its dispatcher", chooser_class=_ThroughItsOwnDispatcher
+    )
 
 
 class _ChoosesAgainWhereLocalFindsNoService(FirstChooser):
