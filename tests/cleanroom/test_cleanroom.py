@@ -1,0 +1,82 @@
+"""The brokers written in a clean room pass the suite and the stage, as the kit promises a stranger (README.md here).
+
+Each runs the whole Gherkin suite and 300 worlds of the stage, drawn by turns in every area, with and without the
+decision trace. The stage's verdict on them is strict: no failed world beyond those listed in KNOWN with where the
+question stands, and at most 1% undecided (issue 43 asks no failed world of a correct implementation of every
+capability; a listed world is one not yet decided from the documents, or the broker's own fault).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from sbtck.iut.loader import factory_for
+from sbtck.reports.results import PASSED
+from sbtck.workloads.generate import AREAS
+from sbtck.workloads.stage import UNDECIDED, Checker
+from tests.helpers import Run, kit
+
+HERE = Path(__file__).parent
+WORLDS = 300
+UNDECIDED_AT_MOST = WORLDS // 100
+PYTHON = shutil.which("python3") or sys.executable
+# each broker's command with its decision trace and without, as its NOTES.md says to run it
+BROKERS: dict[str, dict[str, str]] = {
+    "cr1": {
+        "decision trace": f"cmd:{PYTHON} {HERE / 'cr1' / 'broker.py'}",
+        "black box": f"cmd:env SBTCK_CR1_NO_TRACE=1 {PYTHON} {HERE / 'cr1' / 'broker.py'}",
+    },
+}
+# the worlds (of the first WORLDS) the stage still fails a broker in, each with where the question stands: a world
+# failing that is not listed fails the test, and a listed world that passes is reported so the list only shrinks
+KNOWN: dict[tuple[str, str], dict[int, str]] = {
+    ("cr1", "decision trace"): {
+        # the broker reports a check that finds activation necessary (and withheld at MAX_QUEUE_READERS) at a
+        # timer notification where the reference finds it unnecessary; no effect differs. Open: whose reading of
+        # ACT-07's conditions at that instant is right is not yet decided (its author's NOTES.md, C2)
+        135: "open: ACT-07, a check at a timer notification",
+        # retrying a message that waits for a mirrored route's principal, the reference matches and chooses the
+        # route again (route_chosen) where the broker asks the two addresses again only. Open: RTR-5 says "both
+        # addresses are tried again", which reads either way (its author's NOTES.md, B1)
+        189: "open: RTR-5, whether a retry for a principal chooses the route again",
+    },
+}
+CASES = [(name, mode) for name, modes in BROKERS.items() for mode in modes]
+IDS = [f"{name}, {mode}" for name, mode in CASES]
+
+
+@pytest.mark.parametrize(("name", "mode"), CASES, ids=IDS)
+def test_the_suite_passes_a_clean_room_broker(name: str, mode: str, tmp_path: Path) -> None:
+    proc = kit("run", "--iut", BROKERS[name][mode], "--out", str(tmp_path), timeout=900)
+    run = Run(proc.returncode, proc.stdout + proc.stderr, tmp_path)
+    not_passed = [f"{sid}: {status}" for sid, status in run.statuses().items() if status not in ("passed", "differs")]
+    assert run.code == 0 and not not_passed, "\n".join(not_passed) or run.output[-3000:]
+
+
+@pytest.mark.parametrize(("name", "mode"), CASES, ids=IDS)
+def test_the_stage_fails_no_world_of_a_clean_room_broker(name: str, mode: str) -> None:
+    checker = Checker(factory_for(BROKERS[name][mode]), differential=True, areas=AREAS)
+    known = KNOWN.get((name, mode), {})
+    outcomes: Counter[str] = Counter()
+    failed: list[int] = []
+    not_passed: list[str] = []
+    try:
+        for seed in range(WORLDS):
+            outcome = checker.check(seed)
+            outcomes[outcome.outcome] += 1
+            if outcome.outcome != PASSED:
+                not_passed.append(f"world {seed}: {outcome.outcome} {outcome.detail[:300]}")
+            if outcome.outcome not in (PASSED, UNDECIDED):
+                failed.append(seed)
+    finally:
+        checker.close()
+    shown = "\n".join(not_passed[:10])
+    assert set(failed) <= set(known), f"{dict(outcomes)}, worlds not listed: {set(failed) - set(known)}\n{shown}"
+    assert outcomes[UNDECIDED] <= UNDECIDED_AT_MOST, f"{dict(outcomes)}\n{shown}"
+    if set(known) - set(failed):
+        print(f"{name}, {mode}: listed worlds that pass now, to take off KNOWN: {sorted(set(known) - set(failed))}")
