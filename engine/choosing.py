@@ -111,6 +111,11 @@ PASSED_AT_ITS_END, NOT_YET_PASSED = "passed at its last instant", "not yet passe
 # first; with another route matched, the reference drops it either way)
 LOCAL_MISS = "local_miss"
 DROPPED, CHOSEN_AGAIN = "dropped", "chosen again, delayed"
+# how RTR-5's "ambos os endereços são tentados novamente" retries a message waiting for a mirrored route's
+# principal: routed again from matching (and the route chosen again), or only the route's two addresses asked again
+# while the route it chose stands (one reading for a whole run, the reference's first)
+PRINCIPAL_RETRY = "principal_retry"
+ROUTED_AGAIN, PAIR_ASKED_AGAIN = "routed again", "its pair asked again"
 # how many task handlers an instance starts (PER-1B: it "creates up to 2 times the number of CPU's task-handlers"):
 # asked of each instance as it starts, its options counts from twice its CPUs down to one, the reference's first
 TASK_HANDLERS = "task_handlers"
@@ -133,6 +138,7 @@ READINGS = frozenset(
         FORWARD_SPAN,
         QUIET_SPAN,
         LOCAL_MISS,
+        PRINCIPAL_RETRY,
     }
 )
 # the kinds whose options are offered in the reference's order of preference, not compared by name

@@ -30,7 +30,9 @@ from sbtck.engine.choosing import (
     NEVER_RECLASSIFIES,
     OVER_THE_NETWORK,
     OWN_ADDRESS,
+    PAIR_ASKED_AGAIN,
     PARTNER_ALONE,
+    PRINCIPAL_RETRY,
     PROBES,
     RECLASSIFIED,
     RECLASSIFIED_NEXT,
@@ -39,6 +41,7 @@ from sbtck.engine.choosing import (
     REGISTERS_AGAIN,
     REPLY,
     ROUTED_AFTER,
+    ROUTED_AGAIN,
     SENT_AFTER,
     STAYS_REGISTERED,
     WHEN_DECIDED,
@@ -142,6 +145,9 @@ class Router:
         self.last_reclassified_ms: dict[str, int] = {}
         self.reclassifying: str | None = None  # RECLASSIFYING, asked at the first reclassification
         self.acknowledgement_reading = Reading(ACKNOWLEDGEMENT_READING, SENT_AFTER, ROUTED_AFTER)
+        self.principal_retry = Reading(PRINCIPAL_RETRY, ROUTED_AGAIN, PAIR_ASKED_AGAIN)
+        # the mirrored route each message waiting for its principal chose, by its wait's order
+        self.awaiting_principal: dict[int, Route] = {}
         self.own_address = Reading(OWN_ADDRESS, OVER_THE_NETWORK, AT_ONCE_FROM_OUTSIDE, AT_ONCE_THROUGH_THE_DISPATCHER)
         self.forward_reported = Reading(FORWARD_REPORTED, WHEN_SENT_ON, WHEN_DECIDED)
         self.local_miss = Reading(LOCAL_MISS, DROPPED, CHOSEN_AGAIN)
@@ -248,18 +254,25 @@ class Router:
         )
         return waiting
 
-    def _retry(self, waiting: Waiting) -> None:
+    def _retry(self, waiting: Waiting, pair_of: Route | None = None) -> None:
+        """Route the head of a line again, and those behind it that can follow; with PAIR_OF, the mirrored route
+        the head waits for a principal of, ask its two addresses again instead (PAIR_ASKED_AGAIN)."""
         key = (waiting.envelope.dialog, waiting.envelope.from_target)
         line = self.lines.get(key, [])
         while line and line[0] is waiting:
             line.pop(0)
+            self.awaiting_principal.pop(waiting.order, None)
             env, at = waiting.envelope, self.instances[waiting.instance]
             self._emit(Kind.ROUTING_RETRIED, at, env, {})
             self._retrying, self._retried = env, (waiting, env.hops)
             try:
-                self.route(env, at, inside=waiting.inside, home=waiting.home, via_transport=not waiting.inside)
+                if pair_of is not None:
+                    self._mirrored(env, at, pair_of, waiting.inside, waiting.home)
+                else:
+                    self.route(env, at, inside=waiting.inside, home=waiting.home, via_transport=not waiting.inside)
             finally:
                 self._retrying, self._retried = None, None
+            pair_of = None  # those behind it are routed as they come
             if not line or line[0].envelope is env:
                 break
             waiting = line[0]  # the head went on its way: the next in line follows at once
@@ -282,7 +295,7 @@ class Router:
             if (head.instance, str(head.address).upper()) in opened:
                 self.once_connected(head)
         for head in self.heads(NO_PRINCIPAL):
-            self._retry(head)  # RTR-5: both addresses are tried again
+            self._retry(head, self._standing(head))  # RTR-5: both addresses are tried again
 
     def once_connected(self, head: Waiting) -> None:
         """A message that waited for its connection is routed again; the documents do not say it is not."""
@@ -648,7 +661,16 @@ class Router:
             self.principals[key] = claiming[0]
             self._transmit(env, at, claiming[0], inside, home)
             return
-        self._wait(env, at, inside, home, NO_PRINCIPAL)
+        self.awaiting_principal[self._wait(env, at, inside, home, NO_PRINCIPAL).order] = route
+
+    def _standing(self, head: Waiting) -> Route | None:
+        """The mirrored route HEAD waits for a principal of, if RTR-5's retry only asks its pair again and the route
+        still stands in its table as it was chosen (else the message is routed again)."""
+        route = self.awaiting_principal.get(head.order)
+        if route is None or self.principal_retry.of(self.chooser) != PAIR_ASKED_AGAIN:
+            return None
+        _, routes = self.table_for(self.instances[head.instance], head.inside, head.home)
+        return route if routes.get(route.name) is route else None
 
     # --------------------------------------------------------------- views
     def transmission_rows(self, forwarded: bool = False) -> list[dict[str, object]]:

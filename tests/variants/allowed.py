@@ -28,6 +28,8 @@ from sbtck.engine.choosing import (
     NEXT_READER,
     NOT_A_RECEIVE,
     OWN_ADDRESS,
+    PAIR_ASKED_AGAIN,
+    PRINCIPAL_RETRY,
     THE_COMMITTER,
     Addresses,
     Chooser,
@@ -260,6 +262,7 @@ ALLOWED = [
     "notices_an_unreachable_instance_at_next_use",
     "takes_its_own_address_at_once",
     "takes_its_own_address_through_its_dispatcher",
+    "asks_the_pair_again_for_a_principal",
     "delays_where_a_local_route_finds_no_service",
 ]
 
@@ -582,6 +585,18 @@ class _ThroughItsOwnDispatcher(FirstChooser):
 
     def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
         return AT_ONCE_THROUGH_THE_DISPATCHER if kind == OWN_ADDRESS else super().choose(kind, options, addresses)
+
+
+class _AsksThePairAgain(FirstChooser):
+    """A message waiting for a mirrored route's principal: RTR-5's retry asks the two addresses of the route it
+    chose again ("ambos os endereços são tentados novamente"), without matching and choosing a route again."""
+
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return PAIR_ASKED_AGAIN if kind == PRINCIPAL_RETRY else super().choose(kind, options, addresses)
+
+
+def asks_the_pair_again_for_a_principal() -> ReferenceImplementation:
+    return _engine("asks a mirrored route's pair again for its principal", chooser_class=_AsksThePairAgain)
 
 
 def takes_its_own_address_through_its_dispatcher() -> ReferenceImplementation:
