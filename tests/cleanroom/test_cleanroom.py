@@ -36,14 +36,11 @@ BROKERS: dict[str, dict[str, str]] = {
 # failing that is not listed fails the test, and a listed world that passes is reported so the list only shrinks
 KNOWN: dict[tuple[str, str], dict[int, str]] = {
     ("cr1", "decision trace"): {
-        # the broker reports a check that finds activation necessary (and withheld at MAX_QUEUE_READERS) at a
-        # timer notification where the reference finds it unnecessary; no effect differs. Open: whose reading of
-        # ACT-07's conditions at that instant is right is not yet decided (its author's NOTES.md, C2)
-        135: "open: ACT-07, a check at a timer notification",
-        # retrying a message that waits for a mirrored route's principal, the reference matches and chooses the
-        # route again (route_chosen) where the broker asks the two addresses again only. Open: RTR-5 says "both
-        # addresses are tried again", which reads either way (its author's NOTES.md, B1)
-        189: "open: RTR-5, whether a retry for a principal chooses the route again",
+        # a RECEIVE waiting since earlier returns the message that arrives: the broker looks once for the arrival
+        # and once for the RECEIVE (a check "when SQL Server executes a RECEIVE statement"), the reference once;
+        # both find activation necessary and withheld at MAX_QUEUE_READERS, and no effect differs. Open: whether a
+        # waiting RECEIVE that returns is a RECEIVE executing again (its author's NOTES.md, C2)
+        135: "open: ACT-05, whether a waiting RECEIVE that returns makes a check of its own",
     },
 }
 CASES = [(name, mode) for name, modes in BROKERS.items() for mode in modes]
