@@ -37,6 +37,8 @@ class Session:
     locks: set[tuple[QueueRef, str]] = field(default_factory=set)
     received: list[tuple[QueueRef, Message]] = field(default_factory=list)
     wait: Wait | None = None
+    # the queues its open transaction RECEIVEd from, rows or none: its rollback is a check of each (ACT-05)
+    read: dict[QueueRef, None] = field(default_factory=dict)
 
 
 def _no_deadline() -> None:
@@ -116,6 +118,8 @@ class Receiving:
         wait = Wait(session, key, statement, top, where_dialog, where_group, on_result)
         if self._a_receive(statement):
             self.watcher.receive_called(queue)
+            if session.in_transaction:
+                session.read[key] = None
         if self._try_serve(wait):
             return wait
         if not waitfor_ms:
@@ -176,6 +180,8 @@ class Receiving:
     def rollback(self, session: Session) -> None:
         self._require_transaction(session, "ROLLBACK")
         returned = list(session.received)
+        # "a transaction that contains a RECEIVE statement rolls back": one that returned nothing too
+        read = list(session.read)
         touched = self._end_transaction(session)
         for key, message in returned:
             queue = self.queues[key]
@@ -189,7 +195,7 @@ class Receiving:
                 "kind": Kind.TRANSACTION_ROLLED_BACK,
             }
         )
-        back = dict.fromkeys(key for key, _ in returned)
+        back = dict.fromkeys([*(key for key, _ in returned), *read])
         # a monitor that looks at the trigger looks before a waiting reader takes what came back, as at an arrival
         at_the_trigger = bool(back) and self.watcher.looks_at_once()
         for key in back if at_the_trigger else ():
@@ -235,6 +241,7 @@ class Receiving:
             self.locks.pop(lock, None)
         session.locks.clear()
         session.received.clear()
+        session.read.clear()
         session.in_transaction = False
         return touched
 

@@ -141,3 +141,22 @@ Feature: Activation 02 - When a queue monitor checks
       | 1      | procedure started | 1    |
       | 5      | procedure started | 2    |
       | 10     | procedure started | 3    |
+
+  # "a transaction that contains a RECEIVE statement rolls back": the statement is contained whatever it returned
+  @ACT-07
+  Scenario: [10] A transaction whose RECEIVE returned nothing rolling back is checked at once too
+    Given dialog "D1" is begun from service "Initiator" to service "StallService"
+    And dialog "D2" is begun from service "Initiator" to service "PlainService"
+    And a message is sent on dialog "D1"
+    And session "S1" begins a transaction
+    And time passes to second 1
+    And session "S1" receives from queue "StallQueue" where the dialog is "D2"
+    And time passes to second 3
+    When session "S1" rolls back
+    And time passes to second 4
+    Then session "S1" got an empty result
+    And the log for queue "StallQueue" shows exactly:
+      | second | event             | task |
+      | 0      | procedure started | 1    |
+      | 1      | procedure started | 2    |
+      | 3      | procedure started | 3    |

@@ -41,7 +41,15 @@ KNOWN: dict[tuple[str, str], dict[int, str]] = {
         # both find activation necessary and withheld at MAX_QUEUE_READERS, and no effect differs. Open: whether a
         # waiting RECEIVE that returns is a RECEIVE executing again (its author's NOTES.md, C2)
         135: "open: ACT-05, whether a waiting RECEIVE that returns makes a check of its own",
+        # the broker's: no check at the rollback of a transaction whose RECEIVE returned nothing (WRONG above);
+        # with the trace the check shows though it starts nothing
+        **dict.fromkeys((7, 13, 28, 144, 193, 232, 265), "the broker's: ACT-05, rollback of an empty RECEIVE"),
     },
+}
+# the scenarios a broker fails where the documents make it wrong (decided by the team; its NOTES.md says so too)
+WRONG: dict[str, dict[str, str]] = {
+    # "A transaction that contains a RECEIVE statement rolls back" is a check, whatever the RECEIVE returned
+    "cr1": {"activation/02_when_monitors_check.feature::[10] ": "ACT-05, rollback of an empty RECEIVE"},
 }
 CASES = [(name, mode) for name, modes in BROKERS.items() for mode in modes]
 IDS = [f"{name}, {mode}" for name, mode in CASES]
@@ -51,8 +59,17 @@ IDS = [f"{name}, {mode}" for name, mode in CASES]
 def test_the_suite_passes_a_clean_room_broker(name: str, mode: str, tmp_path: Path) -> None:
     proc = kit("run", "--iut", BROKERS[name][mode], "--out", str(tmp_path), timeout=900)
     run = Run(proc.returncode, proc.stdout + proc.stderr, tmp_path)
-    not_passed = [f"{sid}: {status}" for sid, status in run.statuses().items() if status not in ("passed", "differs")]
-    assert run.code == 0 and not not_passed, "\n".join(not_passed) or run.output[-3000:]
+    wrong = WRONG.get(name, {})
+    statuses = run.statuses()
+    listed = {sid: status for sid, status in statuses.items() if any(w in sid for w in wrong)}
+    not_passed = [
+        f"{sid}: {status}"
+        for sid, status in statuses.items()
+        if status not in ("passed", "differs") and not (sid in listed and status == "failed")
+    ]
+    now_passing = [sid for sid, status in listed.items() if status != "failed"]
+    assert not not_passed and not now_passing, "\n".join(not_passed + now_passing) or run.output[-3000:]
+    assert run.code == (1 if listed else 0), run.output[-3000:]
 
 
 @pytest.mark.parametrize(("name", "mode"), CASES, ids=IDS)

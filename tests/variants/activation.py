@@ -177,6 +177,20 @@ def no_rollback_check() -> ReferenceImplementation:
     return _variant(_NoRollbackCheck, "no_rollback_check")
 
 
+class _RollbackCheckedWhereMessagesCameBack(Receiving):
+    """Takes a rollback for a check only where messages came back: a RECEIVE that returned nothing is forgotten."""
+
+    def rollback(self, session: Session) -> None:
+        session.read.clear()
+        super().rollback(session)
+
+
+def rollback_checked_where_messages_came_back() -> ReferenceImplementation:
+    """ACT-05 read as "a transaction that RECEIVEd messages rolls back"; the document says "contains a RECEIVE
+    statement", whatever it returned."""
+    return _reading(_RollbackCheckedWhereMessagesCameBack, "rollback_checked_where_messages_came_back")
+
+
 def receive_keeps_notification_pending() -> ReferenceImplementation:
     return _variant(_ReceiveKeepsNotificationPending, "receive_keeps_notification_pending")
 
@@ -348,6 +362,7 @@ VARIANTS = [
     "keeps_monitor",
     "checks_only_on_timer",
     "no_rollback_check",
+    "rollback_checked_where_messages_came_back",
     "receive_keeps_notification_pending",
     "only_the_maximum_itself_stops",
     "ended_time_out_still_expires",

@@ -99,8 +99,34 @@ def _run(folder: Path, switches: str, area: str, tmp_path: Path, profile: str | 
     return Run(proc.returncode, proc.stdout + proc.stderr, tmp_path)
 
 
-def _not_passed(run: Run) -> list[str]:
-    return [f"{sid}: {status}" for sid, status in run.statuses().items() if status not in ("passed", "differs")]
+# the scenarios an outside broker fails, as written, where the documents make it wrong (each with the sentence);
+# a scenario id as results.json names it: a listed one must fail, so that the list only shrinks
+WRONG_AS_WRITTEN: dict[Path, dict[str, str]] = {
+    # "A transaction that contains a RECEIVE statement rolls back" is a check: the broker looks only when the
+    # rollback returned messages, and a RECEIVE that returned nothing is a RECEIVE statement all the same
+    ACTIVATION_PERIODIC: {"activation/02_when_monitors_check.feature::[10] ": "ACT-05, rollback of an empty RECEIVE"},
+}
+
+
+def _not_passed(run: Run, folder: Path | None = None) -> list[str]:
+    wrong = WRONG_AS_WRITTEN.get(folder, {}) if folder is not None else {}
+    found = [
+        f"{sid}: {status}"
+        for sid, status in run.statuses().items()
+        if status not in ("passed", "differs") and not (status == "failed" and _listed(sid, wrong))
+    ]
+    missing = [f"{sid}: listed as failing ({why}), but passed" for sid, why in wrong.items() if not _failed(run, sid)]
+    return found + missing
+
+
+def _listed(sid: str, wrong: dict[str, str]) -> bool:
+    return any(listed in sid for listed in wrong)
+
+
+def _failed(run: Run, listed: str) -> bool:
+    statuses = run.statuses()
+    ran = [status for sid, status in statuses.items() if _listed(sid, {listed: ""})]
+    return not ran or "failed" in ran
 
 
 # The allowed switches are a sweep: a day's sample of them runs, as written always among them (tests/sampling.py;
@@ -118,7 +144,9 @@ def _today(switches: list[str], sweep: str) -> list[str]:
 )
 def test_the_suite_passes_the_outside_activation_and_periodic_broker(switches: str, area: str, tmp_path: Path) -> None:
     run = _run(ACTIVATION_PERIODIC, switches, area, tmp_path)
-    assert run.code == 0 and not _not_passed(run), "\n".join(_not_passed(run)) or run.output[-3000:]
+    not_passed = _not_passed(run, ACTIVATION_PERIODIC)  # every failure is one WRONG_AS_WRITTEN lists
+    failed = "failed" in run.statuses().values()
+    assert run.code == (1 if failed else 0) and not not_passed, "\n".join(not_passed) or run.output[-3000:]
 
 
 @pytest.mark.parametrize(("switches", "area"), FORBIDDEN_ACTIVATION_PERIODIC.items())

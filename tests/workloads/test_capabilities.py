@@ -152,6 +152,9 @@ TRANSPORT |= {"reclassifies_untouched_dialogs"}
 # the variants whose only sign is a report no document times (a message routed again where nothing changed):
 # the stage holds those reports against no one (docs/protocol.md), so only the decision trace shows them
 BY_TRACE = {"route_change_reclassifies_every_instance"}
+# and a check missed where it would find activation necessary but start nothing (the procedures already run): a
+# black box shows it only where the missed check would have started one, in no world of the first 400
+BY_TRACE |= {"rollback_checked_where_messages_came_back"}
 
 
 def _trace(variant: str) -> tuple[str, ...]:
@@ -159,7 +162,11 @@ def _trace(variant: str) -> tuple[str, ...]:
 
 
 BLACK_BOX = (
-    [("activation", v, partial.ACTIVATION) for v in activation.VARIANTS if v not in activation.NOT_IN_WORLDS]
+    [
+        ("activation", v, partial.ACTIVATION + _trace(v))
+        for v in activation.VARIANTS
+        if v not in activation.NOT_IN_WORLDS
+    ]
     + [("routing", v, partial.ROUTING) for v in routing.VARIANTS if v not in routing.NOT_IN_WORLDS]
     + [
         ("periodic", v, partial.PERIODIC)
