@@ -124,31 +124,68 @@ def reconciled(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> list[di
     When a message arrives on a queue in the instant of its instance's timer notification, activation is
     necessary by ACT-06 and by ACT-07 alike; which trigger an implementation names decides nothing while the
     procedure starts at the same instant (compared as its own event), so either rule and trigger is accepted.
+    So is, for the same rule, any trigger that happened to that queue in that instant (a message arrived, a
+    RECEIVE executed, a transaction rolled back, a procedure exited, the queue was altered, the timer notified):
+    ACT-05 names no order among events of one instant, and a check is one check whichever of them it names.
     """
     if not any(e["kind"] == _NECESSARY for e in got):
         return got
     ticks = {(e.get("instance"), e.get("at_ms")) for e in want if e["kind"] == Kind.TIMER_NOTIFICATION}
     arrivals = {_at_queue(e) for e in want if e["kind"] == Kind.MESSAGE_ARRIVED}
+    happened = _triggers(want, ticks)
     theirs: dict[tuple[object, ...], list[tuple[object, object]]] = {}
     for e in want:
-        if e["kind"] == _NECESSARY and e.get("rule") in _COINCIDING_RULES:
+        if e["kind"] == _NECESSARY:
             theirs.setdefault(_at_queue(e), []).append((e.get("rule"), e.get("trigger")))
     out = []
     for e in got:
         place = _at_queue(e)
         named = (e.get("rule"), e.get("trigger"))
         others = theirs.get(place, []) if e["kind"] == _NECESSARY else []
-        if (
-            others
-            and named not in others  # the reference named it so too: nothing to reconcile
-            and place in arrivals
-            and (e.get("instance"), e.get("at_ms")) in ticks
-            and named[0] in _COINCIDING_RULES
-            and named[1] in _COINCIDING_TRIGGERS
-        ):
-            e = {**e, "rule": others[0][0], "trigger": others[0][1]}
+        if others and named not in others:  # else the reference named it so too: nothing to reconcile
+            coinciding = (
+                [o for o in others if o[0] in _COINCIDING_RULES]
+                if (
+                    place in arrivals
+                    and (e.get("instance"), e.get("at_ms")) in ticks
+                    and named[0] in _COINCIDING_RULES
+                    and named[1] in _COINCIDING_TRIGGERS
+                )
+                else []
+            )
+            same_rule = [o for o in others if o[0] == named[0]] if named[1] in happened.get(place, ()) else []
+            chosen = next(iter(coinciding or same_rule), None)
+            if chosen is not None:
+                e = {**e, "rule": chosen[0], "trigger": chosen[1]}
         out.append(e)
     return out
+
+
+def _triggers(want: list[dict[str, Any]], ticks: set[tuple[object, object]]) -> dict[tuple[object, ...], set[str]]:
+    """The triggers of ACT-05 that happened to each queue at each instant, by what the reference's events show."""
+    rolled_back = {e.get("at_ms") for e in want if e["kind"] == Kind.TRANSACTION_ROLLED_BACK}
+    happened: dict[tuple[object, ...], set[str]] = {}
+    for e in want:
+        if e.get("queue") is None:
+            continue
+        place = _at_queue(e)
+        found = happened.setdefault(place, set())
+        kind = e["kind"]
+        if kind == _NECESSARY:
+            found.add(str(e.get("trigger")))
+        elif kind == Kind.MESSAGE_ARRIVED:
+            found.add(Trigger.MESSAGE_ARRIVED)
+        elif kind in (Kind.ROWS_RETURNED, Kind.EMPTY_RESULT, Kind.READER_WAITING):
+            found.add(Trigger.RECEIVE)
+        elif kind == Kind.PROCEDURE_EXITED:
+            found.add(Trigger.ALL_EXITED)
+        elif kind == Kind.QUEUE_ALTERED:
+            found.add(Trigger.ALTER_QUEUE)
+        if e.get("at_ms") in rolled_back:
+            found.add(Trigger.ROLLBACK)
+        if (e.get("instance"), e.get("at_ms")) in ticks:
+            found.add(Trigger.TIMER_NOTIFICATION)
+    return happened
 
 
 _NECESSARY = Kind.ACTIVATION_NECESSARY
