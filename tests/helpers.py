@@ -31,6 +31,19 @@ class Run:
     def statuses(self) -> dict[str, str]:
         return {s["id"]: s["status"] for s in self.results()["scenarios"]}
 
+    def unexpected(self, wrong: dict[str, str], fine: tuple[str, ...] = ("passed", "differs")) -> list[str]:
+        """The scenarios whose status is not FINE, less those WRONG lists (a part of their id: why the documents
+        make the broker fail it) that failed; and each listed one that ran and did not fail, so a list only
+        shrinks. Empty when the run is as expected."""
+        statuses = self.statuses()
+        listed = {sid: status for sid, status in statuses.items() if any(part in sid for part in wrong)}
+        found = [
+            f"{sid}: {status}"
+            for sid, status in statuses.items()
+            if status not in fine and not (sid in listed and status == "failed")
+        ]
+        return found + [f"{sid}: listed as failing, but {s}" for sid, s in listed.items() if s != "failed"]
+
 
 def scenarios_tagged(tag: str) -> int:
     """How many of the kit's scenarios carry TAG, on themselves or on their feature."""
