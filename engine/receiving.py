@@ -216,10 +216,13 @@ class Receiving:
         """
         left = list(self.waits[key])
         while left:
-            ready = [w for w in left if w in self.waits[key] and self._could_take(w)]
+            # one session left: no choice to make, and serving it finds out whether it can take anything
+            ready = left if len(left) == 1 else [w for w in left if w in self.waits[key] and self._could_take(w)]
             if not ready:
                 return
             wait = ready[0]
+            if wait not in self.waits[key]:
+                return
             if len(ready) > 1:
                 self.chooser.about(key.instance, {"waiter": "/".join(key), "at_ms": self.clock.now_ms})
                 picked = self.chooser.choose(WAITER, [w.session.name for w in ready])
