@@ -22,9 +22,12 @@ from sbtck.engine.choosing import (
     ONCE_SETTLED,
     QUIET_SPAN,
     RUNS_OUT,
+    STEP_FIRST,
     THE_COMMITTER,
     THE_MONITORS,
     THE_QUEUES,
+    TIMER_AND_STEP,
+    TIMER_FIRST,
     Chooser,
     FirstChooser,
     Reading,
@@ -64,6 +67,10 @@ class ActivatedTask:
     session: Session
     procedure: ReaderBehaviour
     cancel_work: Callable[[], None] = field(default=lambda: None)
+    # when its work ends (its next step: commit and RECEIVE again), while it works
+    step_due_ms: int | None = None
+    # its step waits for the timer notification of its instant (TIMER_AND_STEP)
+    after_the_timer: bool = False
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -82,6 +89,8 @@ class QueueMonitors:
         self.new_session = new_session
         self.receiving: Receiving  # set by the broker; the two refer to each other
         self.chooser: Chooser = FirstChooser()  # the broker's, once it has one
+        # whether a timer notification is due at this instant and has not run yet (the broker's, once it has one)
+        self.timer_pending: Callable[[], bool] = lambda: False
         self.check_moment = Reading(CHECK_MOMENT, ONCE_SETTLED, AT_THE_TRIGGER)
         self.quietness = Span(QUIET_SPAN)
         # AT_THE_TRIGGER: the looks an activated procedure's step raised, made when it is done; None outside one
@@ -159,9 +168,20 @@ class QueueMonitors:
 
     # ----------------------------------------------------------- evaluation
     def on_timer(self) -> None:
-        """PER-1A: on every timer notification each queue monitor looks at its queue."""
+        """PER-1A: on every timer notification each queue monitor looks at its queue; before a procedure's step
+        due at the same instant, where the run takes the look first (TIMER_AND_STEP), else as any trigger."""
+        now = self.clock.now_ms
         for key in list(self.monitors):
-            self.evaluate(self.queues[key], TIMER)
+            due = [t for t in self.tasks[key] if t.step_due_ms == now]
+            if any(t.after_the_timer for t in due) or (due and self._timer_first(key)):
+                self._evaluate(self.queues[key], TIMER, False)
+            else:
+                self.evaluate(self.queues[key], TIMER)
+
+    def _timer_first(self, key: QueueRef) -> bool:
+        """TIMER_AND_STEP, asked where a timer notification and a procedure's step of KEY share an instant."""
+        self.chooser.about(key.instance, {"timer_and_step": key.queue, "at_ms": self.clock.now_ms})
+        return self.chooser.choose(TIMER_AND_STEP, [STEP_FIRST, TIMER_FIRST]) == TIMER_FIRST
 
     def evaluate(self, queue: Queue, trigger: str, arrived_on_empty: bool = False) -> None:
         """ACT-05: a trigger makes the monitor look, once the instant has settled.
@@ -284,11 +304,26 @@ class QueueMonitors:
             self.receiving.commit(task.session)
             self.exit_procedure(task, "empty RECEIVE")
             return
-        due = self.clock.at(self.clock.now_ms + task.procedure.work_ms, lambda: self._worked(task))
+        task.step_due_ms = self.clock.now_ms + task.procedure.work_ms
+        due = self.clock.at(task.step_due_ms, lambda: self._worked(task))
         task.cancel_work = lambda: setattr(due, "cancelled", True)
 
     def _worked(self, task: ActivatedTask) -> None:
-        """The procedure commits and RECEIVEs again, one step: looked at at its end, or once the instant settled."""
+        """The procedure commits and RECEIVEs again, one step: looked at at its end, or once the instant settled.
+
+        Where the instant's timer notification has not run yet and the run takes its look first (TIMER_AND_STEP),
+        the step waits for it."""
+        if (
+            not task.after_the_timer
+            and task.key in self.monitors
+            and self.timer_pending()
+            and self._timer_first(task.key)
+        ):
+            task.after_the_timer = True
+            due = self.clock.soon(lambda: self._worked(task))
+            task.cancel_work = lambda: setattr(due, "cancelled", True)
+            return
+        task.step_due_ms, task.after_the_timer = None, False
         if self.check_moment.of(self.chooser) == ONCE_SETTLED:
             self._commit_and_receive(task, at_once=False)
             return

@@ -93,6 +93,7 @@ class Broker(QueueStatements, Administration):
         self.routes = RouteAdmin(ctx, self.router)
         for queue in self.queues.values():
             self.monitors.sync(queue)
+        self.monitors.timer_pending = self._timer_pending
         self._schedule_timer()
 
     # ------------------------------------------------------------------ time
@@ -102,6 +103,10 @@ class Broker(QueueStatements, Administration):
                 f"time cannot go back: the broker is at {self.clock.now_ms} ms, the call is at {at_ms} ms"
             )
         self.clock.run_until(at_ms)
+
+    def _timer_pending(self) -> bool:
+        """Is a timer notification due at this instant, not run yet?"""
+        return self.start_ms + (self._notification + 1) * self.params.timer_period_s * 1000 == self.clock.now_ms
 
     def _schedule_timer(self) -> None:
         period = self.params.timer_period_s * 1000

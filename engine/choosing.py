@@ -116,6 +116,12 @@ DROPPED, CHOSEN_AGAIN = "dropped", "chosen again, delayed"
 # while the route it chose stands (one reading for a whole run, the reference's first)
 PRINCIPAL_RETRY = "principal_retry"
 ROUTED_AGAIN, PAIR_ASKED_AGAIN = "routed again", "its pair asked again"
+# which comes first where a timer notification and an activated procedure's step (the end of its work: its commit
+# and next RECEIVE) fall on one instant: the documents order neither before the other, and the queue monitor's look
+# at the notification (PER-1A) sees the group still locked, or released and taken again. Asked of each such instant
+# and queue (the options in the reference's order of preference: the step first)
+TIMER_AND_STEP = "timer_and_step"
+STEP_FIRST, TIMER_FIRST = "the procedure's step first", "the timer notification's look first"
 # how many task handlers an instance starts (PER-1B: it "creates up to 2 times the number of CPU's task-handlers"):
 # asked of each instance as it starts, its options counts from twice its CPUs down to one, the reference's first
 TASK_HANDLERS = "task_handlers"
@@ -142,7 +148,7 @@ READINGS = frozenset(
     }
 )
 # the kinds whose options are offered in the reference's order of preference, not compared by name
-OFFERED_IN_ORDER = READINGS | {GROUP, WAITER, RECLASSIFIED, RECLASSIFIED_NEXT, TASK_HANDLERS}
+OFFERED_IN_ORDER = READINGS | {GROUP, WAITER, RECLASSIFIED, RECLASSIFIED_NEXT, TASK_HANDLERS, TIMER_AND_STEP}
 # the readings that are open only to an implementation without this capability (a rule of it otherwise)
 OPEN_WITHOUT = {RECLASSIFYING: "periodic_tasks"}
 # the choices that show only to an implementation with this capability: without it, no trace tells one pick from

@@ -320,6 +320,8 @@ class Router:
             chosen = default
         if chosen and not self._reclassifies():
             chosen = []
+        if self.failed and self._reclassifies():
+            chosen += [h for h in heads if h not in chosen and self._failed_waiting_otherwise(h, instance)]
         if len(chosen) > 1:
             chosen = self._in_order(instance, chosen)
         dialogs = [h.envelope.dialog for h in chosen]
@@ -337,6 +339,19 @@ class Router:
             self.failed.pop(head.envelope.dialog, None)
             self.failed_at.pop(head.envelope.dialog, None)
             self._retry(head)
+
+    def _failed_waiting_otherwise(self, head: Waiting, instance: str) -> bool:
+        """RECLASSIFIED for a failed dialog whose message waits here for something else (its connection, its
+        principal, a route): PER-2B resumes dialogs "that failed earlier for resource or security reasons", and
+        one the fault found waiting has failed or not as one reads it; it registers again, and so resumes, or stays
+        as it waits until the transmitter tries it (the reference's pick)."""
+        dialog = head.envelope.dialog
+        if head.status == FAILED or instance not in self.failed_at.get(dialog, ()):
+            return False
+        about = head.envelope.fields()
+        about["at_ms"], about[RECLASSIFIED] = self.clock.now_ms, True
+        self.chooser.about(head.instance, about)
+        return self.chooser.choose(RECLASSIFIED, [STAYS_REGISTERED, REGISTERS_AGAIN]) == REGISTERS_AGAIN
 
     def _idle_failures(self, instance: str, waiting: set[str]) -> list[str]:
         """RECLASSIFIED for a failed dialog with nothing waiting here: "all or selected dialogs", so it may register

@@ -188,7 +188,9 @@ def render_events() -> str:
         "always compared. A *report* tells of the broker's progress; it is compared only where the table says\n"
         "when it is reported, and otherwise its presence and moment are not held against you in the\n"
         "randomized stage; a scenario of the suite checks the reports its table names, at the moments it\n"
-        "states. `at_ms` is a time and `kind` exact, on every event.\n\n"
+        "states. `at_ms` is a time and `kind` exact, on every event. A report whose table says several\n"
+        "alike in one instant are one tells what the instant came to: it may be reported once or more at\n"
+        "that queue and instant, naming any trigger of the instant, and is compared as one.\n\n"
         f"The kinds needing `{TRACE}` are the reference engine's reasoning, not what a real broker shows:\n"
         f"an implementation that does not declare `{TRACE}` never reports them, nor the fields\n"
         f"{', '.join(f'`{f}`' for f in sorted(DECISION_FIELDS))} of other kinds, and the scenarios leave out\n"
@@ -239,6 +241,8 @@ def _when(r: Record) -> str:
         said += " (optional at `start`, for a database whose broker starts then)"
     if r.either_moment:
         said += f" (reported {r.either_moment})"
+    if r.once_an_instant:
+        said += f" ({r.once_an_instant})"
     return said
 
 

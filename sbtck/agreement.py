@@ -33,6 +33,7 @@ from sbtck.observations import (
     ECHOES,
     EXACT,
     FREE_TEXT,
+    ONCE_AN_INSTANT,
     RECORDS,
     RELATIVE,
     TRACE,
@@ -159,6 +160,32 @@ def reconciled(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> list[di
                 e = {**e, "rule": chosen[0], "trigger": chosen[1]}
         out.append(e)
     return out
+
+
+def once_an_instant(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """EVENTS with each report of ONCE_AN_INSTANT kept once where the same one repeats at its queue and instant.
+
+    The same whichever trigger each look names: reconcile the implementation's against the reference's reports so
+    kept (``reconciled``), and a look naming another trigger of the instant is then the report the reference made.
+    """
+    if not any(e["kind"] in ONCE_AN_INSTANT for e in events):
+        return events
+    again = repeats_in_an_instant(events)
+    return [e for i, e in enumerate(events) if i not in again]
+
+
+def repeats_in_an_instant(events: Sequence[dict[str, Any]]) -> set[int]:
+    """The positions of EVENTS that repeat an earlier report of ONCE_AN_INSTANT at the same instant, but for the
+    trigger that made the monitor look (any trigger of the instant is accepted: ``reconciled``)."""
+    seen: set[str] = set()
+    again = set()
+    for i, e in enumerate(events):
+        if e["kind"] in ONCE_AN_INSTANT:
+            key = json.dumps({k: v for k, v in e.items() if k != "trigger"}, sort_keys=True, default=str)
+            if key in seen:
+                again.add(i)
+            seen.add(key)
+    return again
 
 
 def _triggers(want: list[dict[str, Any]], ticks: set[tuple[object, object]]) -> dict[tuple[object, ...], set[str]]:

@@ -155,6 +155,9 @@ class Record:
     first_required: tuple[str, ...] = ()  # required the first time for these fields' values, later optional
     may_report_at_start: bool = False  # may be reported at start for what starts then, or not
     either_moment: str = ""  # the two moments it may be reported at, neither of which the documents name
+    # a report of what one instant came to, not of each look that found it: several alike at one queue in one
+    # instant are one (why, in words an implementer can follow; "" for a kind counted one for one)
+    once_an_instant: str = ""
     way: str = ""  # how a message-sequence picture shows it on the message's way
 
     @property
@@ -267,6 +270,14 @@ def _reason(*values: str) -> Field:
 
 PLACE = (DATABASE, INSTANCE)
 AT_QUEUE = (DATABASE, INSTANCE, QUEUE)
+# Several triggers of one instant (a new message, the RECEIVE that waited for it and returns it, a timer
+# notification) each make the monitor look, and what each look finds depends on the order they come in, which the
+# documents do not give (ACT-05 lists the triggers, no order): how many looks came to the same finding is no fact
+# about the broker
+_LOOKS_OF_AN_INSTANT = (
+    "several alike at one queue in one instant are one: how many of the instant's looks find it depends on the"
+    " order of its triggers, which ACT-05 does not give"
+)
 TRIGGERS = tuple(v for k, v in vars(Trigger).items() if k.isupper())
 WAITING_STATUS = _f(
     "status",
@@ -329,6 +340,7 @@ RECORDS: dict[str, Record] = {
             REPORT,
             moment="in the instant the queue monitor finds activation necessary (ACT-06, ACT-07)",
             evidences="ACT-05",
+            once_an_instant=_LOOKS_OF_AN_INSTANT,
         ),
         Record(
             Kind.ACTIVATION_WITHHELD,
@@ -337,6 +349,7 @@ RECORDS: dict[str, Record] = {
             REPORT,
             moment="in the instant activation is necessary and the monitor starts nothing (ACT-10, ACT-12)",
             evidences="ACT-10",
+            once_an_instant=_LOOKS_OF_AN_INSTANT,
         ),
         Record(
             Kind.ACTIVATION_TIME_OUT,
@@ -657,6 +670,7 @@ ECHOES = frozenset(k for k, r in RECORDS.items() if r.echo)
 MAY_OMIT = frozenset(k for k, r in RECORDS.items() if r.may_omit)
 FIRST_REQUIRED: dict[str, tuple[str, ...]] = {k: r.first_required for k, r in RECORDS.items() if r.first_required}
 MAY_REPORT_AT_START = frozenset(k for k, r in RECORDS.items() if r.may_report_at_start)
+ONCE_AN_INSTANT = frozenset(k for k, r in RECORDS.items() if r.once_an_instant)
 # the reports whose presence and moment no document states: never held against an implementation
 MOMENT_OPEN = frozenset(k for k, r in RECORDS.items() if not r.compared_always)
 # The kinds that are the engine's reasoning: which activation it found necessary or withheld, which routes

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sbtck import contract, tables
-from sbtck.agreement import arrangement, asked, asked_field, compares
+from sbtck.agreement import arrangement, asked, asked_field, compares, repeats_in_an_instant
 from sbtck.errors import LOG_FOLLOWS, CheckFailed, LogDiffers, ScenarioError, ViewDiffers
 from sbtck.observations import FIELDS, Kind
 from sbtck.steps import phrases
@@ -264,6 +264,8 @@ def log_shows(
         return
     kinds = {_kind(row[header.index("event")]) for row in rows}
     events = [e for e in _span(world, since, until) if e.kind in kinds and _mine(world, e, queue, dialog, instance)]
+    again = repeats_in_an_instant([e.to_json() for e in events])  # several looks of one instant, one report
+    events = [e for i, e in enumerate(events) if i not in again]
     want = [
         [
             _when(world, value) if col == "second" else as_compared(col, value)

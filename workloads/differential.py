@@ -56,6 +56,7 @@ from sbtck.agreement import (
     agree,
     asked,
     held,
+    once_an_instant,
     reconciled,
     relative_name,
     row_as_compared,
@@ -299,6 +300,9 @@ class FollowingChooser:
                 again = len(self.tries.get(instant, ())) > self.begun.get(instant, 0)
             self.current = {RECLASSIFIED: REGISTERS_AGAIN if again else STAYS_REGISTERED}
             return
+        if "timer_and_step" in message:  # which of a timer notification and a procedure's step came first: no
+            self.current = {}  # event names it, so the reference's order leads and the search tries the other
+            return
         if "waiter" in message:  # which waiting session is served first: read in choose, from the options
             self.serving = (str(message["waiter"]), message.get("at_ms"))
             self.current = {}
@@ -514,8 +518,11 @@ def difference(
     """
     if carried is not None:
         _note_transmissions(carried, got["events"] + want["events"])
-    got = {**got, "events": reconciled(_shown(got["events"], capabilities), want["events"])}
-    want = {**want, "events": _shown(want["events"], capabilities)}
+    # reconciled against every event of the reference's step (a timer notification is a trigger even where the
+    # implementation is not asked for it), and against its reports kept once
+    happened = once_an_instant(want["events"])
+    want = {**want, "events": _shown(happened, capabilities)}
+    got = {**got, "events": once_an_instant(reconciled(_shown(got["events"], capabilities), happened))}
     identities = carried.identities if carried is not None else ({}, {})
     if carried is not None:
         got = {**got, "events": _relative(got["events"], carried.groups[0], identities[0])}

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from sbtck.agreement import canonical, compared
+from sbtck.agreement import canonical, compared, once_an_instant
 from sbtck.errors import DeclarationError, NoStepFor
 from sbtck.observations import DECISION_FIELDS, DECISION_TRACE, reported_by
 from sbtck.steps import phrases
@@ -124,10 +124,11 @@ def step(op: dict[str, Any], start_ms: int) -> str | None:
 
 
 def stated(events: list[dict[str, Any]], capabilities: frozenset[str], reasoning: bool = False) -> list[dict[str, Any]]:
-    """The events a reproducer states: what an implementation with these capabilities reports, less DECISION_TRACE."""
-    return [
-        e for e in events if (reasoning or e["kind"] not in DECISION_TRACE) and reported_by(e["kind"], capabilities)
-    ]
+    """The events a reproducer states: what an implementation with these capabilities reports, less DECISION_TRACE,
+    a report of what an instant came to once (as the Then step reads the log)."""
+    return once_an_instant(
+        [e for e in events if (reasoning or e["kind"] not in DECISION_TRACE) and reported_by(e["kind"], capabilities)]
+    )
 
 
 def differing_fields(expected: list[dict[str, Any]], got: list[dict[str, Any]]) -> list[str]:

@@ -31,6 +31,8 @@ from sbtck.engine.choosing import (
     PAIR_ASKED_AGAIN,
     PRINCIPAL_RETRY,
     THE_COMMITTER,
+    TIMER_AND_STEP,
+    TIMER_FIRST,
     Addresses,
     Chooser,
     FirstChooser,
@@ -71,6 +73,21 @@ class _LowerCaseAddresses(_Rewriting):
             rows = [{**row, "address": str(row["address"]).lower()} for row in response.result.get("rows", [])]
             return dataclasses.replace(response, result={**response.result, "rows": rows})
         return response
+
+
+class _LooksAgainAndFindsTheSame(_Rewriting):
+    """Each look that finds activation necessary and starts nothing is followed by another of the same instant that
+    finds the same (two messages arrived, the first served to a RECEIVE that waited, say): how many looks find it
+    follows the order of the instant's triggers, which ACT-05 does not give."""
+
+    def rewrite(self, command: contract.Command, response: contract.Response) -> contract.Response:
+        events: list[contract.Event] = []
+        for event in response.events:
+            events.append(event)
+            necessary = events[-2] if len(events) > 1 else None
+            if event.kind == Kind.ACTIVATION_WITHHELD and necessary and necessary.kind == Kind.ACTIVATION_NECESSARY:
+                events += [necessary, event]
+        return dataclasses.replace(response, events=events)
 
 
 class _AcknowledgesEveryMessage(_Rewriting):
@@ -114,6 +131,10 @@ def extra_fields() -> ReferenceImplementation:
 
 def lower_case_addresses() -> ReferenceImplementation:
     return _LowerCaseAddresses(name="allowed: addresses shown in lower case")
+
+
+def looks_again_and_finds_the_same() -> ReferenceImplementation:
+    return _LooksAgainAndFindsTheSame(name="allowed: a look again finds activation necessary and withheld")
 
 
 def acknowledges_every_message() -> ReferenceImplementation:
@@ -264,6 +285,9 @@ ALLOWED = [
     "takes_its_own_address_through_its_dispatcher",
     "asks_the_pair_again_for_a_principal",
     "delays_where_a_local_route_finds_no_service",
+    "looks_again_and_finds_the_same",
+    "looks_at_the_timer_before_a_step",
+    "resumes_a_failed_dialog_waiting_otherwise",
 ]
 
 
@@ -442,6 +466,18 @@ class _ReclassifiesEveryWaitingDialog(Router):
             self._retry(head)
 
 
+class _ResumesAFailedDialogWaitingOtherwise(Router):
+    """A dialog the transmission fault found waiting for its connection, principal or route has failed too (PER-2B
+    resumes dialogs "that failed earlier for resource or security reasons"): the next reclassification resumes it."""
+
+    def _failed_waiting_otherwise(self, head: Waiting, instance: str) -> bool:
+        return head.status != FAILED and instance in self.failed_at.get(head.envelope.dialog, ())
+
+
+def resumes_a_failed_dialog_waiting_otherwise() -> ReferenceImplementation:
+    return _engine("resumes a failed dialog waiting otherwise", router_class=_ResumesAFailedDialogWaitingOtherwise)
+
+
 def reclassifies_every_waiting_dialog() -> ReferenceImplementation:
     return _engine("reclassifies every waiting dialog", router_class=_ReclassifiesEveryWaitingDialog)
 
@@ -617,3 +653,13 @@ class _ChoosesAgainWhereLocalFindsNoService(FirstChooser):
 
 def delays_where_a_local_route_finds_no_service() -> ReferenceImplementation:
     return _engine("delays where a LOCAL route finds no service", chooser_class=_ChoosesAgainWhereLocalFindsNoService)
+
+
+class _TimerBeforeTheStep(FirstChooser):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return TIMER_FIRST if kind == TIMER_AND_STEP else super().choose(kind, options, addresses)
+
+
+def looks_at_the_timer_before_a_step() -> ReferenceImplementation:
+    """A timer notification and an activated procedure's step of one instant: the monitor's look comes first."""
+    return _engine("a timer notification's look before a procedure's step", chooser_class=_TimerBeforeTheStep)

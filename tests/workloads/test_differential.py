@@ -281,3 +281,27 @@ def test_coinciding_triggers_decide_nothing_by_which_one_is_named() -> None:
     assert differ(3, _step(ARRIVAL, BY_TIMER, STARTS), _step(ARRIVAL, BY_ARRIVAL, STARTS), activation)
     # and the procedure's start, an effect, is compared as ever
     assert differ(3, _step(TICK, ARRIVAL, BY_TIMER), want, activation)
+
+
+RECEIVED = {**NECESSARY, "kind": Kind.ROWS_RETURNED, "session": "S1", "statement": "RECEIVE", "has_where": False}
+WITHHELD = {**NECESSARY, "kind": Kind.ACTIVATION_WITHHELD, "reason": "MAX_QUEUE_READERS"}
+BY_RECEIVE = {**NECESSARY, "rule": "ACT-07", "trigger": "RECEIVE"}
+BY_ARRIVAL_7 = {**NECESSARY, "rule": "ACT-07", "trigger": "message arrived"}
+
+
+def test_looks_of_one_instant_that_find_the_same_are_one_report() -> None:
+    # a waiting RECEIVE returns the message that arrives and a second arrives: a look for each trigger, and how many
+    # find the queue holding an unread message depends on their order in the instant, which ACT-05 does not give
+    activation = frozenset({"activation", "decision_trace"})
+    want = _step(ARRIVAL, RECEIVED, ARRIVAL, BY_ARRIVAL_7, WITHHELD)
+    twice = _step(ARRIVAL, RECEIVED, ARRIVAL, BY_RECEIVE, WITHHELD, BY_ARRIVAL_7, WITHHELD)
+    assert differ(3, twice, want, activation) == []
+    assert differ(3, want, twice, activation) == []
+    # the same found at another instant is another report, and a report the other side lacks still differs
+    later = {"at_ms": 11000}
+    assert differ(
+        3, _step(ARRIVAL, RECEIVED, ARRIVAL, BY_ARRIVAL_7, WITHHELD, {**BY_ARRIVAL_7, **later}), want, activation
+    )
+    assert differ(3, _step(ARRIVAL, RECEIVED, ARRIVAL, BY_ARRIVAL_7), want, activation)
+    # an effect is counted one for one: two procedures started are not one
+    assert differ(3, _step(ARRIVAL, BY_ARRIVAL_7, STARTS, STARTS), _step(ARRIVAL, BY_ARRIVAL_7, STARTS), activation)
