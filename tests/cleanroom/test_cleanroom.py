@@ -41,23 +41,9 @@ BROKERS: dict[str, dict[str, str]] = {
 AREAS_OF = {"cr1": AREAS, "cr2": ("routing", "activation")}
 # the worlds (of the first WORLDS) the stage still fails a broker in, each with where the question stands: a world
 # failing that is not listed fails the test, and a listed world that passes is reported so the list only shrinks
-KNOWN: dict[tuple[str, str], dict[int, str]] = {
-    ("cr1", "decision trace"): {
-        # a RECEIVE waiting since earlier returns the message that arrives: the broker looks once for the arrival
-        # and once for the RECEIVE (a check "when SQL Server executes a RECEIVE statement"), the reference once;
-        # both find activation necessary and withheld at MAX_QUEUE_READERS, and no effect differs. Open: whether a
-        # waiting RECEIVE that returns is a RECEIVE executing again (its author's NOTES.md, C2)
-        135: "open: ACT-05, whether a waiting RECEIVE that returns makes a check of its own",
-        # the broker's: no check at the rollback of a transaction whose RECEIVE returned nothing (WRONG above);
-        # with the trace the check shows though it starts nothing
-        **dict.fromkeys((7, 13, 28, 144, 193, 232, 265), "the broker's: ACT-05, rollback of an empty RECEIVE"),
-    },
-}
+KNOWN: dict[tuple[str, str], dict[int, str]] = {}
 # the scenarios a broker fails where the documents make it wrong (decided by the team; its NOTES.md says so too)
-WRONG: dict[str, dict[str, str]] = {
-    # "A transaction that contains a RECEIVE statement rolls back" is a check, whatever the RECEIVE returned
-    "cr1": {"activation/02_when_monitors_check.feature::[10] ": "ACT-05, rollback of an empty RECEIVE"},
-}
+WRONG: dict[str, dict[str, str]] = {}
 CASES = [(name, mode) for name, modes in BROKERS.items() for mode in modes]
 IDS = [f"{name}, {mode}" for name, mode in CASES]
 

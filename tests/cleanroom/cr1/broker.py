@@ -159,10 +159,13 @@ class Broker:
         while self.agenda and self.agenda[0][0] <= t:
             at, _, kind, args = heapq.heappop(self.agenda)
             self.now = max(self.now, at)
-            # a queue monitor looks after each due item (a step), each trigger its own check
-            self.pending_checks = []
+            # third round: the queue monitors look once the instant has settled, after
+            # every item due at this instant has run (implementing.md 6: "when a queue
+            # monitor looks after a trigger, once the instant has settled or at the
+            # trigger itself"); each trigger is still its own check
             getattr(self, "due_" + kind)(*args)
-            self.flush_checks()
+            if not (self.agenda and self.agenda[0][0] == at):
+                self.flush_checks()
         self.now = max(self.now, t)
 
     # ============================================================ activation
@@ -199,14 +202,14 @@ class Broker:
                 out.append(s)
         return out
 
-    def check(self, q, trig, was_empty=False, had_waiter=False):
+    def check(self, q, trig, was_empty=False):
         if not q["monitor"]:
             return
         running = len(q["tasks"])
         rule = None
         if trig == "message arrived" and was_empty and running == 0:
             rule = "ACT-06"
-        elif q["msgs"] and not self.waiting_sessions(q) and not had_waiter:
+        elif q["msgs"] and not self.waiting_sessions(q):
             win = int(round(float(PARAMS["activation_empty_window_s"]) * 1000))
             if q["last_empty"] is None or self.now - q["last_empty"] >= win:
                 rule = "ACT-07"
@@ -269,6 +272,7 @@ class Broker:
         s = self.session(task["session"])
         s["tx"] = True
         s["tx_recv"] = False
+        s["recv_qs"] = []
         proc = task["proc"]
         out = self.do_receive(s, q, proc.get("receive_top"), None, None, proc.get("waitfor_ms"), trig=False)
         if out == "rows":
@@ -359,6 +363,13 @@ class Broker:
         stmt = "GET CONVERSATION GROUP" if gcg else "RECEIVE"
         if not gcg:
             self.end_ext_timeout(q)
+            if s["tx"]:
+                # third round: a transaction "that contains a RECEIVE statement" (ACT-05),
+                # whatever the RECEIVE returned, checks its queue when it rolls back
+                s["tx_recv"] = True
+                s.setdefault("recv_qs", [])
+                if q not in s["recv_qs"]:
+                    s["recv_qs"].append(q)
         g = self.pick(s, q, where_dialog, where_group)
         out = "rows"
         if g is not None:
@@ -471,6 +482,7 @@ class Broker:
         s["tx"] = False
         s["held"] = []
         s["tx_recv"] = False
+        s["recv_qs"] = []
         self.ev("transaction_committed", session=s["name"])
         self.release(s)
 
@@ -482,6 +494,8 @@ class Broker:
         s["held"] = []
         had = s["tx_recv"]
         s["tx_recv"] = False
+        rqs = s.get("recv_qs") or []
+        s["recv_qs"] = []
         qs = []
         for q, m in held:
             q["msgs"].append(m)
@@ -491,7 +505,7 @@ class Broker:
         self.ev("transaction_rolled_back", session=s["name"], returned=len(held))
         self.release(s)
         if had:
-            for q in qs:
+            for q in rqs + [q for q in qs if q not in rqs]:
                 self.trigger(q, "rollback")
         for q in qs:
             self.serve_waiters(q)
@@ -534,11 +548,10 @@ class Broker:
                 d["pin_bi"] = db["bi"]
                 self.ev("acknowledged", instance=d["inst"], dialog=m["dialog"], broker_instance=db["bi"],
                         at=self.now)
-        # second round: the arrival's check sees the queue as the message arrived,
-        # while a reader still waited for it (ACT-07: "there is no session waiting")
-        had_waiter = bool(self.waiting_sessions(q))
+        # third round: the arrival's check looks once the instant has settled, like
+        # every other (the second round's "sees the waiter" reading is dropped)
         self.serve_waiters(q)
-        self.trigger(q, "message arrived", was_empty=was_empty, had_waiter=had_waiter)
+        self.trigger(q, "message arrived", was_empty=was_empty)
 
     # =============================================================== routing
     def tname(self, db):
@@ -1062,6 +1075,15 @@ class Broker:
                 beh = inst.setdefault("behind", {})
                 beh[key] = msgs[i:] + beh.get(key, [])
                 return
+            if i > 0 and any(x["m"]["dialog"] == dialog and x["m"]["from_target"] == from_target
+                             for x in inst["tq"]):
+                # third round: the head waits here (for its connection, or failed), so
+                # the later messages wait behind it, unrouted, as at a SEND
+                beh = inst.setdefault("behind", {})
+                beh[key] = msgs[i:] + beh.get(key, [])
+                for r in msgs[i:]:
+                    self.pend_m(inst, r, "behind an earlier message of the conversation")
+                return
             self.ev("routing_retried", instance=iname, **self.mfields(m))
             self.refresh_bi(m)
             res = self.route(inst, db, m, False)
@@ -1094,7 +1116,8 @@ class Broker:
             for db in self.dbs(inst):
                 for q in db["queues"].values():
                     if q["monitor"]:
-                        self.check(q, "timer notification")
+                        # third round: the timer's look waits for the instant to settle too
+                        self.trigger(q, "timer notification")
         for inst in self.instances.values():
             if inst["running_handlers"] < inst["handlers"]:
                 n = inst["handlers"] - inst["running_handlers"]
@@ -1194,11 +1217,28 @@ class Broker:
                 inst["tq"].remove(e)
             if ents:
                 self.ev("routing_retried", instance=inst["name"], **self.mfields(ents[0]["m"]))
-            for e in ents:
+            for idx, e in enumerate(ents):
                 m = e["m"]
                 db = inst["dbs"].get(m.get("_db")) if m.get("_db") else None
                 if db is None:
                     db = inst["dbs"][d["db"]] if not m["from_target"] else inst["dbs"][d["tdb"]]
+                key = (m["dialog"], m["from_target"])
+                if idx > 0 and (key in self.delayed_q(inst) or any(
+                        x["m"]["dialog"] == m["dialog"] and x["m"]["from_target"] == m["from_target"]
+                        for x in inst["tq"])):
+                    # third round: an earlier message of the conversation still waits
+                    # here, so the later ones wait behind it, unrouted (as at a SEND)
+                    rest = [x["m"] for x in ents[idx:]]
+                    for r in rest:
+                        r.setdefault("_db", db["name"])
+                    if key in self.delayed_q(inst):
+                        self.delayed_q(inst)[key].extend(rest)
+                    else:
+                        beh = inst.setdefault("behind", {})
+                        beh[key] = rest + beh.get(key, [])
+                    for r in rest:
+                        self.pend_m(inst, r, "behind an earlier message of the conversation")
+                    break
                 self.refresh_bi(m)
                 res = self.route(inst, db, m, False)
                 self.after_route(inst, db, m, res, False)
@@ -1281,6 +1321,7 @@ class Broker:
         s = self.session(c["session"])
         s["tx"] = True
         s["tx_recv"] = False
+        s["recv_qs"] = []
         s["held"] = []
         return {}
 
