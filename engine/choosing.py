@@ -122,6 +122,12 @@ ROUTED_AGAIN, PAIR_ASKED_AGAIN = "routed again", "its pair asked again"
 # and queue (the options in the reference's order of preference: the step first)
 TIMER_AND_STEP = "timer_and_step"
 STEP_FIRST, TIMER_FIRST = "the procedure's step first", "the timer notification's look first"
+# whether a group of identical routes (RTC-0: alike in broker instance, service name and address, mirror address
+# aside) "specifies a mirror address" (RTC-1) when only some of its members do: the documents do not say. As the
+# member that names it by default (the first by name, the reference's pick), or as any member that specifies one,
+# named then by such a member. Asked at each choosing where such a group is among the candidates
+MIXED_GROUP = "mixed_identical_group"
+AS_ITS_FIRST_MEMBER, AS_ANY_MIRRORED_MEMBER = "as its first member", "as any member with a mirror address"
 # how many task handlers an instance starts (PER-1B: it "creates up to 2 times the number of CPU's task-handlers"):
 # asked of each instance as it starts, its options counts from twice its CPUs down to one, the reference's first
 TASK_HANDLERS = "task_handlers"
@@ -148,7 +154,15 @@ READINGS = frozenset(
     }
 )
 # the kinds whose options are offered in the reference's order of preference, not compared by name
-OFFERED_IN_ORDER = READINGS | {GROUP, WAITER, RECLASSIFIED, RECLASSIFIED_NEXT, TASK_HANDLERS, TIMER_AND_STEP}
+OFFERED_IN_ORDER = READINGS | {
+    GROUP,
+    WAITER,
+    RECLASSIFIED,
+    RECLASSIFIED_NEXT,
+    TASK_HANDLERS,
+    TIMER_AND_STEP,
+    MIXED_GROUP,
+}
 # the readings that are open only to an implementation without this capability (a rule of it otherwise)
 OPEN_WITHOUT = {RECLASSIFYING: "periodic_tasks"}
 # the choices that show only to an implementation with this capability: without it, no trace tells one pick from

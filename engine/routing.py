@@ -9,7 +9,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from sbtck.engine.choosing import BROKER_INSTANCE, DATABASE_ORDER, ROUTE, Addresses, Chooser
+from sbtck.engine.choosing import (
+    AS_ANY_MIRRORED_MEMBER,
+    AS_ITS_FIRST_MEMBER,
+    BROKER_INSTANCE,
+    DATABASE_ORDER,
+    MIXED_GROUP,
+    ROUTE,
+    Addresses,
+    Chooser,
+)
 from sbtck.engine.model import LOCAL, TRANSPORT, Database, Instance, Route
 
 
@@ -107,6 +116,11 @@ def choose(routes: list[Route], instance_has_service: bool, chooser: Chooser) ->
     for route in sorted(routes, key=_name):
         distinct.setdefault(route.identity(), route)
         members.setdefault(route.identity(), []).append(route)
+    mixed = [k for k, group in members.items() if len({bool(m.mirror_address) for m in group}) > 1]
+    if mixed and chooser.choose(MIXED_GROUP, [AS_ITS_FIRST_MEMBER, AS_ANY_MIRRORED_MEMBER]) == AS_ANY_MIRRORED_MEMBER:
+        for k in mixed:  # the group specifies a mirror address, and only a member that does names it
+            members[k] = [m for m in members[k] if m.mirror_address]
+            distinct[k] = members[k][0]
     # one pass sorts the candidates into the four steps: this runs on every routing attempt, retries included
     mirrored: list[Route] = []
     local: list[Route] = []

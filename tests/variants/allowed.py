@@ -17,6 +17,7 @@ from sbtck.engine import routing as r
 from sbtck.engine.activation import ActivatedTask, QueueMonitor, QueueMonitors
 from sbtck.engine.broker import ConnectsWhenNotified
 from sbtck.engine.choosing import (
+    AS_ANY_MIRRORED_MEMBER,
     AT_NEXT_USE,
     AT_ONCE_THROUGH_THE_DISPATCHER,
     AT_THE_TRIGGER,
@@ -25,6 +26,7 @@ from sbtck.engine.choosing import (
     CHOSEN_AGAIN,
     GCG_READING,
     LOCAL_MISS,
+    MIXED_GROUP,
     NEXT_READER,
     NOT_A_RECEIVE,
     OWN_ADDRESS,
@@ -288,6 +290,7 @@ ALLOWED = [
     "looks_again_and_finds_the_same",
     "looks_at_the_timer_before_a_step",
     "resumes_a_failed_dialog_waiting_otherwise",
+    "a_group_with_a_mirrored_member_is_mirrored",
 ]
 
 
@@ -663,3 +666,13 @@ class _TimerBeforeTheStep(FirstChooser):
 def looks_at_the_timer_before_a_step() -> ReferenceImplementation:
     """A timer notification and an activated procedure's step of one instant: the monitor's look comes first."""
     return _engine("a timer notification's look before a procedure's step", chooser_class=_TimerBeforeTheStep)
+
+
+class _AnyMirroredMemberMirrors(FirstChooser):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return AS_ANY_MIRRORED_MEMBER if kind == MIXED_GROUP else super().choose(kind, options, addresses)
+
+
+def a_group_with_a_mirrored_member_is_mirrored() -> ReferenceImplementation:
+    """A group of identical routes specifies a mirror address (RTC-1) when any of its members does."""
+    return _engine("a group of identical routes mirrored by any member", chooser_class=_AnyMirroredMemberMirrors)
