@@ -192,7 +192,8 @@ def _run(
 ) -> _Ran:
     """One branch beside the trace, to its first difference (its picks replayed, then the guide's)."""
     branch = Branch(picks, FollowingChooser(trace.events()), capabilities, readings)
-    broker = CONNECTING_CHOICES[branch.take(len(CONNECTING_CHOICES), reading=True)]
+    # the way of connecting is a reading of the whole run too: without READINGS open, the suite's reference's
+    broker = CONNECTING_CHOICES[branch.take(len(CONNECTING_CHOICES), reading=True) if readings else 0]
     reference = ReferenceImplementation(broker_class=broker, params=reference_params(params), chooser=branch)
     branch.now = lambda: reference.broker.clock.now_ms if reference.broker is not None else -1
     expected = Trace(world.seed)
