@@ -104,13 +104,16 @@ class Broker(QueueStatements, Administration):
             )
         self.clock.run_until(at_ms)
 
+    def _next_timer_ms(self) -> int:
+        """When the next timer notification falls (PER-0: counted from broker start)."""
+        return self.start_ms + (self._notification + 1) * self.params.timer_period_s * 1000
+
     def _timer_pending(self) -> bool:
         """Is a timer notification due at this instant, not run yet?"""
-        return self.start_ms + (self._notification + 1) * self.params.timer_period_s * 1000 == self.clock.now_ms
+        return self._next_timer_ms() == self.clock.now_ms
 
     def _schedule_timer(self) -> None:
-        period = self.params.timer_period_s * 1000
-        self.clock.at(self.start_ms + (self._notification + 1) * period, self._timer_notification)
+        self.clock.at(self._next_timer_ms(), self._timer_notification)
 
     def _timer_notification(self) -> None:
         """PER-0: the notifications are counted from broker start; each runs the tasks of its number."""

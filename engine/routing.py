@@ -116,7 +116,8 @@ def choose(routes: list[Route], instance_has_service: bool, chooser: Chooser) ->
     for route in sorted(routes, key=_name):
         distinct.setdefault(route.identity(), route)
         members.setdefault(route.identity(), []).append(route)
-    mixed = [k for k, group in members.items() if len({bool(m.mirror_address) for m in group}) > 1]
+    # most groups have one member: only a larger one can differ in mirror address
+    mixed = [k for k, g in members.items() if len(g) > 1 and len({bool(m.mirror_address) for m in g}) > 1]
     if mixed and chooser.choose(MIXED_GROUP, [AS_ITS_FIRST_MEMBER, AS_ANY_MIRRORED_MEMBER]) == AS_ANY_MIRRORED_MEMBER:
         for k in mixed:  # the group specifies a mirror address, and only a member that does names it
             members[k] = [m for m in members[k] if m.mirror_address]

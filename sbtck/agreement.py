@@ -163,11 +163,9 @@ def reconciled(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> list[di
 
 
 def once_an_instant(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """EVENTS with each report of ONCE_AN_INSTANT kept once where the same one repeats at its queue and instant.
-
-    The same whichever trigger each look names: reconcile the implementation's against the reference's reports so
-    kept (``reconciled``), and a look naming another trigger of the instant is then the report the reference made.
-    """
+    """EVENTS with each report of ONCE_AN_INSTANT kept once where the same one repeats at its queue and instant,
+    whichever trigger each names (``reconciled`` first, so that an implementation's look naming another trigger of
+    the instant reads as the report the reference kept)."""
     if not any(e["kind"] in ONCE_AN_INSTANT for e in events):
         return events
     again = repeats_in_an_instant(events)
