@@ -285,7 +285,16 @@ class SetMessageForwarding(Command):
 
 @dataclass(frozen=True)
 class SetReachable(Command):
-    """A fault: the instance stops answering the network, or answers again."""
+    """A fault: the instance stops answering the network, or answers again.
+
+    Unreachable, the instance answers nothing that comes to it: other
+    instances' connections to it break (each closed, reason `disconnected`,
+    at once or when next used), their attempts to connect to it are refused,
+    and a mirror probe of it gets `unreachable`. Its own connections to other
+    instances stay open, and it may still open new ones and send over them:
+    the fault is of answering, not of sending. Reachable again, it is
+    connected to afresh; no connection the fault broke comes back by itself.
+    """
 
     kind: ClassVar[str] = "set_reachable"
     needs: ClassVar[str | None] = "routing"

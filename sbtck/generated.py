@@ -19,6 +19,9 @@ from sbtck.resources import docs
 def main(name: str, make: Callable[[str], str], argv: list[str] | None = None) -> None:
     """Writes MAKE(the kit's current docs/NAME) to the place argv names; MAKE keeps what is written by hand."""
     argv = sys.argv[1:] if argv is None else argv
+    if len(argv) > 1 or (argv and argv[0].startswith("-") and argv[0] != "-"):
+        # an option such as --help is no PATH: writing a file named after it surprised a user
+        raise SystemExit(f"usage: python -m MODULE [PATH | -]: writes {name} to PATH, or to standard output for -")
     own = docs() / name
     text = make(own.read_text(encoding="utf-8") if own.is_file() else "")
     # an installed kit's documents are the distribution's: without a PATH they go to standard output

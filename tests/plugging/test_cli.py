@@ -432,6 +432,19 @@ def test_a_generator_in_an_installed_kit_writes_no_file_inside_it(
     assert (tmp_path / "mine.md").read_text() == "to a file\n"
 
 
+def test_a_generator_given_an_option_writes_nothing_and_says_its_usage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`python -m sbtck.iut.protocol_doc --help` wrote the document into a file named --help."""
+    from sbtck import generated
+
+    monkeypatch.chdir(tmp_path)
+    for argv in (["--help"], ["-h"], ["a.md", "b.md"]):
+        with pytest.raises(SystemExit, match=r"usage: python -m MODULE \[PATH \| -\]"):
+            generated.main("protocol.md", lambda old: "text\n", argv)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_dry_run_binds_every_step_and_loads_every_topology_and_runs_nothing(tmp_path: Path) -> None:
     """Cucumber's --dry-run: the implementation is never started (a program that does not exist is fine)."""
     n = scenarios_tagged("ACT-09")
