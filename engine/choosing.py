@@ -116,6 +116,18 @@ DROPPED, CHOSEN_AGAIN = "dropped", "chosen again, delayed"
 # while the route it chose stands (one reading for a whole run, the reference's first)
 PRINCIPAL_RETRY = "principal_retry"
 ROUTED_AGAIN, PAIR_ASKED_AGAIN = "routed again", "its pair asked again"
+# whether a message SENT while an earlier message of its conversation waits at another instance only (a forwarder
+# or the target's instance, where no route matched it yet) is held at its origin behind it, or routed and sent on:
+# the routing document marks "the conversation" delayed where matching found no route, and no document says that
+# an instance the conversation passed through on its way holds its later messages for it (one reading for a whole
+# run: held, the reference's first)
+HELD_ELSEWHERE = "held_elsewhere"
+HELD_AT_ITS_ORIGIN, SENT_ON = "held at its origin", "routed and sent on"
+# and whether a message waiting behind an earlier one of its conversation that PER-5B's forwarder deletes where it
+# waits follows it at once, as it would had it gone on, or stays where it waits (the reference's first: until the
+# forwarder deletes it too, or for ever at its origin). Asked of each such message, at the deletion
+BEHIND_A_DELETED = "behind_a_deleted_message"
+STAYS_BEHIND, FOLLOWS_AT_ONCE = "stays where it waits", "follows at once"
 # which comes first where a timer notification and an activated procedure's step (the end of its work: its commit
 # and next RECEIVE) fall on one instant: the documents order neither before the other, and the queue monitor's look
 # at the notification (PER-1A) sees the group still locked, or released and taken again. Asked of each such instant
@@ -151,6 +163,7 @@ READINGS = frozenset(
         QUIET_SPAN,
         LOCAL_MISS,
         PRINCIPAL_RETRY,
+        HELD_ELSEWHERE,
     }
 )
 # the kinds whose options are offered in the reference's order of preference, not compared by name
@@ -162,6 +175,7 @@ OFFERED_IN_ORDER = READINGS | {
     TASK_HANDLERS,
     TIMER_AND_STEP,
     MIXED_GROUP,
+    BEHIND_A_DELETED,
 }
 # the readings that are open only to an implementation without this capability (a rule of it otherwise)
 OPEN_WITHOUT = {RECLASSIFYING: "periodic_tasks"}

@@ -21,10 +21,14 @@ from sbtck.engine.choosing import (
     ACKNOWLEDGEMENT_READING,
     AT_ONCE_FROM_OUTSIDE,
     AT_ONCE_THROUGH_THE_DISPATCHER,
+    BEHIND_A_DELETED,
     CHOSEN_AGAIN,
     DROPPED,
+    FOLLOWS_AT_ONCE,
     FORWARD_REPORTED,
     FORWARD_SPAN,
+    HELD_AT_ITS_ORIGIN,
+    HELD_ELSEWHERE,
     LOCAL_MISS,
     LOST_PRINCIPAL_TOO,
     NEVER_RECLASSIFIES,
@@ -43,6 +47,8 @@ from sbtck.engine.choosing import (
     ROUTED_AFTER,
     ROUTED_AGAIN,
     SENT_AFTER,
+    SENT_ON,
+    STAYS_BEHIND,
     STAYS_REGISTERED,
     WHEN_DECIDED,
     WHEN_SENT_ON,
@@ -151,6 +157,8 @@ class Router:
         self.own_address = Reading(OWN_ADDRESS, OVER_THE_NETWORK, AT_ONCE_FROM_OUTSIDE, AT_ONCE_THROUGH_THE_DISPATCHER)
         self.forward_reported = Reading(FORWARD_REPORTED, WHEN_SENT_ON, WHEN_DECIDED)
         self.local_miss = Reading(LOCAL_MISS, DROPPED, CHOSEN_AGAIN)
+        self.held_elsewhere = Reading(HELD_ELSEWHERE, HELD_AT_ITS_ORIGIN, SENT_ON)
+        self._retry_at = 0  # where in its line the wait being retried stood: waiting again, it stands there again
         # the messages, by place, whose forward was reported when decided and is not done yet
         self.reported_forwards: set[tuple[str, bool, int, str]] = set()
         # per conversation and direction, in sending order: only the head is ever routed
@@ -220,12 +228,31 @@ class Router:
 
     # ------------------------------------------------------- transmission queue
     def submit(self, env: Envelope, origin: Instance, home: str) -> None:
-        """A message SENT at its origin: it queues behind any earlier message of its conversation."""
+        """A message SENT at its origin: it queues behind any earlier message of its conversation here, and behind
+        one waiting at another instance as HELD_ELSEWHERE reads it."""
         line = self.lines.get((env.dialog, env.from_target))
-        if line:
+        if not line:
+            self.route(env, origin, inside=True, home=home)
+            return
+        here = any(w.instance == origin.name for w in line)
+        if not here and self.held_elsewhere.taken is None:
+            about = env.fields()  # the reading is asked here: of this message, now (the search reads it from that)
+            about["at_ms"], about[HELD_ELSEWHERE] = self.clock.now_ms, True
+            self.chooser.about(origin.name, about)
+        if here or self.held_elsewhere.of(self.chooser) != SENT_ON:
             self._wait(env, origin, True, home, BEHIND)
             return
         self.route(env, origin, inside=True, home=home)
+
+    def _sent_on(self) -> bool:
+        """HELD_ELSEWHERE read as SENT_ON: a line may hold a conversation's waits at several instances, each
+        instance's first routed on its own (otherwise only a line's first is ever routed)."""
+        return self.held_elsewhere.taken == SENT_ON
+
+    def _follows(self, gone: Waiting, nxt: Waiting) -> bool:
+        """Does NXT, next in line, follow GONE at once? Where the line holds one instance's waits and those held
+        behind them, always; sent on, only what waits at GONE's instance or behind it."""
+        return not self._sent_on() or nxt.instance == gone.instance or nxt.status == BEHIND
 
     def _wait(
         self, env: Envelope, at: Instance, inside: bool, home: str | None, status: str, address: str | None = None
@@ -246,7 +273,7 @@ class Router:
         )
         line = self.lines.setdefault((env.dialog, env.from_target), [])
         if self._retrying is env:
-            line.insert(0, waiting)
+            line.insert(self._retry_at, waiting)
         else:
             line.append(waiting)
         self._emit(
@@ -259,33 +286,61 @@ class Router:
         the head waits for a principal of, ask its two addresses again instead (PAIR_ASKED_AGAIN)."""
         key = (waiting.envelope.dialog, waiting.envelope.from_target)
         line = self.lines.get(key, [])
-        while line and line[0] is waiting:
-            line.pop(0)
+        while (at := self._place(line, waiting)) is not None:
+            line.pop(at)
             self.awaiting_principal.pop(waiting.order, None)
-            env, at = waiting.envelope, self.instances[waiting.instance]
-            self._emit(Kind.ROUTING_RETRIED, at, env, {})
-            self._retrying, self._retried = env, (waiting, env.hops)
+            env, place = waiting.envelope, self.instances[waiting.instance]
+            self._emit(Kind.ROUTING_RETRIED, place, env, {})
+            self._retrying, self._retried, self._retry_at = env, (waiting, env.hops), at
             try:
                 if pair_of is not None:
-                    self._mirrored(env, at, pair_of, waiting.inside, waiting.home)
+                    self._mirrored(env, place, pair_of, waiting.inside, waiting.home)
                 else:
-                    self.route(env, at, inside=waiting.inside, home=waiting.home, via_transport=not waiting.inside)
+                    self.route(env, place, inside=waiting.inside, home=waiting.home, via_transport=not waiting.inside)
             finally:
-                self._retrying, self._retried = None, None
+                self._retrying, self._retried, self._retry_at = None, None, 0
             pair_of = None  # those behind it are routed as they come
-            if not line or line[0].envelope is env:
+            if len(line) <= at or line[at].envelope is env or not self._follows(waiting, line[at]):
                 break
-            waiting = line[0]  # the head went on its way: the next in line follows at once
+            waiting = line[at]  # the head went on its way: the next in line follows at once
         if not line:
             self.lines.pop(key, None)
 
+    def _place(self, line: list[Waiting], waiting: Waiting) -> int | None:
+        """Where WAITING stands in LINE if it is routed next: first in line, or, sent on, first at its instance."""
+        if line and line[0] is waiting:
+            return 0
+        if not self._sent_on():
+            return None
+        for at, w in enumerate(line):
+            if w.instance == waiting.instance:
+                return at if w is waiting else None
+        return None
+
     def heads(self, *statuses: str, instance: str | None = None) -> list[Waiting]:
-        """The first message of each line in one of STATUSES (waiting at INSTANCE, when named)."""
+        """The first message of each line in one of STATUSES (waiting at INSTANCE, when named); sent on, the
+        first at each instance."""
+        if not self._sent_on():
+            return [
+                line[0]
+                for line in self.lines.values()
+                if line and line[0].status in statuses and (instance is None or line[0].instance == instance)
+            ]
         return [
-            line[0]
+            w
             for line in self.lines.values()
-            if line and line[0].status in statuses and (instance is None or line[0].instance == instance)
+            for w in self._firsts(line)
+            if w.status in statuses and instance in (None, w.instance)
         ]
+
+    def _firsts(self, line: list[Waiting]) -> list[Waiting]:
+        """The waits of LINE routed next: its first, or, sent on, the first at each instance."""
+        if not self._sent_on():
+            return line[:1]
+        firsts: dict[str, Waiting] = {}
+        for w in line:
+            firsts.setdefault(w.instance, w)
+        return list(firsts.values())
 
     def connect_and_send(self) -> None:
         """PER-2A: connect to destinations with pending messages that are not suppressed, then send."""
@@ -439,6 +494,7 @@ class Router:
     def forget_stale_forwarded(self) -> None:
         """PER-5B: a message not forwarded within 60 seconds of receipt is deleted."""
         limit = int(self.params.forward_stale_s * 1000)
+        gone_from: list[list[Waiting]] = []
         for key, line in list(self.lines.items()):
             for waiting in [
                 w
@@ -446,11 +502,20 @@ class Router:
                 if not w.inside and self.forwarding.over(self.clock.now_ms, w.received_ms + limit, self.chooser)
             ]:
                 line.remove(waiting)
+                gone_from.append(line)
                 env = waiting.envelope
                 self.reported_forwards.discard((env.dialog, env.from_target, env.sequence, waiting.instance))
                 self._emit(Kind.FORWARDED_MESSAGE_DELETED, self.instances[waiting.instance], waiting.envelope, {})
             if not line:
                 del self.lines[key]
+        # BEHIND_A_DELETED: what waited behind a deleted message follows it as it would had it gone on, or stays
+        behind = {id(w): w for line in gone_from for w in self._firsts(line) if w.status == BEHIND}
+        for held in behind.values():
+            about = held.envelope.fields()
+            about["at_ms"], about[BEHIND_A_DELETED] = self.clock.now_ms, True
+            self.chooser.about(held.instance, about)
+            if self.chooser.choose(BEHIND_A_DELETED, [STAYS_BEHIND, FOLLOWS_AT_ONCE]) == FOLLOWS_AT_ONCE:
+                self._retry(held)
 
     # -------------------------------------------------------------- routing
     def route(
@@ -460,6 +525,13 @@ class Router:
             self._emit(Kind.REPLY_RECOGNISED, at, env, {"broker_instance": env.to_broker_instance})  # RTE-05
             self._local(env, at, env.to_broker_instance, None, via_transport)
             return
+        if not inside and self._retrying is not env:
+            # where an earlier message of its conversation waits here, the conversation is delayed (or waits)
+            # here, and it waits behind that message (one sent on past an instance that held it, or overtaken)
+            line = self.lines.get((env.dialog, env.from_target), ())
+            if any(w.instance == at.name for w in line):
+                self._wait(env, at, False, home, BEHIND)
+                return
         # one routing attempt of this message: the choices below are for it (routes_matched reports it)
         about = env.fields()
         about["at_ms"] = self.clock.now_ms  # which attempt: a message may be routed again later
@@ -714,14 +786,15 @@ class SendsOnceConnected(Router):
     def once_connected(self, head: Waiting) -> None:
         key = (head.envelope.dialog, head.envelope.from_target)
         line = self.lines[key]
-        line.pop(0)
-        self._retrying = head.envelope
+        at = next(i for i, w in enumerate(line) if w is head)
+        line.pop(at)
+        self._retrying, self._retry_at = head.envelope, at
         try:
             self._transmit(head.envelope, self.instances[head.instance], head.address, head.inside, head.home)
         finally:
-            self._retrying = None
-        if line and line[0].envelope is not head.envelope:
-            self._retry(line[0])  # the next in line follows at once
+            self._retrying, self._retry_at = None, 0
+        if len(line) > at and line[at].envelope is not head.envelope and self._follows(head, line[at]):
+            self._retry(line[at])  # the next in line follows at once
         elif not line:
             self.lines.pop(key, None)
 

@@ -66,8 +66,11 @@ from sbtck.agreement import (
 from sbtck.engine import EngineParams
 from sbtck.engine.choosing import (
     A_WAITING_READER,
+    BEHIND_A_DELETED,
     BROKER_INSTANCE,
     DATABASE_ORDER,
+    FOLLOWS_AT_ONCE,
+    HELD_ELSEWHERE,
     LOST_PRINCIPAL_TOO,
     NEXT_READER,
     PARTNER_ALONE,
@@ -77,6 +80,7 @@ from sbtck.engine.choosing import (
     REGISTERS_AGAIN,
     REPLY,
     ROUTE,
+    SENT_ON,
     STAYS_REGISTERED,
     TASK_HANDLERS,
     THE_COMMITTER,
@@ -180,6 +184,9 @@ class FollowingChooser:
         # of the latest question
         self.served: dict[tuple[str, object], list[str]] = {}
         self.serving: tuple[str, object] = ("", None)
+        # HELD_ELSEWHERE and BEHIND_A_DELETED: the instants each message was routed at (matched, chosen, sent,
+        # waiting for a connection or delayed), by message and instance: routed then is sent on, or follows
+        self.routed: set[Instant] = set()
         self.feed(events or [])
 
     def feed(self, events: list[dict[str, Any]]) -> None:
@@ -202,6 +209,8 @@ class FollowingChooser:
                 continue
             key = _key(e["instance"], e)
             instant = (key, e.get("at_ms"))
+            if kind in _ROUTED or (kind == _PENDING and _pending_address(e.get("status")) is not None):
+                self.routed.add(instant)
             if kind == _TRANSMITTED and e.get("address"):
                 self.went.setdefault(key, {})[WENT_TO] = self._went_then(instant, str(e["address"]).upper())
             elif kind in _HERE and e.get("database"):
@@ -299,6 +308,14 @@ class FollowingChooser:
             else:
                 again = len(self.tries.get(instant, ())) > self.begun.get(instant, 0)
             self.current = {RECLASSIFIED: REGISTERS_AGAIN if again else STAYS_REGISTERED}
+            return
+        if HELD_ELSEWHERE in message:  # a SEND behind an earlier message waiting elsewhere: held, or routed then
+            routed = (_key(instance, message), message.get("at_ms")) in self.routed
+            self.current = {HELD_ELSEWHERE: SENT_ON} if routed else {}
+            return
+        if BEHIND_A_DELETED in message:  # behind a message the forwarder deleted: routed then, or left waiting
+            routed = (_key(instance, message), message.get("at_ms")) in self.routed
+            self.current = {BEHIND_A_DELETED: FOLLOWS_AT_ONCE} if routed else {}
             return
         if "timer_and_step" in message:  # which of a timer notification and a procedure's step came first: no
             self.current = {}  # event names it, so the reference's order leads and the search tries the other
@@ -417,7 +434,8 @@ _MATCHED, _CHOSEN = Kind.ROUTES_MATCHED, Kind.ROUTE_CHOSEN
 _RECLASSIFIED = Kind.TRANSMITTER_RECLASSIFIED
 _HANDLERS = Kind.TASK_HANDLERS_STARTED
 _FOLLOWED = _READING | {_TRANSMITTED, _PENDING, _MATCHED, _CHOSEN, _RECLASSIFIED, _HANDLERS}
-_FOLLOWED |= _HERE | _BEGUN | _PROBED_KINDS
+_ROUTED = frozenset({_MATCHED, _CHOSEN, _TRANSMITTED, Kind.CONVERSATION_DELAYED})
+_FOLLOWED |= _HERE | _BEGUN | _PROBED_KINDS | _ROUTED
 
 
 def _pending_address(status: object) -> str | None:

@@ -7,7 +7,7 @@ instance, which database first, whom to ask after a lost principal, who
 gets a released conversation group, when the transport connects, which
 waiting dialogs a route change reclassifies and in which order, which
 of a timer notification and a procedure's step of one instant comes
-first; the
+first, whether a message behind one the forwarder deleted follows it; the
 readings of a whole run are listed in ``sbtck/engine/choosing.py``), the
 reference engine asks its chooser. An implementation may take any allowed
 option at each, so one run of the reference proves nothing when it differs;

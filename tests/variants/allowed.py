@@ -21,10 +21,13 @@ from sbtck.engine.choosing import (
     AT_NEXT_USE,
     AT_ONCE_THROUGH_THE_DISPATCHER,
     AT_THE_TRIGGER,
+    BEHIND_A_DELETED,
     BROKEN_NOTICED,
     CHECK_MOMENT,
     CHOSEN_AGAIN,
+    FOLLOWS_AT_ONCE,
     GCG_READING,
+    HELD_ELSEWHERE,
     LOCAL_MISS,
     MIXED_GROUP,
     NEXT_READER,
@@ -32,6 +35,7 @@ from sbtck.engine.choosing import (
     OWN_ADDRESS,
     PAIR_ASKED_AGAIN,
     PRINCIPAL_RETRY,
+    SENT_ON,
     THE_COMMITTER,
     TIMER_AND_STEP,
     TIMER_FIRST,
@@ -291,6 +295,8 @@ ALLOWED = [
     "looks_at_the_timer_before_a_step",
     "resumes_a_failed_dialog_waiting_otherwise",
     "a_group_with_a_mirrored_member_is_mirrored",
+    "sends_on_past_a_message_held_elsewhere",
+    "follows_a_deleted_message_at_once",
 ]
 
 
@@ -676,3 +682,25 @@ class _AnyMirroredMemberMirrors(FirstChooser):
 def a_group_with_a_mirrored_member_is_mirrored() -> ReferenceImplementation:
     """A group of identical routes specifies a mirror address (RTC-1) when any of its members does."""
     return _engine("a group of identical routes mirrored by any member", chooser_class=_AnyMirroredMemberMirrors)
+
+
+class _SendsOnPastAMessageHeldElsewhere(FirstChooser):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return SENT_ON if kind == HELD_ELSEWHERE else super().choose(kind, options, addresses)
+
+
+def sends_on_past_a_message_held_elsewhere() -> ReferenceImplementation:
+    """A message SENT while an earlier one of its conversation waits at another instance only is routed and sent
+    on; it waits behind that message where it finds it waiting."""
+    return _engine("sends on past a message held elsewhere", chooser_class=_SendsOnPastAMessageHeldElsewhere)
+
+
+class _FollowsADeletedMessageAtOnce(FirstChooser):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return FOLLOWS_AT_ONCE if kind == BEHIND_A_DELETED else super().choose(kind, options, addresses)
+
+
+def follows_a_deleted_message_at_once() -> ReferenceImplementation:
+    """A message waiting behind an earlier one of its conversation that the forwarder deletes (PER-5B) goes on at
+    once, as it would had that one gone on, where the reference leaves it waiting."""
+    return _engine("follows a deleted message at once", chooser_class=_FollowsADeletedMessageAtOnce)
