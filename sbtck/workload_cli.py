@@ -18,6 +18,7 @@ from sbtck.errors import ImplementationFault, IUTSpecError, MasterError, OutputE
 # imported with the command line, not when a signal may already have come: the first signal needs them
 from sbtck.iut.remote import adopt_orphans, descendants, end_descendants
 from sbtck.reports.results import NOT_APPLICABLE
+from sbtck.visible import visible
 from sbtck.workloads import sparkling
 
 # The ranges of the numeric options, checked before any work: beyond them a job would run for years or build
@@ -149,7 +150,7 @@ def show(argv: list[str]) -> int:
     if args.seed is None:
         print(f"{len(records)} failed or undecided worlds of {summary.get('worlds')} in {out}")
         for rec in records:
-            print(record.summary_line(rec))
+            print(visible(record.summary_line(rec)))
         if records:
             print(f"sbtck workload show {out} SEED prints a world in full; {out / record.PAGE} shows them all")
         return 0
@@ -163,7 +164,7 @@ def show(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    print(record.text(found[0]))
+    print(visible(record.text(found[0])))
     return 0
 
 
@@ -350,7 +351,10 @@ def _job(args: argparse.Namespace) -> int:
         if worlds is not None:  # which worlds, first: Spark's own account is a Java trace of thousands of lines
             why = f"{worlds}; {why.splitlines()[0][:500]}"
         output.fail(why[:4000])
-        print(f"sbtck workload: the job did not finish ({why[:2000]}); {plan.out}/INCOMPLETE says so", file=sys.stderr)
+        print(
+            f"sbtck workload: the job did not finish ({visible(why[:2000])}); {plan.out}/INCOMPLETE says so",
+            file=sys.stderr,
+        )
         return 2
     try:
         output.finish(summary)
@@ -394,14 +398,17 @@ def _print(summary: dict[str, Any], out: Path) -> None:
             " search's budget ran out (kept in failures/, not counted as failed)"
         )
         for reason, count in summary.get("undecided_reasons", {}).items():
-            print(f"    {count} {reason}")
+            print(f"    {count} {visible(reason)}")
     for rule, count in summary["violations"].items():
-        print(f"  {rule:<14} {count} worlds")
+        print(f"  {visible(rule):<14} {count} worlds")
     for error in summary["errors"]:
-        print(f"  error in world {error['seed']}: {error['detail'].splitlines()[0]}")
+        # an implementation's words, shown as the page shows them (sbtck/visible.py): never a terminal's sequence
+        print(f"  error in world {error['seed']}: {visible(error['detail'].splitlines()[0])}")
     for rep in summary["reproducers"]:
-        print(f"  reproducer for {rep['rule']} (seed {rep['seed']}): {out / rep['path']}")
+        print(f"  reproducer for {visible(rep['rule'])} (seed {rep['seed']}): {out / rep['path']}")
     for lost in summary.get("unreproduced", []):
-        print(f"  no reproducer for {lost['rule']} (seed {lost['seed']}): {lost['why'].splitlines()[0]}")
+        print(
+            f"  no reproducer for {visible(lost['rule'])} (seed {lost['seed']}): {visible(lost['why'].splitlines()[0])}"
+        )
     print(f"sbtck workload: {out / 'summary.json'}")
     sys.stdout.flush()

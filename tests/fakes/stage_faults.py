@@ -5,6 +5,8 @@ starts after its first SHRUNK_AFTER ones, as an implementation that crashes on a
 ``slow_when_shrunk``: the same broker, taking SLOW_S seconds for each world it starts after its first.
 ``odd_rows``: the reference, answering every view with rows that are not a list.
 ``dies_when_shrunk``: the wrong broker, ending its process while the world of DYING_SEED_FILE is shrunk.
+``escapes``: the reference, with terminal sequences (OSC 52, which writes the user's clipboard; OSC 0; U+202E) in
+the reason of a drop it reports of every message it sends, and in the error it raises on every third world.
 """
 
 from __future__ import annotations
@@ -64,6 +66,29 @@ class _OddRows(ReferenceImplementation):
 
 def odd_rows() -> ReferenceImplementation:
     return _OddRows(name="odd rows")
+
+
+ESCAPES = "\x1b]52;c;cHduZWQ=\x07\x1b]0;owned\x07\u202e"
+_escaped = [0]
+
+
+class _Escapes(ReferenceImplementation):
+    def execute(self, command: contract.Command) -> contract.Response:
+        response = super().execute(command)
+        if isinstance(command, contract.Start):
+            _escaped[0] += 1
+            if _escaped[0] % 3 == 0:
+                raise RuntimeError(f"broken {ESCAPES} here")
+        sent = next((e for e in response.events if e.kind == "message_sent"), None)
+        if sent is not None:  # and the message said dropped as it is sent
+            dropped = {k: sent.fields.get(k) for k in ("instance", "dialog", "message_sequence_number", "from_target")}
+            dropped |= {"rule": "RTC-5", "reason": ESCAPES}
+            response.events.append(contract.Event(sent.at_ms, "message_dropped", dropped))
+        return response
+
+
+def escapes() -> ReferenceImplementation:
+    return _Escapes(name="escapes")
 
 
 # the seed of the world whose shrink ends the Python worker, in a file: Spark's workers do not see a variable set

@@ -252,6 +252,25 @@ def _gone(value: str, within_s: float = 15) -> list[int]:
     return left
 
 
+@pytest.mark.xdist_group("spark")
+def test_the_workloads_terminal_shows_an_implementations_sequences_as_the_page_does(tmp_path: Path) -> None:
+    """An implementation's OSC 52 (the user's clipboard), OSC 0 and U+202E, in a failed world's events and in the
+    error of another, reach the terminal as [U+001B]..., from the summary and from sbtck workload show."""
+    out = tmp_path / "o"
+    iut = "python:tests.fakes.stage_faults:escapes"
+    ran = kit("workload", "--worlds", "6", "--master", "local[1]", "--iut", iut, "--out", str(out), "--shrink-limit",
+              "0", timeout=600)  # fmt: skip
+    assert ran.returncode == 1, ran.stderr[-3000:]
+    failed = json.loads((out / SUMMARY).read_text())
+    assert failed["errors"] and failed["failed_worlds"], failed
+    seed = json.loads((out / "failures.jsonl").read_text().splitlines()[0])["seed"]
+    shown = kit("workload", "show", str(out), str(seed), timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    said = ran.stdout + ran.stderr + shown.stdout + shown.stderr
+    assert "[U+001B]]52;c;" in ran.stdout and "[U+001B]]52;c;" in shown.stdout, said[-3000:]
+    assert "\x1b" not in said and "\u202e" not in said and "\x07" not in said
+
+
 def test_a_daemon_an_implementation_starts_with_setsid_ends_with_it(tmp_path: Path) -> None:
     value = uuid.uuid4().hex
     proc = kit("run", "--iut", SETTLED, "--tags", "ACT-09 and not ACT-05", "--out", str(tmp_path / "o"),
