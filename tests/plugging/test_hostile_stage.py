@@ -203,6 +203,21 @@ def test_a_reproducer_is_kept_only_if_it_passes_on_the_reference_and_fails_on_it
     assert "dropped the reproducer of seed 2" in capsys.readouterr().out
 
 
+def test_reproducers_that_could_not_be_checked_both_ways_are_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The check's runs did not finish in time: the reproducers were written unchecked, though only one that
+    passes on the reference and fails on its implementation may be kept."""
+    monkeypatch.setattr(job, "scenarios_run", lambda folder, iut: None)
+    (tmp_path / "world-4.feature").write_text("Feature: unchecked\n")
+    written = [{"rule": "ACT-10", "seed": 4, "path": "reproducers/world-4.feature"}]
+    kept, dropped = job.checked_both_ways(tmp_path, written, "python:x")
+    assert kept == [] and [(d["seed"], d["rule"]) for d in dropped] == [(4, "ACT-10")]
+    assert "not checked both ways" in dropped[0]["why"]
+    assert list(tmp_path.iterdir()) == []
+    assert "the reproducers were not kept" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("got", "why"),
     [
