@@ -68,6 +68,8 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
 
     try:
         settings, source = config.load(Path.cwd(), Path(args.settings) if args.settings else None)
+        if args.features:  # a team's features run under the pytest configuration found walking up: trusted too
+            config.pytest_settings(Path.cwd())
     except ConfigError as exc:
         print(f"sbtck: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

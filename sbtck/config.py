@@ -67,7 +67,7 @@ def load(folder: Path, named: Path | None = None) -> tuple[dict[str, str], Path 
     return settings, source
 
 
-def _check_trusted(source: Path) -> None:
+def _check_trusted(source: Path, what: str = "its settings (which name a program to start)", allow: str = "") -> None:
     """A settings file found walking up is the user's own, or one they allowed; otherwise the run stops."""
     allowed = [Path(f).resolve() for f in os.environ.get(TRUSTED, "").split(os.pathsep) if f]
     if source.parent in allowed:
@@ -80,10 +80,8 @@ def _check_trusted(source: Path) -> None:
         why = "may be written by other users"
     else:
         return
-    raise ConfigError(
-        f"{source} {why}, so its settings (which name a program to start) are not used; if you trust it, "
-        f"run with --settings {source}, or list its folder in {TRUSTED}"
-    )
+    allow = allow or f"run with --settings {source}, or "
+    raise ConfigError(f"{source} {why}, so {what} are not used; if you trust it, {allow}list its folder in {TRUSTED}")
 
 
 def _find(start: Path) -> tuple[Path | None, Any]:
@@ -102,7 +100,14 @@ def _find(start: Path) -> tuple[Path | None, Any]:
 def pytest_settings(folder: Path) -> Path | None:
     """The pytest configuration file pytest itself would take for FOLDER: in each folder up from it, the first of
     pytest.ini, .pytest.ini, pyproject.toml with [tool.pytest.ini_options] or [tool.pytest], tox.ini with [pytest],
-    setup.cfg with [tool:pytest]."""
+    setup.cfg with [tool:pytest]; trusted as a settings file is (its addopts may run or write anything)."""
+    found = _pytest_settings(folder)
+    if found is not None:
+        _check_trusted(found, "its pytest options (addopts, which may write or run anything)")
+    return found
+
+
+def _pytest_settings(folder: Path) -> Path | None:
     for here in (folder.resolve(), *folder.resolve().parents):
         for name in ("pytest.ini", ".pytest.ini"):
             if (here / name).is_file():

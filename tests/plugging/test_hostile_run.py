@@ -20,7 +20,7 @@ import pytest
 from sbtck.errors import ProtocolError
 from sbtck.iut import answers, protocol
 from sbtck.iut.reference import reference
-from tests.helpers import kit, scenarios_tagged
+from tests.helpers import ROOT, kit, scenarios_tagged
 
 
 def _one_line(text: str) -> None:
@@ -179,6 +179,27 @@ def test_a_planted_settings_file_runs_nothing(how: str, tmp_path: Path) -> None:
     assert str(settings) in proc.stderr and "--settings" in proc.stderr and "SBTCK_TRUSTED_SETTINGS" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not list(tmp_path.rglob("PWNED")) and not (tmp_path / "plant-report").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file another user's needs root")
+def test_a_planted_pytest_configuration_runs_nothing_under_a_teams_features(tmp_path: Path) -> None:
+    """With --features the team's pytest configuration found walking up is used, its addopts too: one another
+    user planted above the project wrote a file outside it."""
+    planted = tmp_path / "pytest.ini"
+    planted.write_text(f"[pytest]\naddopts = --junitxml={tmp_path / 'planted.xml'}\n")
+    os.chown(planted, 4242, 4242)
+    project = tmp_path / "a" / "b"
+    (project / "features").mkdir(parents=True)
+    shutil.copy(ROOT / "features" / "activation" / "01_queue_monitors.feature", project / "features")
+    proc = _run_in(project, "--features", "features", "--out", str(project / "o"))
+    _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert str(planted) in proc.stderr and "pytest options" in proc.stderr and "SBTCK_TRUSTED_SETTINGS" in proc.stderr
+    assert not (tmp_path / "planted.xml").exists()
+    allowed = _run_in(project, "--features", "features", "--out", str(project / "o2"),
+                      env={"SBTCK_TRUSTED_SETTINGS": str(tmp_path)})  # fmt: skip
+    assert allowed.returncode in (0, 1), allowed.stderr[-2000:]
+    assert (tmp_path / "planted.xml").exists()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a file another user's needs root")
