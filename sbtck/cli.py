@@ -105,7 +105,15 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
             print(f"sbtck: --out {out}: {outfolder.TAKEN}", file=sys.stderr)
             return EXIT_BAD_INPUT
         outfolder.claim(out, outfolder.REPORT)
-        return _run_suite(args, extra, chosen, out, source, project)
+        # whatever the run starts (implementations and the daemons they start, setsid and env -i ones too) stays
+        # below the kit, and goes when the run ends, however it ends
+        from sbtck.iut.remote import adopt_orphans, end_descendants
+
+        adopt_orphans()
+        try:
+            return _run_suite(args, extra, chosen, out, source, project)
+        finally:
+            end_descendants()
 
 
 def _run_suite(

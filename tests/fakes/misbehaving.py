@@ -6,6 +6,8 @@ MODE: crash | hang | garbage | wrong_id | protocol_1 (on SEND or in the hello an
   daemon      on SEND, a double-forked child in a session of its own holds stdout for 60 s (pid in $SBTCK_FAKE_PIDFILE)
   settled     at the hello, starts a double-forked daemon in a session of its own (sleeps 600 s, its
               standard streams closed), then answers as the reference does
+  escaped     the same, its daemon with an empty environment (as `setsid env -i` gives), running
+              `sleep 600.N` where N is made of $SBTCK_TEST_LINEAGE, so that a test can still find it
   endless     on SEND, writes one endless line without a newline
   flood       on SEND, answers with 100,000 more events (within the line limit)
   stderr_flood  on SEND, writes 300 MB to stderr, then a last line, and exits
@@ -44,14 +46,18 @@ def _daemon() -> None:
         os._exit(0)
 
 
-def _settled() -> None:
-    """A daemon as a server starts one: out of this process group and session, holding none of its pipes."""
+def _settled(bare: bool = False) -> None:
+    """A daemon as a server starts one: out of this process group and session, holding none of its pipes; BARE,
+    with none of this process's environment either."""
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
             devnull = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(devnull, fd)
+            if bare:
+                mark = int(os.environ.get("SBTCK_TEST_LINEAGE", "0") or "0", 16) % 10**9
+                os.execve("/bin/sleep", ["sleep", f"600.{mark}"], {})
             time.sleep(600)
         os._exit(0)
     os.wait()
@@ -82,8 +88,8 @@ def main(mode: str) -> None:
         if mode == "deaf" and request["op"] != "hello":
             _deaf(request["id"])
         if request["op"] == "hello":
-            if mode == "settled":
-                _settled()
+            if mode in ("settled", "escaped"):
+                _settled(bare=mode == "escaped")
             result = protocol.handshake_json(implementation.handshake())
             if mode == "protocol_1":  # a broker written to the contract before 2.0
                 result["protocol"] = "1.1"

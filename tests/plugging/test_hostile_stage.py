@@ -294,6 +294,32 @@ def test_a_daemon_an_implementation_starts_with_setsid_ends_with_it(tmp_path: Pa
     assert _gone(value, within_s=5) == []
 
 
+def _sleeping(value: str) -> list[int]:
+    """The `sleep 600.N` an escaped daemon of VALUE runs: its environment holds nothing to find it by."""
+    argv = ["sleep", f"600.{int(value, 16) % 10**9}"]
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if cmdline.read_bytes().split(b"\0")[:2] == [a.encode() for a in argv]:
+                found.append(int(cmdline.parent.name))
+    return found
+
+
+def test_a_daemon_with_an_empty_environment_ends_with_the_run_too(tmp_path: Path) -> None:
+    """setsid env -i: the daemon keeps neither the implementation's process group nor its environment, and
+    lived on after sbtck run; the run is the subreaper of what it starts, and ends it all."""
+    value = uuid.uuid4().hex
+    escaped = SETTLED.replace(" settled", " escaped")
+    proc = kit("run", "--iut", escaped, "--tags", "ACT-09 and not ACT-05", "--out", str(tmp_path / "o"),
+               env={MARKER: value}, timeout=300)  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    left = _sleeping(value)
+    for pid in left:  # not left for the next test, whatever this one says
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert left == []
+
+
 def _taking_signals(pid: int) -> None:
     """Until the process takes SIGTERM (Linux's SigCgt): before, the interpreter is starting, with no line of the
     kit run yet, and a signal ends it as it ends any program (on a loaded machine that is a few tenths of a second)."""
