@@ -109,6 +109,24 @@ def _jvm_ends_with_the_kit() -> None:
     setattr(java_gateway, "Popen", started)  # noqa: B010 - as above
 
 
+def _quiet_once_stopped() -> None:
+    """The driver's accumulator server (a socketserver thread of PySpark's) prints a traceback for each update
+    its connection cuts short, as the executors' ends do once a signal stopped the job: then, it says nothing."""
+    from pyspark import accumulators
+
+    for server in (accumulators.AccumulatorTCPServer, getattr(accumulators, "AccumulatorUnixServer", None)):
+        if server is None or getattr(server.handle_error, "quiet_once_stopped", False):
+            continue
+        theirs = server.handle_error
+
+        def handle_error(self: Any, request: Any, address: Any, theirs: Any = theirs) -> None:
+            if not stopped:
+                theirs(self, request, address)
+
+        handle_error.quiet_once_stopped = True  # type: ignore[attr-defined]
+        setattr(server, "handle_error", handle_error)  # noqa: B010 - a class of PySpark's, patched once
+
+
 def session(master: str, app: str = "sbtck-workload", classes: ClassArchive | None = None, **conf: str) -> Any:
     """A SparkSession on MASTER whose executors run this interpreter (so they import this kit).
 
@@ -121,6 +139,7 @@ def session(master: str, app: str = "sbtck-workload", classes: ClassArchive | No
     from pyspark.sql import SparkSession
 
     _jvm_ends_with_the_kit()
+    _quiet_once_stopped()
     driver = JAVA_OPTIONS if classes is None else f"{JAVA_OPTIONS} {classes.java_options()}"
     builder = (
         SparkSession.builder.master(with_retries(master))

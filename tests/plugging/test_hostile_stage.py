@@ -365,6 +365,32 @@ def test_a_signal_at_any_moment_of_a_workloads_first_seconds_ends_it_all(sig: in
     assert not wrong, "\n".join(wrong)
 
 
+@pytest.mark.xdist_group("spark")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_a_signal_while_failing_worlds_are_shrunk_ends_it_all_quietly(sig: int, tmp_path: Path) -> None:
+    """Past the first seconds too: a signal while the job shrinks its failing worlds printed a traceback of
+    PySpark's accumulator server (its executors' updates cut short) before the kit's own line."""
+    value, out, log = uuid.uuid4().hex, tmp_path / "out", tmp_path / "log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sbtck.cli", "workload", "--master", "local[2]", "--worlds", "300", "--iut",
+         "python:tests.variants.activation:ignores_max_queue_readers", "--out", str(out)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), MARKER: value},
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while "shrinking" not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert proc.poll() is None, log.read_text()[-2000:]
+    proc.send_signal(sig)
+    code = proc.wait(timeout=120)
+    said = log.read_text()
+    assert (code, _gone(value)) == (2, []), said[-2000:]
+    assert not any(w in said for w in ("Traceback", "Exception occurred", "Py4J", "py4j")), said[-3000:]
+    assert (out / INCOMPLETE).is_file()
+
+
 # ------------------------------------------------------------------ every size bounded (item 4)
 
 
