@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -538,6 +539,59 @@ def test_serve_holds_each_connection_to_the_limits(monkeypatch: pytest.MonkeyPat
     answers = _serve(periodic, day, env={limits.EVENTS_PER_COMMAND.variable: "500"})
     assert answers[0]["ok"] is True
     assert answers[1]["ok"] is False and "(SBTCK_MAX_EVENTS_PER_COMMAND)" in answers[1]["error"], answers[1]
+
+
+def test_twenty_clients_with_large_topologies_keep_serve_within_500_mb(tmp_path: Path) -> None:
+    """The issue's case: 20 clients over TCP, each starting a large topology and letting hours pass, took the
+    server to 946 MB that stayed after they left. At most SBTCK_SERVE_MAX_CONNECTIONS are served at once, each
+    held to the size limits and its events per command."""
+    topology = parse(_copies(10), "big").plain  # 30 instances, within SBTCK_MAX_INSTANCES
+    requests = [
+        {"id": 1, "op": "hello", "protocol": contract.PROTOCOL_VERSION},
+        {"id": 2, "op": "execute", "command": {"kind": "start", "at_ms": 0, "topology": topology}},
+        *({"id": 3 + h, "op": "execute", "command": {"kind": "advance_time", "at_ms": (h + 1) * 900_000}}
+          for h in range(4)),
+    ]  # fmt: skip
+    lines = "".join(json.dumps(r) + "\n" for r in requests).encode()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "sbtck", "serve", "--tcp", "127.0.0.1:0"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    served: list[bool] = []
+
+    def client() -> None:
+        for _ in range(600):
+            with socket.create_connection(("127.0.0.1", port), timeout=120) as conn:
+                conn.sendall(lines)
+                answers = conn.makefile("rb")
+                first = answers.readline()
+                if b"SBTCK_SERVE_MAX_CONNECTIONS" in first:
+                    time.sleep(0.2)
+                    continue
+                got = [json.loads(first), *(json.loads(answers.readline()) for _ in requests[1:])]
+                served.append(all(a["ok"] for a in got))
+                return
+
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline().rsplit(":", 1)[1])
+        clients = [threading.Thread(target=client) for _ in range(20)]
+        for c in clients:
+            c.start()
+        for c in clients:
+            c.join(timeout=300)
+        status = dict(
+            line.split(":", 1) for line in Path(f"/proc/{server.pid}/status").read_text().splitlines() if ":" in line
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert served == [True] * 20, served
+    peak_mib = int(status["VmHWM"].split()[0]) // 1024
+    assert peak_mib < 500, f"sbtck serve peaked at {peak_mib} MiB"
 
 
 def test_serve_tcp_serves_at_most_its_limit_of_connections_at_once() -> None:
