@@ -286,7 +286,7 @@ class Router:
         the head waits for a principal of, ask its two addresses again instead (PAIR_ASKED_AGAIN)."""
         key = (waiting.envelope.dialog, waiting.envelope.from_target)
         line = self.lines.get(key, [])
-        while (at := self._place(line, waiting)) is not None:
+        while (at := self._place_in_line(line, waiting)) is not None:
             line.pop(at)
             self.awaiting_principal.pop(waiting.order, None)
             env, place = waiting.envelope, self.instances[waiting.instance]
@@ -306,7 +306,7 @@ class Router:
         if not line:
             self.lines.pop(key, None)
 
-    def _place(self, line: list[Waiting], waiting: Waiting) -> int | None:
+    def _place_in_line(self, line: list[Waiting], waiting: Waiting) -> int | None:
         """Where WAITING stands in LINE if it is routed next: first in line, or, sent on, first at its instance."""
         if line and line[0] is waiting:
             return 0

@@ -418,14 +418,14 @@ def checked_both_ways(
     theirs = reference if iut == "reference" else scenarios_run(folder, iut)
     if reference is None or theirs is None:
         # kept only if checked: one not checked may blame the implementation for the kit's mistake
-        why = (
+        unchecked = (
             f"its scenario could not be run on the reference engine and on {iut} within {REPRODUCERS_CHECK_S} s,"
             " so it was not checked both ways"
         )
-        print(f"sbtck workload: the reproducers were not kept: {why}", flush=True)
+        print(f"sbtck workload: the reproducers were not kept: {unchecked}", flush=True)
         for entry in written:
             (folder / Path(entry["path"]).name).unlink(missing_ok=True)
-        return [], [{"seed": entry["seed"], "rule": entry["rule"], "why": why} for entry in written]
+        return [], [{"seed": entry["seed"], "rule": entry["rule"], "why": unchecked} for entry in written]
     kept, dropped = [], []
     for entry in written:
         path = folder / Path(entry["path"]).name
