@@ -250,6 +250,10 @@ class ProcessChannel(Channel):
 
     def __init__(self, argv: list[str], cwd: Path | None = None) -> None:
         program = shutil.which(argv[0])
+        if program is None and os.sep in argv[0] and Path(argv[0]).is_file():
+            raise CannotStart(
+                f"cannot start {argv[0]!r}: the file is not executable (chmod +x, or name its interpreter)"
+            )
         if program is None:
             raise CannotStart(f"cannot start {argv[0]!r}: no such program on PATH")
         self.description = " ".join(argv)

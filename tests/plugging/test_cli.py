@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sbtck.reports.results import INFORMATIVE
-from tests.helpers import ROOT, sbtck, scenarios_tagged
+from tests.helpers import ROOT, kit, sbtck, scenarios_tagged
 
 FEATURES = sorted((ROOT / "features").rglob("*.feature"))
 
@@ -314,8 +314,11 @@ def test_an_implementation_that_cannot_be_started_or_reached_stops_the_run_with_
     with socket.socket() as probe:  # a loopback port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    script = tmp_path / "broker.py"
+    script.write_text("print('a broker')\n")  # no execute bit
     for spec, said in (
         ("cmd:no-such-broker-program --stdio", "no such program on PATH"),
+        (f"cmd:{script}", "the file is not executable"),
         (f"tcp:127.0.0.1:{port}", "Connection refused"),
         ("image:sbtck-no-such-image:never", "not in the local Docker engine"),
     ):
@@ -443,6 +446,23 @@ def test_a_generator_given_an_option_writes_nothing_and_says_its_usage(
         with pytest.raises(SystemExit, match=r"usage: python -m MODULE \[PATH \| -\]"):
             generated.main("protocol.md", lambda old: "text\n", argv)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_image_without_the_containers_extra_stops_the_run_with_one_line(tmp_path: Path) -> None:
+    """F3's third case: --iut image:NAME where testcontainers is not installed is the user's setup (the extra
+    missing), said once with exit 2, as a bad implementation spec is."""
+    hidden = tmp_path / "hidden" / "testcontainers"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError(\"No module named 'testcontainers'\")\n")
+    out = tmp_path / "o"
+    pythonpath = os.pathsep.join([str(tmp_path / "hidden"), str(ROOT)])
+    proc = kit("run", "--iut", "image:sbtck-reference:any", "--tags", "ACT-09", "--out", str(out),
+               env={"PYTHONPATH": pythonpath})  # fmt: skip
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 2, said[-2000:]
+    lines = [line for line in said.splitlines() if "needs the testcontainers package" in line]
+    assert len(lines) == 1 and "pip install 'sbtck[containers]'" in lines[0], said[-2000:]
+    assert "Traceback" not in said and not (out / "results.json").exists()
 
 
 def test_dry_run_binds_every_step_and_loads_every_topology_and_runs_nothing(tmp_path: Path) -> None:
