@@ -124,11 +124,14 @@ def banner(run: dict[str, Any], records: list[ScenarioRecord], label: str | None
     impl = run.get("implementation", {})
     said = results.verdict(run, [rec.status for rec in records])
     ran = sum(n for s, n in counts.items() if s != results.NOT_APPLICABLE)
+    # a run of part of the suite says so whatever its verdict: "on 8 of 203 scenarios, selected by --tags 'X'"
+    selection = results.selection_words(run)
+    within = f"; {selection}" if selection else ""
     detail = {
-        results.CONFORMS: (results.selection_words(run) or f"on the {ran} scenarios")
-        + f" that apply ({counts.get(results.NOT_APPLICABLE, 0)} not applicable)",
+        results.CONFORMS: f"on the {ran} scenarios that apply ({counts.get(results.NOT_APPLICABLE, 0)} not "
+        f"applicable){within}",
         results.DOES_NOT_CONFORM: ", ".join(f"{counts[s]} {s}" for s in results.AGAINST if counts.get(s))
-        + f" of {ran} run",
+        + f" of {ran} run{within}",
         results.NOTHING_RAN: f"no scenario applies to the capabilities declared ({len(records)} not applicable)"
         if records
         else "no scenario was collected",

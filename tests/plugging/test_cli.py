@@ -348,6 +348,12 @@ def test_a_selection_is_part_of_the_verdict_and_never_reads_as_the_whole_suite(t
     selection = keyword.results()["selection"]
     assert selection["by"] == "-k 'MAX_QUEUE_READERS'" and 0 < selection["scenarios"] < total
     assert f"sbtck: conforms on {selection['scenarios']} of {total} scenarios, selected by -k " in keyword.output
+    # a subset that fails says its selection too: it is no verdict on the whole suite either way
+    wrong = "python:tests.variants.activation:get_conversation_group_takes_the_messages"
+    failing = sbtck("--iut", wrong, "--tags", "ACT-09", out=tmp_path / "f")
+    assert failing.code == 1, failing.output[-2000:]
+    banner = html.unescape((failing.out / "index.html").read_text()).split('class="counts"')[0]
+    assert "does not conform on a selection" in banner and words in banner, banner[-1500:]
 
 
 def test_tags_in_cucumbers_syntax_or_pytests_and_a_tag_no_scenario_carries_is_named(tmp_path: Path) -> None:
