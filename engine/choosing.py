@@ -123,6 +123,12 @@ ROUTED_AGAIN, PAIR_ASKED_AGAIN = "routed again", "its pair asked again"
 # run: held, the reference's first)
 HELD_ELSEWHERE = "held_elsewhere"
 HELD_AT_ITS_ORIGIN, SENT_ON = "held at its origin", "routed and sent on"
+# and whether a message arriving from outside where an earlier message of its conversation waits (delayed, or for
+# its connection) waits behind it, or is matched on its own, as any message that arrives (and then waits in line
+# there if it finds no way either): the documents mark "the conversation" delayed, and say no more of its later
+# messages. Asked of each such arrival, the reference's first
+ARRIVES_BEHIND = "arrives_behind"
+WAITS_BEHIND_IT, MATCHED_ON_ITS_OWN = "waits behind it", "matched on its own"
 # and whether a message waiting behind an earlier one of its conversation that PER-5B's forwarder deletes where it
 # waits follows it at once, as it would had it gone on, or stays where it waits (the reference's first: until the
 # forwarder deletes it too, or for ever at its origin). Asked of each such message, at the deletion
@@ -176,6 +182,7 @@ OFFERED_IN_ORDER = READINGS | {
     TIMER_AND_STEP,
     MIXED_GROUP,
     BEHIND_A_DELETED,
+    ARRIVES_BEHIND,
 }
 # the readings that are open only to an implementation without this capability (a rule of it otherwise)
 OPEN_WITHOUT = {RECLASSIFYING: "periodic_tasks"}

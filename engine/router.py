@@ -19,6 +19,7 @@ from typing import Protocol
 from sbtck import catalogue
 from sbtck.engine.choosing import (
     ACKNOWLEDGEMENT_READING,
+    ARRIVES_BEHIND,
     AT_ONCE_FROM_OUTSIDE,
     AT_ONCE_THROUGH_THE_DISPATCHER,
     BEHIND_A_DELETED,
@@ -31,6 +32,7 @@ from sbtck.engine.choosing import (
     HELD_ELSEWHERE,
     LOCAL_MISS,
     LOST_PRINCIPAL_TOO,
+    MATCHED_ON_ITS_OWN,
     NEVER_RECLASSIFIES,
     OVER_THE_NETWORK,
     OWN_ADDRESS,
@@ -50,6 +52,7 @@ from sbtck.engine.choosing import (
     SENT_ON,
     STAYS_BEHIND,
     STAYS_REGISTERED,
+    WAITS_BEHIND_IT,
     WHEN_DECIDED,
     WHEN_SENT_ON,
     Chooser,
@@ -243,6 +246,18 @@ class Router:
             self._wait(env, origin, True, home, BEHIND)
             return
         self.route(env, origin, inside=True, home=home)
+
+    def _arrives_behind(self, env: Envelope, at: Instance) -> bool:
+        """ARRIVES_BEHIND: where an earlier message of its conversation waits here (one sent on past an instance
+        that held it, or overtaken), the conversation is delayed or waits here: the message waits behind it, or
+        is matched on its own."""
+        line = self.lines.get((env.dialog, env.from_target), ())
+        if not any(w.instance == at.name for w in line):
+            return False
+        about = env.fields()
+        about["at_ms"], about[ARRIVES_BEHIND] = self.clock.now_ms, True
+        self.chooser.about(at.name, about)
+        return self.chooser.choose(ARRIVES_BEHIND, [WAITS_BEHIND_IT, MATCHED_ON_ITS_OWN]) == WAITS_BEHIND_IT
 
     def _sent_on(self) -> bool:
         """HELD_ELSEWHERE read as SENT_ON: a line may hold a conversation's waits at several instances, each
@@ -525,13 +540,9 @@ class Router:
             self._emit(Kind.REPLY_RECOGNISED, at, env, {"broker_instance": env.to_broker_instance})  # RTE-05
             self._local(env, at, env.to_broker_instance, None, via_transport)
             return
-        if not inside and self._retrying is not env:
-            # where an earlier message of its conversation waits here, the conversation is delayed (or waits)
-            # here, and it waits behind that message (one sent on past an instance that held it, or overtaken)
-            line = self.lines.get((env.dialog, env.from_target), ())
-            if any(w.instance == at.name for w in line):
-                self._wait(env, at, False, home, BEHIND)
-                return
+        if not inside and self._retrying is not env and self._arrives_behind(env, at):
+            self._wait(env, at, False, home, BEHIND)
+            return
         # one routing attempt of this message: the choices below are for it (routes_matched reports it)
         about = env.fields()
         about["at_ms"] = self.clock.now_ms  # which attempt: a message may be routed again later

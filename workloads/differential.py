@@ -66,12 +66,14 @@ from sbtck.agreement import (
 from sbtck.engine import EngineParams
 from sbtck.engine.choosing import (
     A_WAITING_READER,
+    ARRIVES_BEHIND,
     BEHIND_A_DELETED,
     BROKER_INSTANCE,
     DATABASE_ORDER,
     FOLLOWS_AT_ONCE,
     HELD_ELSEWHERE,
     LOST_PRINCIPAL_TOO,
+    MATCHED_ON_ITS_OWN,
     NEXT_READER,
     PARTNER_ALONE,
     PROBES,
@@ -312,6 +314,10 @@ class FollowingChooser:
         if HELD_ELSEWHERE in message:  # a SEND behind an earlier message waiting elsewhere: held, or routed then
             routed = (_key(instance, message), message.get("at_ms")) in self.routed
             self.current = {HELD_ELSEWHERE: SENT_ON} if routed else {}
+            return
+        if ARRIVES_BEHIND in message:  # arriving where an earlier one waits: matched then, or waiting behind it
+            routed = (_key(instance, message), message.get("at_ms")) in self.routed
+            self.current = {ARRIVES_BEHIND: MATCHED_ON_ITS_OWN} if routed else {}
             return
         if BEHIND_A_DELETED in message:  # behind a message the forwarder deleted: routed then, or left waiting
             routed = (_key(instance, message), message.get("at_ms")) in self.routed

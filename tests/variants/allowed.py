@@ -17,6 +17,7 @@ from sbtck.engine import routing as r
 from sbtck.engine.activation import ActivatedTask, QueueMonitor, QueueMonitors
 from sbtck.engine.broker import ConnectsWhenNotified
 from sbtck.engine.choosing import (
+    ARRIVES_BEHIND,
     AS_ANY_MIRRORED_MEMBER,
     AT_NEXT_USE,
     AT_ONCE_THROUGH_THE_DISPATCHER,
@@ -29,6 +30,7 @@ from sbtck.engine.choosing import (
     GCG_READING,
     HELD_ELSEWHERE,
     LOCAL_MISS,
+    MATCHED_ON_ITS_OWN,
     MIXED_GROUP,
     NEXT_READER,
     NOT_A_RECEIVE,
@@ -297,6 +299,7 @@ ALLOWED = [
     "a_group_with_a_mirrored_member_is_mirrored",
     "sends_on_past_a_message_held_elsewhere",
     "follows_a_deleted_message_at_once",
+    "sends_on_and_matches_each_arrival_on_its_own",
 ]
 
 
@@ -704,3 +707,16 @@ def follows_a_deleted_message_at_once() -> ReferenceImplementation:
     """A message waiting behind an earlier one of its conversation that the forwarder deletes (PER-5B) goes on at
     once, as it would had that one gone on, where the reference leaves it waiting."""
     return _engine("follows a deleted message at once", chooser_class=_FollowsADeletedMessageAtOnce)
+
+
+class _SendsOnAndMatchesEachArrival(FirstChooser):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        if kind == HELD_ELSEWHERE:
+            return SENT_ON
+        return MATCHED_ON_ITS_OWN if kind == ARRIVES_BEHIND else super().choose(kind, options, addresses)
+
+
+def sends_on_and_matches_each_arrival_on_its_own() -> ReferenceImplementation:
+    """Sent on past a message held elsewhere, a later message arriving where it waits is matched on its own, as
+    any arrival is, and waits in line there only if it finds no way either."""
+    return _engine("sends on, and matches each arrival on its own", chooser_class=_SendsOnAndMatchesEachArrival)
