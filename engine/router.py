@@ -164,7 +164,8 @@ class Router:
         self._retry_at = 0  # where in its line the wait being retried stood: waiting again, it stands there again
         # the messages, by place, whose forward was reported when decided and is not done yet
         self.reported_forwards: set[tuple[str, bool, int, str]] = set()
-        # per conversation and direction, in sending order: only the head is ever routed
+        # per conversation and direction, in sending order: only the head is ever routed (sent on, HELD_ELSEWHERE,
+        # the first waiting at each instance)
         self.lines: dict[tuple[str, bool], list[Waiting]] = {}
         self._retrying: Envelope | None = None
         # the wait being retried, and the message's hops then: a message that waits again where it waited keeps
