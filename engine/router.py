@@ -240,9 +240,7 @@ class Router:
             return
         here = any(w.instance == origin.name for w in line)
         if not here and self.held_elsewhere.taken is None:
-            about = env.fields()  # the reading is asked here: of this message, now (the search reads it from that)
-            about["at_ms"], about[HELD_ELSEWHERE] = self.clock.now_ms, True
-            self.chooser.about(origin.name, about)
+            self._about(env, origin.name, HELD_ELSEWHERE)  # the reading is asked here: of this message, now
         if here or self.held_elsewhere.of(self.chooser) != SENT_ON:
             self._wait(env, origin, True, home, BEHIND)
             return
@@ -255,10 +253,15 @@ class Router:
         line = self.lines.get((env.dialog, env.from_target), ())
         if not any(w.instance == at.name for w in line):
             return False
-        about = env.fields()
-        about["at_ms"], about[ARRIVES_BEHIND] = self.clock.now_ms, True
-        self.chooser.about(at.name, about)
+        self._about(env, at.name, ARRIVES_BEHIND)
         return self.chooser.choose(ARRIVES_BEHIND, [WAITS_BEHIND_IT, MATCHED_ON_ITS_OWN]) == WAITS_BEHIND_IT
+
+    def _about(self, env: Envelope, instance: str, kind: str) -> None:
+        """Tell the chooser that the next choice, of KIND, is about ENV at INSTANCE now (the search reads the
+        implementation's pick from what that message did there then)."""
+        about = env.fields()
+        about["at_ms"], about[kind] = self.clock.now_ms, True
+        self.chooser.about(instance, about)
 
     def _sent_on(self) -> bool:
         """HELD_ELSEWHERE read as SENT_ON: a line may hold a conversation's waits at several instances, each
@@ -419,9 +422,7 @@ class Router:
         dialog = head.envelope.dialog
         if head.status == FAILED or instance not in self.failed_at.get(dialog, ()):
             return False
-        about = head.envelope.fields()
-        about["at_ms"], about[RECLASSIFIED] = self.clock.now_ms, True
-        self.chooser.about(head.instance, about)
+        self._about(head.envelope, head.instance, RECLASSIFIED)
         return self.chooser.choose(RECLASSIFIED, [STAYS_REGISTERED, REGISTERS_AGAIN]) == REGISTERS_AGAIN
 
     def _idle_failures(self, instance: str, waiting: set[str]) -> list[str]:
@@ -469,9 +470,7 @@ class Router:
         ):
             return False  # it began to wait after the change: a delayed one is matched again by its own retries
         options = [REGISTERS_AGAIN, STAYS_REGISTERED] if by_default else [STAYS_REGISTERED, REGISTERS_AGAIN]
-        about = head.envelope.fields()
-        about["at_ms"], about[RECLASSIFIED] = self.clock.now_ms, True
-        self.chooser.about(head.instance, about)
+        self._about(head.envelope, head.instance, RECLASSIFIED)
         return self.chooser.choose(RECLASSIFIED, options) == REGISTERS_AGAIN
 
     def acknowledged(self, dialog: str, broker_instance: str) -> None:
@@ -527,9 +526,7 @@ class Router:
         # BEHIND_A_DELETED: what waited behind a deleted message follows it as it would had it gone on, or stays
         behind = {id(w): w for line in gone_from for w in self._firsts(line) if w.status == BEHIND}
         for held in behind.values():
-            about = held.envelope.fields()
-            about["at_ms"], about[BEHIND_A_DELETED] = self.clock.now_ms, True
-            self.chooser.about(held.instance, about)
+            self._about(held.envelope, held.instance, BEHIND_A_DELETED)
             if self.chooser.choose(BEHIND_A_DELETED, [STAYS_BEHIND, FOLLOWS_AT_ONCE]) == FOLLOWS_AT_ONCE:
                 self._retry(held)
 

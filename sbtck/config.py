@@ -67,7 +67,9 @@ def load(folder: Path, named: Path | None = None) -> tuple[dict[str, str], Path 
     return settings, source
 
 
-def _check_trusted(source: Path, what: str = "its settings (which name a program to start)", allow: str = "") -> None:
+def _check_trusted(
+    source: Path, what: str = "its settings (which name a program to start)", named: bool = True
+) -> None:
     """A settings file found walking up is the user's own, or one they allowed; otherwise the run stops."""
     allowed = [Path(f).resolve() for f in os.environ.get(TRUSTED, "").split(os.pathsep) if f]
     if source.parent in allowed:
@@ -80,8 +82,11 @@ def _check_trusted(source: Path, what: str = "its settings (which name a program
         why = "may be written by other users"
     else:
         return
-    allow = allow or f"run with --settings {source}, or "
-    raise ConfigError(f"{source} {why}, so {what} are not used; if you trust it, {allow}list its folder in {TRUSTED}")
+    # --settings names the kit's own settings file only: a pytest configuration is allowed by its folder alone
+    by_option = f"run with --settings {source}, or " if named else ""
+    raise ConfigError(
+        f"{source} {why}, so {what} are not used; if you trust it, {by_option}list its folder in {TRUSTED}"
+    )
 
 
 def _find(start: Path) -> tuple[Path | None, Any]:
@@ -103,7 +108,7 @@ def pytest_settings(folder: Path) -> Path | None:
     setup.cfg with [tool:pytest]; trusted as a settings file is (its addopts may run or write anything)."""
     found = _pytest_settings(folder)
     if found is not None:
-        _check_trusted(found, "its pytest options (addopts, which may write or run anything)")
+        _check_trusted(found, "its pytest options (addopts, which may write or run anything)", named=False)
     return found
 
 

@@ -186,7 +186,7 @@ class FollowingChooser:
         # of the latest question
         self.served: dict[tuple[str, object], list[str]] = {}
         self.serving: tuple[str, object] = ("", None)
-        # HELD_ELSEWHERE and BEHIND_A_DELETED: the instants each message was routed at (matched, chosen, sent,
+        # _ROUTED_THEN's choices: the instants each message was routed at (matched, chosen, sent,
         # waiting for a connection or delayed), by message and instance: routed then is sent on, or follows
         self.routed: set[Instant] = set()
         self.feed(events or [])
@@ -311,17 +311,10 @@ class FollowingChooser:
                 again = len(self.tries.get(instant, ())) > self.begun.get(instant, 0)
             self.current = {RECLASSIFIED: REGISTERS_AGAIN if again else STAYS_REGISTERED}
             return
-        if HELD_ELSEWHERE in message:  # a SEND behind an earlier message waiting elsewhere: held, or routed then
+        asked = next((kind for kind in _ROUTED_THEN if kind in message), None)
+        if asked is not None:  # a message behind an earlier one of its conversation: routed then, or left waiting
             routed = (_key(instance, message), message.get("at_ms")) in self.routed
-            self.current = {HELD_ELSEWHERE: SENT_ON} if routed else {}
-            return
-        if ARRIVES_BEHIND in message:  # arriving where an earlier one waits: matched then, or waiting behind it
-            routed = (_key(instance, message), message.get("at_ms")) in self.routed
-            self.current = {ARRIVES_BEHIND: MATCHED_ON_ITS_OWN} if routed else {}
-            return
-        if BEHIND_A_DELETED in message:  # behind a message the forwarder deleted: routed then, or left waiting
-            routed = (_key(instance, message), message.get("at_ms")) in self.routed
-            self.current = {BEHIND_A_DELETED: FOLLOWS_AT_ONCE} if routed else {}
+            self.current = {asked: _ROUTED_THEN[asked]} if routed else {}
             return
         if "timer_and_step" in message:  # which of a timer notification and a procedure's step came first: no
             self.current = {}  # event names it, so the reference's order leads and the search tries the other
@@ -440,6 +433,9 @@ _MATCHED, _CHOSEN = Kind.ROUTES_MATCHED, Kind.ROUTE_CHOSEN
 _RECLASSIFIED = Kind.TRANSMITTER_RECLASSIFIED
 _HANDLERS = Kind.TASK_HANDLERS_STARTED
 _FOLLOWED = _READING | {_TRANSMITTED, _PENDING, _MATCHED, _CHOSEN, _RECLASSIFIED, _HANDLERS}
+# the choices about a message waiting behind an earlier one of its conversation, and the pick that routing it at
+# that instant shows: sent on at its SEND, matched on its own as it arrives, following a deleted one at once
+_ROUTED_THEN = {HELD_ELSEWHERE: SENT_ON, ARRIVES_BEHIND: MATCHED_ON_ITS_OWN, BEHIND_A_DELETED: FOLLOWS_AT_ONCE}
 _ROUTED = frozenset({_MATCHED, _CHOSEN, _TRANSMITTED, Kind.CONVERSATION_DELAYED})
 _FOLLOWED |= _HERE | _BEGUN | _PROBED_KINDS | _ROUTED
 
