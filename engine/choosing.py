@@ -117,7 +117,8 @@ DROPPED, CHOSEN_AGAIN = "dropped", "chosen again, delayed"
 PRINCIPAL_RETRY = "principal_retry"
 ROUTED_AGAIN, PAIR_ASKED_AGAIN = "routed again", "its pair asked again"
 # whether a message SENT while an earlier message of its conversation waits at another instance only (a forwarder
-# or the target's instance, where no route matched it yet) is held at its origin behind it, or routed and sent on:
+# or the target's instance, where no route matched it yet; or its origin's own, handled there as from outside
+# (RTX-2)) is held at its origin behind it, or routed and sent on:
 # the routing document marks "the conversation" delayed where matching found no route, and no document says that
 # an instance the conversation passed through on its way holds its later messages for it (one reading for a whole
 # run: held, the reference's first)
@@ -134,6 +135,19 @@ WAITS_BEHIND_IT, MATCHED_ON_ITS_OWN = "waits behind it", "matched on its own"
 # forwarder deletes it too, or for ever at its origin). Asked of each such message, at the deletion
 BEHIND_A_DELETED = "behind_a_deleted_message"
 STAYS_BEHIND, FOLLOWS_AT_ONCE = "stays where it waits", "follows at once"
+# and whether a message matched on its own (ARRIVES_BEHIND) and delayed where an earlier message of its
+# conversation waits is matched again at its own time-out, or waits for the one ahead of it (the reference's first,
+# as if it had waited behind it): the routing document runs matching again "depois de um tempo limite" once "the
+# conversation" is marked delayed, and this message's own matching marked it so. Asked of each such message at its
+# time-out, with ARRIVES_BEHIND's options
+RETRIED_BEHIND = "retried_behind"
+# which comes first where a delayed message's time-out (RTM-8) and its instance's 2nd timer notification (PER-2B's
+# reclassification) fall on one instant: the documents order neither before the other. The time-out first (the
+# reference's pick: the message was routed again, and no longer waits as it did when the notification came), or the
+# notification first, whose reclassification finds it still waiting, may name it and registers it again (the
+# routing is the same: it is matched again at that instant either way). Asked of each such message there and then
+TIME_OUT_AND_NOTIFICATION = "time_out_and_notification"
+TIME_OUT_FIRST, NOTIFICATION_FIRST = "the time-out first", "the notification first"
 # which comes first where a timer notification and an activated procedure's step (the end of its work: its commit
 # and next RECEIVE) fall on one instant: the documents order neither before the other, and the queue monitor's look
 # at the notification (PER-1A) sees the group still locked, or released and taken again. Asked of each such instant
@@ -183,6 +197,8 @@ OFFERED_IN_ORDER = READINGS | {
     MIXED_GROUP,
     BEHIND_A_DELETED,
     ARRIVES_BEHIND,
+    RETRIED_BEHIND,
+    TIME_OUT_AND_NOTIFICATION,
 }
 # the readings that are open only to an implementation without this capability (a rule of it otherwise)
 OPEN_WITHOUT = {RECLASSIFYING: "periodic_tasks"}

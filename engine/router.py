@@ -34,6 +34,7 @@ from sbtck.engine.choosing import (
     LOST_PRINCIPAL_TOO,
     MATCHED_ON_ITS_OWN,
     NEVER_RECLASSIFIES,
+    NOTIFICATION_FIRST,
     OVER_THE_NETWORK,
     OWN_ADDRESS,
     PAIR_ASKED_AGAIN,
@@ -46,12 +47,15 @@ from sbtck.engine.choosing import (
     RECLASSIFYING,
     REGISTERS_AGAIN,
     REPLY,
+    RETRIED_BEHIND,
     ROUTED_AFTER,
     ROUTED_AGAIN,
     SENT_AFTER,
     SENT_ON,
     STAYS_BEHIND,
     STAYS_REGISTERED,
+    TIME_OUT_AND_NOTIFICATION,
+    TIME_OUT_FIRST,
     WAITS_BEHIND_IT,
     WHEN_DECIDED,
     WHEN_SENT_ON,
@@ -121,6 +125,11 @@ class Waiting:
         self.status, self.received_ms, self.address, self.order = status, received_ms, address, order
         self.since_ms, self.episode = since_ms, episode or order
 
+    @property
+    def place(self) -> tuple[str, bool]:
+        """Where it waits: an instance's transmission queue (inside), or its forwarder (a message from outside)."""
+        return self.instance, self.inside
+
 
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Router:
@@ -162,6 +171,9 @@ class Router:
         self.local_miss = Reading(LOCAL_MISS, DROPPED, CHOSEN_AGAIN)
         self.held_elsewhere = Reading(HELD_ELSEWHERE, HELD_AT_ITS_ORIGIN, SENT_ON)
         self._retry_at = 0  # where in its line the wait being retried stood: waiting again, it stands there again
+        # the waits routed again by their time-out at this instant, by instant: a notification at the same instant
+        # may come before them (TIME_OUT_AND_NOTIFICATION)
+        self.timed_out: tuple[int, list[Waiting]] = (-1, [])
         # the messages, by place, whose forward was reported when decided and is not done yet
         self.reported_forwards: set[tuple[str, bool, int, str]] = set()
         # per conversation and direction, in sending order: only the head is ever routed (sent on, HELD_ELSEWHERE,
@@ -238,7 +250,8 @@ class Router:
         if not line:
             self.route(env, origin, inside=True, home=home)
             return
-        here = any(w.instance == origin.name for w in line)
+        # held here: behind one in this instance's transmission queue, not one handled here as from outside (RTX-2)
+        here = any(w.place == (origin.name, True) for w in line)
         if not here and self.held_elsewhere.taken is None:
             self._about(env, origin.name, HELD_ELSEWHERE)  # the reading is asked here: of this message, now
         if here or self.held_elsewhere.of(self.chooser) != SENT_ON:
@@ -268,10 +281,20 @@ class Router:
         instance's first routed on its own (otherwise only a line's first is ever routed)."""
         return self.held_elsewhere.taken == SENT_ON
 
+    def _left_behind(self, line: list[Waiting], start: int, gone: Waiting) -> Waiting | None:
+        """The first message held behind GONE where it waited, now that GONE waits at another place, if it is
+        routed and sent on (HELD_ELSEWHERE, asked here as at a SEND: it is held then for a message elsewhere only)."""
+        held = next((w for w in line[start:] if w.place == gone.place), None)
+        if held is None or held.status != BEHIND or not held.inside:
+            return None
+        if self.held_elsewhere.taken is None:
+            self._about(held.envelope, held.instance, HELD_ELSEWHERE)
+        return held if self.held_elsewhere.of(self.chooser) == SENT_ON else None
+
     def _follows(self, gone: Waiting, nxt: Waiting) -> bool:
         """Does NXT, next in line, follow GONE at once? Where the line holds one instance's waits and those held
         behind them, always; sent on, only what waits at GONE's instance or behind it."""
-        return not self._sent_on() or nxt.instance == gone.instance or nxt.status == BEHIND
+        return not self._sent_on() or nxt.place == gone.place or nxt.status == BEHIND
 
     def _wait(
         self, env: Envelope, at: Instance, inside: bool, home: str | None, status: str, address: str | None = None
@@ -300,12 +323,30 @@ class Router:
         )
         return waiting
 
-    def _retry(self, waiting: Waiting, pair_of: Route | None = None) -> None:
+    def _time_out(self, waiting: Waiting) -> None:
+        """A delayed message's time-out (RTM-8): the head of its line is routed again; one behind an earlier message
+        of its conversation, delayed by its own matching, is matched again alone or waits for it (RETRIED_BEHIND)."""
+        line = self.lines.get((waiting.envelope.dialog, waiting.envelope.from_target), [])
+        if self._place_in_line(line, waiting) is not None:
+            if self.timed_out[0] != self.clock.now_ms:
+                self.timed_out = (self.clock.now_ms, [])
+            self.timed_out[1].append(waiting)
+            self._retry(waiting)
+            return
+        at = next((i for i, w in enumerate(line) if w is waiting), None)
+        if at is None:
+            return  # gone on meanwhile: its time-out was for a wait that is over
+        self._about(waiting.envelope, waiting.instance, RETRIED_BEHIND)
+        if self.chooser.choose(RETRIED_BEHIND, [WAITS_BEHIND_IT, MATCHED_ON_ITS_OWN]) == MATCHED_ON_ITS_OWN:
+            self._retry(waiting, alone_at=at)
+
+    def _retry(self, waiting: Waiting, pair_of: Route | None = None, alone_at: int | None = None) -> None:
         """Route the head of a line again, and those behind it that can follow; with PAIR_OF, the mirrored route
-        the head waits for a principal of, ask its two addresses again instead (PAIR_ASKED_AGAIN)."""
+        the head waits for a principal of, ask its two addresses again instead (PAIR_ASKED_AGAIN); with ALONE_AT,
+        route only the message standing there, wherever it stands (RETRIED_BEHIND)."""
         key = (waiting.envelope.dialog, waiting.envelope.from_target)
         line = self.lines.get(key, [])
-        while (at := self._place_in_line(line, waiting)) is not None:
+        while (at := self._place_in_line(line, waiting) if alone_at is None else alone_at) is not None:
             line.pop(at)
             self.awaiting_principal.pop(waiting.order, None)
             env, place = waiting.envelope, self.instances[waiting.instance]
@@ -319,7 +360,16 @@ class Router:
             finally:
                 self._retrying, self._retried, self._retry_at = None, None, 0
             pair_of = None  # those behind it are routed as they come
-            if len(line) <= at or line[at].envelope is env or not self._follows(waiting, line[at]):
+            if alone_at is not None or len(line) <= at:
+                break
+            if line[at].envelope is env:
+                # it waits again; if elsewhere now, what it left held behind it here is held for it, or sent on
+                left = self._left_behind(line, at + 1, waiting) if line[at].place != waiting.place else None
+                if left is None:
+                    break
+                waiting = left
+                continue
+            if not self._follows(waiting, line[at]):
                 break
             waiting = line[at]  # the head went on its way: the next in line follows at once
         if not line:
@@ -332,7 +382,7 @@ class Router:
         if not self._sent_on():
             return None
         for at, w in enumerate(line):
-            if w.instance == waiting.instance:
+            if w.place == waiting.place:
                 return at if w is waiting else None
         return None
 
@@ -356,9 +406,9 @@ class Router:
         """The waits of LINE routed next: its first, or, sent on, the first at each instance."""
         if not self._sent_on():
             return line[:1]
-        firsts: dict[str, Waiting] = {}
+        firsts: dict[tuple[str, bool], Waiting] = {}
         for w in line:
-            firsts.setdefault(w.instance, w)
+            firsts.setdefault(w.place, w)
         return list(firsts.values())
 
     def connect_and_send(self) -> None:
@@ -381,7 +431,9 @@ class Router:
         self.last_reclassified_ms[instance] = self.clock.now_ms
         changed = self.metadata_changed.pop(instance, 0)
         changes = self.changed_services.pop(instance, [])
-        heads = self.heads(DELAYED, CONNECTING, NO_PRINCIPAL, FAILED, instance=instance)
+        heads = self._as_notified_first(
+            instance, self.heads(DELAYED, CONNECTING, NO_PRINCIPAL, FAILED, instance=instance)
+        )
         # the expiries are looked at only when a dialog waits here: this runs twice a notification per instance
         touched = [h for h in heads if h.status == FAILED or h.order < changed] if heads else []
         expired = self._expired_since(instance, since) if heads and (len(touched) < len(heads) or changed) else []
@@ -409,10 +461,28 @@ class Router:
                 "kind": Kind.TRANSMITTER_RECLASSIFIED,
             }
         )
+        retried = self.timed_out[1] if self.timed_out[0] == self.clock.now_ms else []
         for head in chosen:
             self.failed.pop(head.envelope.dialog, None)
             self.failed_at.pop(head.envelope.dialog, None)
-            self._retry(head)
+            if not any(head is w for w in retried):  # routed again at this instant already, by its time-out
+                self._retry(head)
+
+    def _as_notified_first(self, instance: str, heads: list[Waiting]) -> list[Waiting]:
+        """HEADS as the reclassification finds them; a message its time-out routed again at this instant is found as
+        it waited before, where the notification comes first (TIME_OUT_AND_NOTIFICATION)."""
+        at, retried = self.timed_out
+        if at != self.clock.now_ms:
+            return heads
+        for before in retried:
+            if before.instance != instance:
+                continue
+            self._about(before.envelope, instance, TIME_OUT_AND_NOTIFICATION)
+            options = [TIME_OUT_FIRST, NOTIFICATION_FIRST]
+            if self.chooser.choose(TIME_OUT_AND_NOTIFICATION, options) == NOTIFICATION_FIRST:
+                key = (before.envelope.dialog, before.envelope.from_target, before.place)
+                heads = [h for h in heads if (h.envelope.dialog, h.envelope.from_target, h.place) != key] + [before]
+        return heads
 
     def _failed_waiting_otherwise(self, head: Waiting, instance: str) -> bool:
         """RECLASSIFIED for a failed dialog whose message waits here for something else (its connection, its
@@ -650,7 +720,7 @@ class Router:
     def _delay(self, env: Envelope, at: Instance, inside: bool, home: str | None, why: str) -> None:
         self._emit(Kind.CONVERSATION_DELAYED, at, env, {"step": why})
         waiting = self._wait(env, at, inside, home, DELAYED)
-        self.clock.at(self.clock.now_ms + round(self.params.delayed_retry_s * 1000), lambda: self._retry(waiting))
+        self.clock.at(self.clock.now_ms + round(self.params.delayed_retry_s * 1000), lambda: self._time_out(waiting))
 
     # ------------------------------------------------------------ transport
     def _transmit(self, env: Envelope, at: Instance, address: str | None, inside: bool, home: str | None) -> None:

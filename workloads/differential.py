@@ -75,17 +75,21 @@ from sbtck.engine.choosing import (
     LOST_PRINCIPAL_TOO,
     MATCHED_ON_ITS_OWN,
     NEXT_READER,
+    NOTIFICATION_FIRST,
     PARTNER_ALONE,
     PROBES,
     RECLASSIFIED,
     RECLASSIFIED_NEXT,
     REGISTERS_AGAIN,
     REPLY,
+    RETRIED_BEHIND,
     ROUTE,
     SENT_ON,
     STAYS_REGISTERED,
     TASK_HANDLERS,
     THE_COMMITTER,
+    TIME_OUT_AND_NOTIFICATION,
+    TIME_OUT_FIRST,
     WAITER,
     Addresses,
     FirstChooser,
@@ -311,6 +315,11 @@ class FollowingChooser:
                 again = len(self.tries.get(instant, ())) > self.begun.get(instant, 0)
             self.current = {RECLASSIFIED: REGISTERS_AGAIN if again else STAYS_REGISTERED}
             return
+        if message.get(TIME_OUT_AND_NOTIFICATION):  # the notification first, if its reclassification named it
+            listed = self.listed.get((instance, message.get("at_ms")), set())
+            first = NOTIFICATION_FIRST if str(message.get("dialog")) in listed else TIME_OUT_FIRST
+            self.current = {TIME_OUT_AND_NOTIFICATION: first}
+            return
         asked = next((kind for kind in _ROUTED_THEN if kind in message), None)
         if asked is not None:  # a message behind an earlier one of its conversation: routed then, or left waiting
             routed = (_key(instance, message), message.get("at_ms")) in self.routed
@@ -434,9 +443,16 @@ _RECLASSIFIED = Kind.TRANSMITTER_RECLASSIFIED
 _HANDLERS = Kind.TASK_HANDLERS_STARTED
 _FOLLOWED = _READING | {_TRANSMITTED, _PENDING, _MATCHED, _CHOSEN, _RECLASSIFIED, _HANDLERS}
 # the choices about a message waiting behind an earlier one of its conversation, and the pick that routing it at
-# that instant shows: sent on at its SEND, matched on its own as it arrives, following a deleted one at once
-_ROUTED_THEN = {HELD_ELSEWHERE: SENT_ON, ARRIVES_BEHIND: MATCHED_ON_ITS_OWN, BEHIND_A_DELETED: FOLLOWS_AT_ONCE}
-_ROUTED = frozenset({_MATCHED, _CHOSEN, _TRANSMITTED, Kind.CONVERSATION_DELAYED})
+# that instant shows: sent on at its SEND, matched on its own as it arrives or at its own time-out, following a
+# deleted one at once
+_ROUTED_THEN = {
+    HELD_ELSEWHERE: SENT_ON,
+    ARRIVES_BEHIND: MATCHED_ON_ITS_OWN,
+    BEHIND_A_DELETED: FOLLOWS_AT_ONCE,
+    RETRIED_BEHIND: MATCHED_ON_ITS_OWN,
+}
+# (delivered or dropped there then: routed, LOCAL or to a drop)
+_ROUTED = frozenset({_MATCHED, _CHOSEN, _TRANSMITTED, Kind.CONVERSATION_DELAYED, Kind.MESSAGE_DROPPED, *_HERE})
 _FOLLOWED |= _HERE | _BEGUN | _PROBED_KINDS | _ROUTED
 
 

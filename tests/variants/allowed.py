@@ -34,11 +34,14 @@ from sbtck.engine.choosing import (
     MIXED_GROUP,
     NEXT_READER,
     NOT_A_RECEIVE,
+    NOTIFICATION_FIRST,
     OWN_ADDRESS,
     PAIR_ASKED_AGAIN,
     PRINCIPAL_RETRY,
+    RETRIED_BEHIND,
     SENT_ON,
     THE_COMMITTER,
+    TIME_OUT_AND_NOTIFICATION,
     TIMER_AND_STEP,
     TIMER_FIRST,
     Addresses,
@@ -300,6 +303,8 @@ ALLOWED = [
     "sends_on_past_a_message_held_elsewhere",
     "follows_a_deleted_message_at_once",
     "sends_on_and_matches_each_arrival_on_its_own",
+    "retries_each_delayed_arrival_on_its_own",
+    "notified_before_a_time_out_of_its_instant",
 ]
 
 
@@ -720,3 +725,27 @@ def sends_on_and_matches_each_arrival_on_its_own() -> ReferenceImplementation:
     """Sent on past a message held elsewhere, a later message arriving where it waits is matched on its own, as
     any arrival is, and waits in line there only if it finds no way either."""
     return _engine("sends on, and matches each arrival on its own", chooser_class=_SendsOnAndMatchesEachArrival)
+
+
+class _RetriesEachDelayedArrival(_SendsOnAndMatchesEachArrival):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return MATCHED_ON_ITS_OWN if kind == RETRIED_BEHIND else super().choose(kind, options, addresses)
+
+
+def retries_each_delayed_arrival_on_its_own() -> ReferenceImplementation:
+    """As sends_on_and_matches_each_arrival_on_its_own, and a later message delayed by its own matching where an
+    earlier one of its conversation waits is matched again at its own time-out, not only when that one goes on."""
+    return _engine("retries each delayed arrival on its own", chooser_class=_RetriesEachDelayedArrival)
+
+
+class _NotifiedBeforeATimeOut(FirstChooser):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        if kind == TIME_OUT_AND_NOTIFICATION:
+            return NOTIFICATION_FIRST
+        return super().choose(kind, options, addresses)
+
+
+def notified_before_a_time_out_of_its_instant() -> ReferenceImplementation:
+    """Where a delayed message's time-out and its instance's 2nd timer notification fall on one instant, the
+    notification comes first: its reclassification finds the message still waiting, and may name it."""
+    return _engine("notified before a time-out of its instant", chooser_class=_NotifiedBeforeATimeOut)
