@@ -463,8 +463,7 @@ class Router:
         )
         retried = self.timed_out[1] if self.timed_out[0] == self.clock.now_ms else []
         for head in chosen:
-            self.failed.pop(head.envelope.dialog, None)
-            self.failed_at.pop(head.envelope.dialog, None)
+            self._resume(head.envelope.dialog, instance)
             if not any(head is w for w in retried):  # routed again at this instant already, by its time-out
                 self._retry(head)
 
@@ -504,7 +503,7 @@ class Router:
             about["at_ms"], about[RECLASSIFIED] = self.clock.now_ms, True
             self.chooser.about(instance, about)
             if self.chooser.choose(RECLASSIFIED, [STAYS_REGISTERED, REGISTERS_AGAIN]) == REGISTERS_AGAIN:
-                del self.failed[dialog], self.failed_at[dialog]
+                self._resume(dialog, instance)
                 resumed.append(dialog)
         return resumed
 
@@ -575,6 +574,16 @@ class Router:
         the instances of its endpoints, whose transmitters hold it."""
         self.failed[dialog] = reason
         self.failed_at[dialog] = set(ends)
+
+    def _resume(self, dialog: str, instance: str) -> None:
+        """PER-2B: INSTANCE's transmitter registered DIALOG again, and sends it; the other end's transmitter holds it
+        until it reclassifies it in turn (each instance has its own transmitter, with which a dialog registers)."""
+        at = self.failed_at.get(dialog)
+        if at is None:
+            return
+        at.discard(instance)
+        if not at:
+            del self.failed[dialog], self.failed_at[dialog]
 
     def forget_stale_forwarded(self) -> None:
         """PER-5B: a message not forwarded within 60 seconds of receipt is deleted."""
@@ -724,7 +733,7 @@ class Router:
 
     # ------------------------------------------------------------ transport
     def _transmit(self, env: Envelope, at: Instance, address: str | None, inside: bool, home: str | None) -> None:
-        if inside and env.dialog in self.failed:
+        if inside and at.name in self.failed_at.get(env.dialog, ()):
             self._wait(env, at, inside, home, FAILED, address)
             return
         target = self.by_address(address) if address else None

@@ -361,7 +361,14 @@ class DropConnection(Command):
 
 @dataclass(frozen=True)
 class FailTransmission(Command):
-    """A fault: the transmitter cannot send the dialog for a "resource" or "security" reason."""
+    """A fault: the transmitter cannot send the dialog for a "resource" or "security" reason.
+
+    Each instance has its own transmitter, with which the dialogs it sends register: those of the dialog's two
+    ends (one, when both ends are in one instance) both hold it. A message of the dialog that such a transmitter
+    would send waits there, failed, until that instance's transmitter reclassifies the dialog (PER-2B: it "may also
+    resume transmission of messages from dialogs that were unsuccessful earlier"); the other end's transmitter
+    resumes it only when it reclassifies it in turn.
+    """
 
     kind: ClassVar[str] = "fail_transmission"
     needs: ClassVar[str | None] = "periodic_tasks"

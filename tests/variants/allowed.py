@@ -479,7 +479,7 @@ class _ReclassifiesEveryWaitingDialog(Router):
             }
         )
         for head in chosen:
-            self.failed.pop(head.envelope.dialog, None)
+            self._resume(head.envelope.dialog, instance)
             self._retry(head)
 
 
