@@ -281,15 +281,32 @@ def changes(changed: base.Changes, records: list[ScenarioRecord], source: str) -
     return "".join(parts)
 
 
-def _rule_table(records: list[ScenarioRecord]) -> str:
+def _rule_cell(records: list[ScenarioRecord], run: str = "", linked: bool = True) -> str:
+    """A rule's scenarios in one run, each a badge; a link where the page holds that run's scenario."""
+    badges = [
+        f'<a href="#{anchor(rec, run)}">{_badge(rec.status, _short(rec))}</a>'
+        if linked or rec.status in results.AGAINST
+        else _badge(rec.status, _short(rec))
+        for rec in records
+    ]
+    return " ".join(badges) or _badge("uncovered", "no scenario")
+
+
+def _rule_table(runs: list[list[ScenarioRecord]], labels: list[str]) -> str:
+    """Every rule with its text and its scenarios' statuses; of several runs, each run's under its label (the page
+    holds every scenario of the first run and what did not pass of the others, which alone are linked)."""
     cat = catalogue.load()
-    by_rule = _by_rule(records)
+    by_run = [_by_rule(records) for records in runs]
     rows = []
     for entry in cat.rules.values():
-        checks = by_rule.get(entry.id, [])
-        cell = " ".join(f'<a href="#{anchor(rec)}">{_badge(rec.status, _short(rec))}</a>' for rec in checks) or _badge(
-            "uncovered", "no scenario"
-        )
+        if len(runs) == 1:
+            cell = _rule_cell(by_run[0].get(entry.id, []))
+        else:
+            cell = "".join(
+                f'<div class="by-run"><b>{escape(shorten(label, 300))}:</b> '
+                f"{_rule_cell(found.get(entry.id, []), run_key(index), index == 0)}</div>"
+                for index, (found, label) in enumerate(zip(by_run, labels, strict=True))
+            )
         rows.append(
             f'<tr id="rule-{escape(entry.id)}"><th scope="row" class="rid">{escape(entry.id)}</th>'
             f"<td>{escape(entry.text)}"
@@ -566,7 +583,7 @@ def render(
         body.append(scenario_matrix([records for _, records in runs], labels))
     if work is not None:
         body.append(workload.section(work))
-    body.append(_rule_table(first_records))
+    body.append(_rule_table([records for _, records in runs], labels))
     later = [(label, records) for (_, records), label in zip(runs[1:], labels[1:], strict=True)]
     body.append(_living_specification(first_records, later))
     page = PAGES.get_template("page.html.j2")

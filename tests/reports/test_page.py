@@ -397,3 +397,26 @@ def test_a_count_check_table_names_no_expected_rows_and_makes_a_page(tmp_path: P
     path = tmp_path / "results.json"
     results.write(path, {"implementation": {"name": "x"}}, [record])
     assert "Then x" in html.build([path], tmp_path / "index.html").read_text()
+
+
+def test_the_rules_table_of_three_runs_gives_each_runs_status_under_its_label(tmp_path: Path) -> None:
+    """F5: the "Rules" table of a page of several runs said the first run's statuses only, unlabelled."""
+    paths = []
+    for name, status in (("alpha", "passed"), ("beta", "failed"), ("gamma", "passed")):
+        paths.append(tmp_path / f"{name}.json")
+        results.write(paths[-1], {"implementation": {"name": name, "version": "1"}}, [_named(status, 1)])
+    page = html.build(paths, tmp_path / "index.html").read_text()
+    row = page[page.index('<tr id="rule-ACT-02"') :]
+    row = row[: row.index("</tr>")]
+    shown = re.findall(r'<div class="by-run"><b>(\w+) 1:</b> (?:<a href="#([^"]+)">)?<span class="s (\w+)"', row)
+    assert [(label, status) for label, _, status in shown] == [
+        ("alpha", "passed"),
+        ("beta", "failed"),
+        ("gamma", "passed"),
+    ]
+    # each links to its run's scenario where the page holds it: the first run's all, a later run's failures
+    links = [link for _, link, _ in shown]
+    assert links[0].startswith("sc-") and links[1].startswith("r2-sc-") and links[2] == ""
+    assert f'id="{links[1]}"' in page
+    uncovered = page[page.index('<tr id="rule-ACT-01"') :]
+    assert uncovered[: uncovered.index("</tr>")].count("no scenario") == 3
