@@ -15,14 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from markupsafe import Markup
+
 from sbtck.observations import RECORDS, Kind
-from sbtck.reports.text import escape
+from sbtck.reports.pages import draw
 
 # the events of a message's way, and how each shows where it happens (observations.Record.way)
 WAY = frozenset(kind for kind, r in RECORDS.items() if r.way)
 ENDS = {Kind.MESSAGE_DROPPED, Kind.MESSAGE_LOST_IN_TRANSIT, Kind.FORWARDED_MESSAGE_DELETED, Kind.DISPATCHER_DELETED}
 COLUMN, TOP, ROW, LEFT = 150, 44, 26, 56
-FAILING = "#b02020"
 
 
 def _message(event: dict[str, Any]) -> tuple[str, str, bool] | None:
@@ -64,60 +65,41 @@ def steps(events: list[dict[str, Any]]) -> tuple[list[str], list[tuple[float, st
     return instances, drawn
 
 
-def svg(events: list[dict[str, Any]], key: str, failing: set[str] | None = None) -> str:
+def svg(events: list[dict[str, Any]], key: str, failing: set[str] | None = None) -> Markup:
     """The picture, or "" when no message crossed from one instance to another; KEY names its arrowhead, which
     must be unique in the page. The steps of the messages named in FAILING (``D1:2``, either end's; ``D1`` for
     every message of the dialog) are marked: the failing check is about them."""
     failing = failing or set()
     instances, drawn = steps(events)
     if not any(source is not None for _, source, _, _, _ in drawn):
-        return ""
+        return Markup()
     x = {name: LEFT + COLUMN * (i + 0.5) for i, name in enumerate(instances)}
-    width = LEFT + COLUMN * len(instances)
-    height = TOP + ROW * len(drawn) + 10
     marked = sum(_marked(message, failing) for _, _, _, message, _ in drawn)
-    said = f", {marked} of them of the message the failing check is about" if marked else ""
-    parts = [
-        f'<svg class="sequence" viewBox="0 0 {width} {height}" width="100%" style="max-width:{width}px" '
-        f'role="img" aria-label="where the messages went: {len(drawn)} steps between {len(instances)} instances'
-        f'{escape(said)}" '
-        'xmlns="http://www.w3.org/2000/svg">'
-        f'<defs><marker id="{escape(key)}-arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
-        'markerHeight="7" '
-        'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#246"/></marker></defs>'
-        f'<text x="4" y="{TOP - 26}" font-size="10">second</text>'
-    ]
-    for name, column in x.items():
-        parts.append(f'<text x="{column:.0f}" y="16" font-size="12" text-anchor="middle">{escape(name)}</text>')
-        parts.append(f'<line x1="{column:.0f}" y1="{TOP - 18}" x2="{column:.0f}" y2="{height - 4}" stroke="#bbb"/>')
+    rows: list[dict[str, Any]] = []
     last_second: float | None = None
     for row, (second, source, at, message, what) in enumerate(drawn):
-        y = TOP + ROW * row
-        if second != last_second:
-            parts.append(f'<text x="4" y="{y + 4}" font-size="10">{second:g}</text>')
-            last_second = second
-        colour = "#b02020" if what in ("dropped", "lost", "deleted") else "#246"
-        label = escape(f"{message} {what}")
-        weight = ""
-        if _marked(message, failing):  # a band across the row, and the label in bold with a cross
-            parts.append(
-                f'<rect class="failing" x="{LEFT - 4}" y="{y - ROW + 6}" width="{width - LEFT + 4}" '
-                f'height="{ROW - 2}" fill="#fbe1e1" fill-opacity="0.8"/>'
-            )
-            label, weight = f"✘ {label}", ' font-weight="bold"'
-        if source is None:
-            parts.append(f'<circle cx="{x[at]:.0f}" cy="{y}" r="3.5" fill="{colour}"/>')
-            parts.append(f'<text x="{x[at] + 7:.0f}" y="{y - 5}" font-size="10" fill="{colour}"{weight}>{label}</text>')
-            continue
-        # the arrow runs level at the row's foot, its label above it: never on the line
-        parts.append(
-            f'<line x1="{x[source]:.0f}" y1="{y}" x2="{x[at]:.0f}" y2="{y}" stroke="{colour}" '
-            f'stroke-width="1.4" marker-end="url(#{escape(key)}-arrow)"/>'
+        rows.append(
+            {
+                "y": TOP + ROW * row,
+                "second": f"{second:g}" if second != last_second else None,  # a second is told once, where it starts
+                "colour": "#b02020" if what in ("dropped", "lost", "deleted") else "#246",
+                "label": f"{message} {what}",
+                "marked": _marked(message, failing),
+                "source": None if source is None else f"{x[source]:.0f}",
+                "at": f"{x[at]:.0f}",
+                "label_x": f"{x[at] + 7:.0f}" if source is None else f"{(x[source] + x[at]) / 2:.0f}",
+            }
         )
-        middle = (x[source] + x[at]) / 2
-        parts.append(
-            f'<text x="{middle:.0f}" y="{y - 5}" font-size="10" text-anchor="middle" '
-            f'fill="{colour}"{weight}>{label}</text>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
+        last_second = second
+    picture = {
+        "width": LEFT + COLUMN * len(instances),
+        "height": TOP + ROW * len(drawn) + 10,
+        "top": TOP,
+        "left": LEFT,
+        "row": ROW,
+        "key": key,
+        "said": f", {marked} of them of the message the failing check is about" if marked else "",
+        "columns": [(name, f"{column:.0f}") for name, column in x.items()],
+        "rows": rows,
+    }
+    return draw("sequence.svg.j2", "sequence", picture)

@@ -2,7 +2,8 @@
 
 ``escape`` is html.escape that also shows, as ``[U+202E]``, the control
 and bidirectional-formatting characters that would otherwise reorder or
-hide what the page shows; ``shorten`` keeps the page small when a value is
+hide what the page shows: the page's templates print every value through it
+(``pages.py``); ``shorten`` keeps the page small when a value is
 huge (results.json keeps the whole value).
 """
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from markupsafe import Markup
+
 from sbtck.observations import Kind
-from sbtck.reports.text import escape
+from sbtck.reports.pages import draw
 
 WIDTH, LEFT, ROW = 760, 150, 34
 
@@ -60,29 +62,25 @@ def tracks(events: list[dict[str, Any]]) -> dict[str, list[tuple[float, int]]]:
     return out
 
 
-def svg(events: list[dict[str, Any]]) -> str:
+def svg(events: list[dict[str, Any]]) -> Markup:
     """The timeline, or "" when the scenario has nothing to draw."""
     lines = tracks(events)
     notifications = sorted({float(e.get("second", 0)) for e in events if e.get("kind") == Kind.TIMER_NOTIFICATION})
     if not lines and not notifications:
-        return ""
+        return Markup()
     end = max([float(e.get("second", 0)) for e in events] + [5.0])
-    height = ROW * (len(lines) + 1) + 10
-    parts = [
-        f'<svg class="timeline" viewBox="0 0 {WIDTH} {height}" width="100%" role="img" '
-        f'aria-label="timeline over frozen time" xmlns="http://www.w3.org/2000/svg">'
-    ]
-    parts.append('<text x="4" y="22" font-size="11">timer notifications</text>')
-    for second in notifications:
-        x = _x(second, end)
-        parts.append(f'<line x1="{x:.1f}" y1="8" x2="{x:.1f}" y2="{height - 4}" stroke="#ccd" stroke-dasharray="2,3"/>')
-        parts.append(f'<text x="{x:.1f}" y="30" font-size="9" text-anchor="middle">{second:g}</text>')
+    drawn = []
     for row, (name, points) in enumerate(sorted(lines.items()), start=1):
-        top = ROW * row
         peak = max([value for _, value in points] + [1])
-        parts.append(f'<text x="4" y="{top + ROW / 2 + 4:.0f}" font-size="11">{escape(name[:26])}</text>')
-        parts.append(f'<text x="{LEFT - 14}" y="{top + 12}" font-size="9">{peak}</text>')
-        parts.append(f'<path d="{_step_path(points, end, top, peak)}" fill="none" stroke="#2a6" stroke-width="1.6"/>')
-    parts.append(f'<text x="{WIDTH - 10}" y="{height - 2}" font-size="9" text-anchor="end">second {end:g}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+        top = ROW * row
+        path = _step_path(points, end, top, peak)
+        drawn.append({"name": name[:26], "name_y": f"{top + ROW / 2 + 4:.0f}", "top": top, "peak": peak, "path": path})
+    picture = {
+        "width": WIDTH,
+        "height": ROW * (len(lines) + 1) + 10,
+        "left": LEFT,
+        "end": f"{end:g}",
+        "notifications": [(f"{_x(second, end):.1f}", f"{second:g}") for second in notifications],
+        "tracks": drawn,
+    }
+    return draw("timeline.svg.j2", "timeline", picture)

@@ -15,8 +15,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup
+
 from sbtck.errors import WorkloadSummaryError
-from sbtck.reports.text import escape
+from sbtck.reports.pages import draw
 
 KIND = "sbtck-workload-summary"
 
@@ -37,53 +39,42 @@ def load(path: Path) -> dict[str, Any]:
     return data
 
 
-def _reproducer(path: str) -> str:
-    """A link to a reproducer the stage wrote beside the summary: a relative path, never a scheme or another host
+def _linked(path: str) -> bool:
+    """A reproducer the stage wrote beside the summary is linked by a relative path, never a scheme or another host
     (a summary is a file anyone can edit; ``javascript:`` would run when clicked)."""
     first = path.split("/", 1)[0]
-    if not path or path.startswith(("/", "\\")) or ":" in first:
-        return escape(path)
-    return f'<a href="{escape(path)}">{escape(path)}</a>'
+    return not (not path or path.startswith(("/", "\\")) or ":" in first)
 
 
-def section(data: dict[str, Any]) -> str:
+def _reproducer(path: str) -> Markup:
+    """A reproducer's path, linked where it is relative."""
+    return draw("workload.html.j2", "reproducer", path, _linked(path))
+
+
+def section(data: dict[str, Any]) -> Markup:
     duration = float(data["duration_s"]) or 1e-9
-    rows = (
-        "".join(
-            f'<tr><td><a href="#rule-{escape(str(rule))}">{escape(str(rule))}</a></td><td>{int(count)}</td></tr>'
-            for rule, count in sorted(dict(data.get("violations", {})).items())
-        )
-        or '<tr><td colspan="2">none</td></tr>'
+    return draw(
+        "workload.html.j2",
+        "section",
+        {
+            "worlds": int(data["worlds"]),
+            "conversations": int(data["conversations"]),
+            "failed_worlds": int(data["failed_worlds"]),
+            # the worlds the search of allowed histories could not settle within its budget (no failure)
+            "undecided": int(data.get("undecided_worlds") or 0),
+            "duration": f"{float(data['duration_s']):.1f}",
+            "worlds_per_s": f"{int(data['worlds']) / duration:.1f}",
+            "conversations_per_s": f"{int(data['conversations']) / duration:.0f}",
+            "capabilities": [(str(caps), int(count)) for caps, count in dict(data.get("capabilities", {})).items()],
+            "violations": [(str(rule), int(count)) for rule, count in sorted(dict(data.get("violations", {})).items())],
+            "reproducers": [
+                {
+                    "path": str(r.get("path", "")),
+                    "linked": _linked(str(r.get("path", ""))),
+                    "seed": str(r.get("seed", "?")),
+                    "rule": str(r.get("rule", "")),
+                }
+                for r in data.get("reproducers", [])
+            ],
+        },
     )
-    links = (
-        "".join(
-            f"<li>{_reproducer(str(r.get('path', '')))} "
-            f"(seed {escape(str(r.get('seed', '?')))}, {escape(str(r.get('rule', '')))})</li>"
-            for r in data.get("reproducers", [])
-        )
-        or "<li>none</li>"
-    )
-    mix = (
-        "".join(
-            f"<tr><td>{escape(str(caps))}</td><td>{int(count)}</td></tr>"
-            for caps, count in dict(data.get("capabilities", {})).items()
-        )
-        or '<tr><td colspan="2">not recorded</td></tr>'
-    )
-    return (
-        '<h2 id="workload">Randomized workload</h2>'
-        f"<p>{int(data['worlds'])} worlds, {int(data['conversations'])} conversations, "
-        f"{int(data['failed_worlds'])} failing worlds{_undecided(data)}, in {float(data['duration_s']):.1f} s: "
-        f"{int(data['worlds']) / duration:.1f} worlds/s, "
-        f"{int(data['conversations']) / duration:.0f} conversations/s.</p>"
-        '<table><tr><th scope="col">capabilities the worlds asked for</th><th scope="col">worlds</th></tr>'
-        f"{mix}</table>"
-        f'<table><tr><th scope="col">rule violated</th><th scope="col">worlds</th></tr>{rows}</table>'
-        f"<p>Reproducers, shrunk to the smallest failing script:</p><ul>{links}</ul>"
-    )
-
-
-def _undecided(data: dict[str, Any]) -> str:
-    """The worlds the search of allowed histories could not settle within its budget (no failure)."""
-    count = int(data.get("undecided_worlds") or 0)
-    return f" and {count} undecided (the search's budget ran out)" if count else ""

@@ -86,6 +86,16 @@ def test_the_wheel_carries_features_catalogue_topologies_and_profile(wheel: Path
     assert not any("/tests/" in n or n.startswith("tests/") for n in names)
 
 
+def test_the_wheel_carries_every_template_style_and_script_of_the_report_page(wheel: Path) -> None:
+    """The page is drawn from package templates (sbtck/reports/templates/): a wheel without one cannot draw it."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    kit = ROOT / "sbtck" / "reports"
+    shipped = {
+        f"sbtck/reports/{p.relative_to(kit)}" for folder in ("templates", "static") for p in (kit / folder).iterdir()
+    }
+    assert len(shipped) > 8 and shipped <= names, sorted(shipped - names)
+
+
 def test_the_wheel_registers_the_pytest_plugin_the_command_and_the_reference(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as z:
         declared = z.read(f"sbtck-{__version__}.dist-info/entry_points.txt").decode()

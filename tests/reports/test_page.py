@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -397,3 +398,108 @@ def test_a_count_check_table_names_no_expected_rows_and_makes_a_page(tmp_path: P
     path = tmp_path / "results.json"
     results.write(path, {"implementation": {"name": "x"}}, [record])
     assert "Then x" in html.build([path], tmp_path / "index.html").read_text()
+
+
+def test_the_rules_table_of_three_runs_gives_each_runs_status_under_its_label(tmp_path: Path) -> None:
+    """F5: the "Rules" table of a page of several runs said the first run's statuses only, unlabelled."""
+    paths = []
+    for name, status in (("alpha", "passed"), ("beta", "failed"), ("gamma", "passed")):
+        paths.append(tmp_path / f"{name}.json")
+        results.write(paths[-1], {"implementation": {"name": name, "version": "1"}}, [_named(status, 1)])
+    page = html.build(paths, tmp_path / "index.html").read_text()
+    row = page[page.index('<tr id="rule-ACT-02"') :]
+    row = row[: row.index("</tr>")]
+    shown = re.findall(r'<div class="by-run"><b>(\w+) 1:</b> (?:<a href="#([^"]+)">)?<span class="s (\w+)"', row)
+    assert [(label, status) for label, _, status in shown] == [
+        ("alpha", "passed"),
+        ("beta", "failed"),
+        ("gamma", "passed"),
+    ]
+    # each links to its run's scenario where the page holds it: the first run's all, a later run's failures
+    links = [link for _, link, _ in shown]
+    assert links[0].startswith("sc-") and links[1].startswith("r2-sc-") and links[2] == ""
+    assert f'id="{links[1]}"' in page
+    uncovered = page[page.index('<tr id="rule-ACT-01"') :]
+    assert uncovered[: uncovered.index("</tr>")].count("no scenario") == 3
+
+
+HOSTILE = "<script>x</script><xss>\"'\u200b"
+SHOWN = "<script>x</script><xss>\"'[U+200B]"  # as the reader sees it: the zero-width space made visible
+
+
+class _Reader(HTMLParser):
+    """The page as a browser reads it: its tags, and each text and attribute value (entities resolved) with the
+    innermost open element, as (tag, attribute or "#text", value)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.values: list[tuple[str, str, str]] = []
+        self.open: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.values.extend((tag, name, value or "") for name, value in attrs)
+        if tag not in ("br", "wbr", "input", "path", "line", "circle", "rect", "meta"):
+            self.open.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.open:
+            del self.open[len(self.open) - 1 - self.open[::-1].index(tag) :]
+
+    def handle_data(self, data: str) -> None:
+        self.values.append((self.open[-1] if self.open else "", "#text", data))
+
+
+def test_a_hostile_text_is_escaped_and_its_hidden_characters_shown_in_every_part_of_the_page(tmp_path: Path) -> None:
+    """A script, a tag, quotes and a zero-width space in a run's label, a scenario's name, a step and a reported
+    field: never markup, and shown as [U+200B] wherever the page shows it."""
+
+    def event(kind: str, instance: str, second: float) -> dict[str, object]:
+        # an instance and a queue are what the implementation reported
+        return {"at_ms": 0, "second": second, "kind": kind, "instance": instance, "queue": HOSTILE, "dialog": "D1"}
+
+    hostile = _named("failed", 1)
+    hostile.name, hostile.steps[0].text = f"[1] {HOSTILE}", HOSTILE
+    table = {"columns": ["event", "instance"], "expected": [["message arrived", "sql2"]], "got": [["x", HOSTILE]]}
+    hostile.failure = {"step": "Then x", "line": 4, "kind": "failed", "message": "m", "table": table}
+    hostile.events = [
+        {**event("message_sent", "sql1", 0), "message_sequence_number": 0, "from_target": False},
+        {**event("message_arrived", HOSTILE, 1), "message_sequence_number": 0, "from_target": False},
+    ]
+    paths: list[Path] = []
+    for name, records in (("alpha", [_named("passed", 1)]), (HOSTILE, [hostile])):
+        paths.append(tmp_path / f"{len(paths)}.json")
+        results.write(paths[-1], {"implementation": {"name": name, "version": "1"}}, records)
+    page = html.build(paths, tmp_path / "index.html").read_text()
+    reader = _Reader()
+    reader.feed(page)
+    assert reader.tags.count("script") == 1 and "xss" not in reader.tags  # the page's own script, no other
+    assert "\u200b" not in page
+    parts = {  # each part of the page that shows the run's label, the scenario's name, the step or the field
+        "verdict": ('class="verdict v-does-not-conform"', "</section>"),
+        "what did not pass": ('id="failures"', "</section>"),
+        "interoperability": ('id="interop"', "</table>"),
+        "rules at a glance": ('id="glance-2"', "</h2>"),
+        "run summary": ("</details><h2>", "</p>"),
+        "rules by run": ('id="matrix"', "</tr>"),
+        "scenarios by run": ('id="scenario-matrix"', "</table>"),
+        "rules": ('<tr id="rule-ACT-02"', "</tr>"),
+        "later run's failures": ("What did not pass in", "</h3>"),
+        "scenario card": ('id="r2-sc-', "</p>"),
+        "step": ('id="r2-sc-', "</div>"),
+        "reported table": ('class="vs reported"', "</table>"),
+        "sequence picture": ('<svg class="sequence"', "</svg>"),
+        "sequence picture's label": ('class="wide sequence-region"', ">"),
+        "event log": ("<details><summary>Event log", "</details>"),
+    }
+    for part, (start, end) in parts.items():
+        fragment = page[page.index(start) :]
+        fragment = fragment[: fragment.index(end) + len(end)]
+        read = _Reader()
+        read.feed(fragment)
+        assert any(SHOWN in value for _, _, value in read.values), (part, fragment[:500])
+    timeline = page[page.index('<svg class="timeline"') :]
+    read = _Reader()
+    read.feed(timeline[: timeline.index("</svg>")])
+    assert ("text", "#text", "queue depth: <script>x</sc") in read.values  # a track's name, cut at 26 characters
