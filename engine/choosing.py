@@ -141,6 +141,11 @@ STAYS_BEHIND, FOLLOWS_AT_ONCE = "stays where it waits", "follows at once"
 # conversation" is marked delayed, and this message's own matching marked it so. Asked of each such message at its
 # time-out, with ARRIVES_BEHIND's options
 RETRIED_BEHIND = "retried_behind"
+# and whether such a message (delayed by its own matching behind an earlier one), when the one ahead of it goes on,
+# follows it at once (the reference's first, as a line does) or waits for its own time-out, as a message matched on
+# its own would. Asked of each such message when the one ahead goes on
+AHEAD_GOES_ON = "ahead_goes_on"
+WAITS_FOR_ITS_TIME_OUT = "waits for its own time-out"
 # which comes first where a delayed message's time-out (RTM-8) and its instance's 2nd timer notification (PER-2B's
 # reclassification) fall on one instant: the documents order neither before the other. The time-out first (the
 # reference's pick: the message was routed again, and no longer waits as it did when the notification came), or the
@@ -198,6 +203,7 @@ OFFERED_IN_ORDER = READINGS | {
     BEHIND_A_DELETED,
     ARRIVES_BEHIND,
     RETRIED_BEHIND,
+    AHEAD_GOES_ON,
     TIME_OUT_AND_NOTIFICATION,
 }
 # the readings that are open only to an implementation without this capability (a rule of it otherwise)

@@ -19,6 +19,7 @@ from typing import Protocol
 from sbtck import catalogue
 from sbtck.engine.choosing import (
     ACKNOWLEDGEMENT_READING,
+    AHEAD_GOES_ON,
     ARRIVES_BEHIND,
     AT_ONCE_FROM_OUTSIDE,
     AT_ONCE_THROUGH_THE_DISPATCHER,
@@ -57,6 +58,7 @@ from sbtck.engine.choosing import (
     TIME_OUT_AND_NOTIFICATION,
     TIME_OUT_FIRST,
     WAITS_BEHIND_IT,
+    WAITS_FOR_ITS_TIME_OUT,
     WHEN_DECIDED,
     WHEN_SENT_ON,
     Chooser,
@@ -281,6 +283,14 @@ class Router:
         instance's first routed on its own (otherwise only a line's first is ever routed)."""
         return self.held_elsewhere.taken == SENT_ON
 
+    def _follows_at_once(self, nxt: Waiting) -> bool:
+        """AHEAD_GOES_ON: a message delayed by its own matching behind the one that went on follows it at once, or
+        waits for its own time-out; one held behind it, never matched, follows."""
+        if nxt.status != DELAYED:
+            return True
+        self._about(nxt.envelope, nxt.instance, AHEAD_GOES_ON)
+        return self.chooser.choose(AHEAD_GOES_ON, [FOLLOWS_AT_ONCE, WAITS_FOR_ITS_TIME_OUT]) == FOLLOWS_AT_ONCE
+
     def _left_behind(self, line: list[Waiting], start: int, gone: Waiting) -> Waiting | None:
         """The first message held behind GONE where it waited, now that GONE waits at another place, if it is
         routed and sent on (HELD_ELSEWHERE, asked here as at a SEND: it is held then for a message elsewhere only)."""
@@ -369,7 +379,7 @@ class Router:
                     break
                 waiting = left
                 continue
-            if not self._follows(waiting, line[at]):
+            if not self._follows(waiting, line[at]) or not self._follows_at_once(line[at]):
                 break
             waiting = line[at]  # the head went on its way: the next in line follows at once
         if not line:

@@ -66,6 +66,7 @@ from sbtck.agreement import (
 from sbtck.engine import EngineParams
 from sbtck.engine.choosing import (
     A_WAITING_READER,
+    AHEAD_GOES_ON,
     ARRIVES_BEHIND,
     BEHIND_A_DELETED,
     BROKER_INSTANCE,
@@ -91,6 +92,7 @@ from sbtck.engine.choosing import (
     TIME_OUT_AND_NOTIFICATION,
     TIME_OUT_FIRST,
     WAITER,
+    WAITS_FOR_ITS_TIME_OUT,
     Addresses,
     FirstChooser,
 )
@@ -323,7 +325,8 @@ class FollowingChooser:
         asked = next((kind for kind in _ROUTED_THEN if kind in message), None)
         if asked is not None:  # a message behind an earlier one of its conversation: routed then, or left waiting
             routed = (_key(instance, message), message.get("at_ms")) in self.routed
-            self.current = {asked: _ROUTED_THEN[asked]} if routed else {}
+            picked = _ROUTED_THEN[asked] if routed else _LEFT_THEN.get(asked)
+            self.current = {asked: picked} if picked else {}
             return
         if "timer_and_step" in message:  # which of a timer notification and a procedure's step came first: no
             self.current = {}  # event names it, so the reference's order leads and the search tries the other
@@ -444,13 +447,16 @@ _HANDLERS = Kind.TASK_HANDLERS_STARTED
 _FOLLOWED = _READING | {_TRANSMITTED, _PENDING, _MATCHED, _CHOSEN, _RECLASSIFIED, _HANDLERS}
 # the choices about a message waiting behind an earlier one of its conversation, and the pick that routing it at
 # that instant shows: sent on at its SEND, matched on its own as it arrives or at its own time-out, following a
-# deleted one at once
+# deleted one, or the one ahead that went on, at once
 _ROUTED_THEN = {
     HELD_ELSEWHERE: SENT_ON,
     ARRIVES_BEHIND: MATCHED_ON_ITS_OWN,
     BEHIND_A_DELETED: FOLLOWS_AT_ONCE,
     RETRIED_BEHIND: MATCHED_ON_ITS_OWN,
+    AHEAD_GOES_ON: FOLLOWS_AT_ONCE,
 }
+# and the pick that leaving it waiting then shows, where that is not the reference's first
+_LEFT_THEN = {AHEAD_GOES_ON: WAITS_FOR_ITS_TIME_OUT}
 # (delivered or dropped there then: routed, LOCAL or to a drop)
 _ROUTED = frozenset({_MATCHED, _CHOSEN, _TRANSMITTED, Kind.CONVERSATION_DELAYED, Kind.MESSAGE_DROPPED, *_HERE})
 _FOLLOWED |= _HERE | _BEGUN | _PROBED_KINDS | _ROUTED

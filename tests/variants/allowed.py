@@ -17,6 +17,7 @@ from sbtck.engine import routing as r
 from sbtck.engine.activation import ActivatedTask, QueueMonitor, QueueMonitors
 from sbtck.engine.broker import ConnectsWhenNotified
 from sbtck.engine.choosing import (
+    AHEAD_GOES_ON,
     ARRIVES_BEHIND,
     AS_ANY_MIRRORED_MEMBER,
     AT_NEXT_USE,
@@ -44,6 +45,7 @@ from sbtck.engine.choosing import (
     TIME_OUT_AND_NOTIFICATION,
     TIMER_AND_STEP,
     TIMER_FIRST,
+    WAITS_FOR_ITS_TIME_OUT,
     Addresses,
     Chooser,
     FirstChooser,
@@ -729,12 +731,15 @@ def sends_on_and_matches_each_arrival_on_its_own() -> ReferenceImplementation:
 
 class _RetriesEachDelayedArrival(_SendsOnAndMatchesEachArrival):
     def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        if kind == AHEAD_GOES_ON:
+            return WAITS_FOR_ITS_TIME_OUT
         return MATCHED_ON_ITS_OWN if kind == RETRIED_BEHIND else super().choose(kind, options, addresses)
 
 
 def retries_each_delayed_arrival_on_its_own() -> ReferenceImplementation:
     """As sends_on_and_matches_each_arrival_on_its_own, and a later message delayed by its own matching where an
-    earlier one of its conversation waits is matched again at its own time-out, not only when that one goes on."""
+    earlier one of its conversation waits is matched again at its own time-out, and only then: not when that one
+    goes on."""
     return _engine("retries each delayed arrival on its own", chooser_class=_RetriesEachDelayedArrival)
 
 
