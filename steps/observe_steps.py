@@ -272,18 +272,34 @@ def _last_answer(world: World, session: str) -> contract.Event:
     return answers[-1]
 
 
+def _messages(answer: contract.Event) -> list[str]:
+    """The messages a RECEIVE returned, as a feature writes them: DIALOG:SEQUENCE."""
+    return [f"{r['dialog']}:{r['message_sequence_number']}" for r in answer.fields.get("rows", [])]
+
+
+def _answered(world: World, answer: contract.Event) -> str:
+    """A session's answer in the feature's words: "rows returned D1:0, D1:1 at second 5"."""
+    said = answer.kind.replace("_", " ")
+    if answer.kind == Kind.ROWS_RETURNED:
+        said += f" {', '.join(_messages(answer)) or '(none)'}"
+    group = answer.fields.get("conversation_group")  # a GET CONVERSATION GROUP's answer
+    return said + (f" (group {group})" if group is not None else "") + f" at second {world.second_of(answer):g}"
+
+
 @step_for(phrases.SESSION_WAITING)
 def session_waiting(world: World, session: str) -> None:
     last = _last_answer(world, session)
     if last.kind != Kind.READER_WAITING:
-        raise CheckFailed(f"session {session!r} is not waiting; its last answer: {last.to_json()}")
+        raise CheckFailed(f"session {session!r} is not waiting; its last answer: {_answered(world, last)}")
 
 
 @step_for(phrases.SESSION_EMPTY)
 def session_empty(world: World, session: str) -> None:
     last = _last_answer(world, session)
     if last.kind != Kind.EMPTY_RESULT:
-        raise CheckFailed(f"expected an empty result for session {session!r}; its last answer: {last.to_json()}")
+        raise CheckFailed(
+            f"expected an empty result for session {session!r}; its last answer: {_answered(world, last)}"
+        )
 
 
 @step_for(phrases.SESSION_ROWS)
@@ -291,12 +307,12 @@ def session_rows(world: World, session: str, messages: str) -> None:
     """Messages are written DIALOG:SEQUENCE, comma-separated, in the order RECEIVE returned them; " or " separates
     answers that are equally allowed."""
     last = _last_answer(world, session)
-    got = [f"{r['dialog']}:{r['message_sequence_number']}" for r in last.fields.get("rows", [])]
+    got = _messages(last)
     allowed = [[m.strip() for m in answer.split(",")] for answer in messages.split(" or ")]
     if last.kind != Kind.ROWS_RETURNED or got not in allowed:
         raise CheckFailed(
-            f"session {session!r}: expected {' or '.join(', '.join(want) for want in allowed)}, "
-            f"got {last.kind} {', '.join(got)}{LOG_FOLLOWS}{world.log_text()}"
+            f"session {session!r}: expected rows returned {' or '.join(', '.join(want) for want in allowed)}, "
+            f"got {_answered(world, last)}"
         )
 
 
@@ -316,7 +332,7 @@ def session_group(world: World, session: str, dialog: str) -> None:
         raise CheckFailed(f"no message of dialog {dialog!r} has arrived, so it has no conversation group yet")
     if last.kind != Kind.ROWS_RETURNED or got != want:
         raise CheckFailed(
-            f"session {session!r}: expected the group {want!r} of dialog {dialog!r}, got {last.to_json()}"
+            f"session {session!r}: expected the group {want!r} of dialog {dialog!r}, got {_answered(world, last)}"
         )
 
 

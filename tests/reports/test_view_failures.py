@@ -110,3 +110,22 @@ def test_a_failing_periodic_or_routing_view_check_says_the_kits_words_and_shows_
     assert lines[at - 1].startswith("_") and lines[at - 1].endswith("_"), lines[at - 1]
     for frame in ("fixturefunc", "_pytest/fixtures.py", "call_fixture_func", "AssertionError", "Use -v"):
         assert frame not in run.output, frame
+
+
+def test_a_failing_session_check_says_the_last_answer_in_the_features_words(tmp_path: Path) -> None:
+    """A RECEIVE's answer as a feature writes it (DIALOG:SEQUENCE), not the event's Python dict, and no log."""
+    run = sbtck(
+        "--iut",
+        "python:tests.variants.activation:rollback_serves_no_one",
+        "--features",
+        str(ROOT / "features" / "activation" / "04_conversation_group_locking.feature"),
+        out=tmp_path,
+    )
+    assert run.code == 1, run.output[-3000:]
+    failed = {s["name"]: s["failure"] for s in run.results()["scenarios"] if s["status"] == "failed"}
+    cause = "session 'S2': expected rows returned P1:0, got reader waiting at second 0"
+    assert failed["[8] A rollback hands the group it held to the reader waiting for it at once"]["message"] == cause
+    lines = run.output.splitlines()
+    at = lines.index(f"CheckFailed: {cause}")
+    assert lines[at - 1].startswith("_") and lines[at - 1].endswith("_"), lines[at - 1]
+    assert lines[at + 1].startswith("_") or lines[at + 1].startswith("sbtck:"), "the log follows the message"
