@@ -155,8 +155,8 @@ class LogDiffers(RowsDiffer):
 
 
 class ViewDiffers(RowsDiffer):
-    """A view's rows (sys.dm_broker_queue_monitors, sys.dm_broker_activated_tasks) are not what a scenario
-    expected."""
+    """A view's rows (sys.dm_broker_activated_tasks, sys.routes, the kit's sbtck.forwarder, ...) are not what a
+    scenario expected."""
 
 
 class ImplementationFault(SbtckError):

@@ -5,17 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from sbtck.agreement import CASE_FREE, compared
+from sbtck.observations import TIME
+from sbtck.views import column_class
 
 NULL = "NULL"
 
 
 def cell(column: str, value: Any, start_ms: int) -> str:
-    """``NULL`` for nothing, ``a, b`` for a list (``(none)`` empty), ``second N`` for a ``*_time`` column."""
+    """``NULL`` for nothing, ``a, b`` for a list (``(none)`` empty), ``second N`` for a time (epoch milliseconds:
+    a ``*_time`` column, SQL Server's names, or a ``*_ms`` one, the kit's own views')."""
     if value is None:
         return NULL
     if isinstance(value, list):
         return ", ".join(str(v) for v in value) or "(none)"
-    if column.endswith("_time"):
+    if column_class(column) == TIME:
         return f"second {(int(value) - start_ms) / 1000:g}"
     return str(compared(column, str(value)))
 

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from sbtck import contract, tables
+from sbtck import contract
 from sbtck.agreement import arrangement, asked, asked_field, compares, repeats_in_an_instant
-from sbtck.errors import LOG_FOLLOWS, CheckFailed, LogDiffers, ScenarioError, ViewDiffers
+from sbtck.errors import LOG_FOLLOWS, CheckFailed, LogDiffers, ScenarioError
 from sbtck.observations import FIELDS, Kind
 from sbtck.steps import phrases
 from sbtck.steps.cells import NULL, as_compared, cell
+from sbtck.steps.differs import count_differs, rows_differ
 from sbtck.steps.vocabulary import step_for
 from sbtck.steps.world import World
-from sbtck.views import VIEW_COLUMNS
 
 MONITORS = "sys.dm_broker_queue_monitors"
 TASKS = "sys.dm_broker_activated_tasks"
@@ -31,35 +31,11 @@ def _rows_for(world: World, view: str, queue: str) -> list[dict[str, Any]]:
     ]
 
 
-def _text_table(rows: list[list[str]]) -> str:
-    """Rows as the terminal shows them: columns padded, between bars."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))] if rows else []
-    return "\n".join("  | " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + " |" for r in rows)
-
-
-def _shown(world: World, view: str, rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """A view's rows as a table: its columns (the ones the view declares, in its order) and the cells."""
-    columns = list(VIEW_COLUMNS.get(view, ())) or (list(rows[0]) if rows else [])
-    return columns, [[_cell(world, column, row.get(column)) for column in columns] for row in rows]
-
-
-def _count_differs(world: World, view: str, queue: str, want: int, rows: list[dict[str, Any]]) -> ViewDiffers:
-    columns, got = _shown(world, view, rows)
-    said = "one row" if want == 1 else f"{want} rows"
-    return ViewDiffers(
-        f"expected {said} for queue {queue!r} in {view}, got {len(rows)}"
-        + (f"\n{_text_table([columns, *got])}" if rows else ""),
-        columns,
-        None,
-        got,
-    )
-
-
 @step_for(phrases.HAS_MONITOR)
 def has_monitor(world: World, queue: str, no: str) -> None:
     rows = _rows_for(world, MONITORS, queue)
     if len(rows) != (1 if no == "a" else 0):
-        raise _count_differs(world, MONITORS, queue, 1 if no == "a" else 0, rows)
+        raise count_differs(world, MONITORS, 1 if no == "a" else 0, rows, f"for queue {queue!r}")
 
 
 def _cell(world: World, column: str, value: Any) -> str:
@@ -76,7 +52,7 @@ def _expected(world: World, column: str, text: str) -> str:
 def monitor_row(world: World, queue: str, datatable: list[list[str]]) -> None:
     rows = _rows_for(world, MONITORS, queue)
     if len(rows) != 1:
-        raise _count_differs(world, MONITORS, queue, 1, rows)
+        raise count_differs(world, MONITORS, 1, rows, f"for queue {queue!r}")
     row = rows[0]
     columns = [column for column, _ in datatable]
     for column in columns:
@@ -85,13 +61,7 @@ def monitor_row(world: World, queue: str, datatable: list[list[str]]) -> None:
     got = [_cell(world, column, row[column]) for column in columns]
     want = [_expected(world, column, text) for column, text in datatable]
     if got != want:
-        raise ViewDiffers(
-            f"{MONITORS} for queue {queue!r} differs: {tables.first_difference(columns, [want], [got])}\n"
-            f"expected:\n{_text_table([columns, want])}\ngot:\n{_text_table([columns, got])}",
-            columns,
-            [want],
-            [got],
-        )
+        raise rows_differ(f"{MONITORS} for queue {queue!r}", columns, [want], [got])
 
 
 @step_for(phrases.TASK_COUNT)
@@ -99,7 +69,7 @@ def task_count(world: World, count: str, queue: str) -> None:
     rows = _rows_for(world, TASKS, queue)
     want = 0 if count == "no" else int(count)
     if len(rows) != want:
-        raise _count_differs(world, TASKS, queue, want, rows)
+        raise count_differs(world, TASKS, want, rows, f"for queue {queue!r}")
 
 
 @step_for(phrases.TASK_ROWS)
@@ -108,13 +78,7 @@ def task_rows(world: World, queue: str, datatable: list[list[str]]) -> None:
     rows = _rows_for(world, TASKS, queue)
     got = [[_cell(world, col, row.get(col)) for col in header] for row in rows]
     if got != expected:
-        raise ViewDiffers(
-            f"{TASKS} for queue {queue!r} differs: {tables.first_difference(header, expected, got)}\n"
-            f"expected:\n{_text_table([header, *expected])}\ngot:\n{_text_table([header, *got])}",
-            header,
-            expected,
-            got,
-        )
+        raise rows_differ(f"{TASKS} for queue {queue!r}", header, expected, got)
 
 
 def _kind(name: str) -> str:
@@ -293,14 +257,8 @@ def log_shows(
     ] + got[len(want) :]
     if got != want:
         where = f" for queue {queue!r}" if queue else f" for dialog {dialog!r}" if dialog else ""
-        raise LogDiffers(
-            f"the log{where} differs: {tables.first_difference(header, want, got)}\n"
-            f"expected:\n{_text_table([header, *want])}\n"
-            f"got:\n{_text_table([header, *got])}{LOG_FOLLOWS}{world.log_text()}",
-            header,
-            want,
-            got,
-        )
+        # a log check's message keeps the log after its tables: the page cuts it there (LOG_FOLLOWS)
+        raise rows_differ(f"the log{where}", header, want, got, LogDiffers, f"{LOG_FOLLOWS}{world.log_text()}")
 
 
 def _last_answer(world: World, session: str) -> contract.Event:
@@ -314,18 +272,34 @@ def _last_answer(world: World, session: str) -> contract.Event:
     return answers[-1]
 
 
+def _messages(answer: contract.Event) -> list[str]:
+    """The messages a RECEIVE returned, as a feature writes them: DIALOG:SEQUENCE."""
+    return [f"{r['dialog']}:{r['message_sequence_number']}" for r in answer.fields.get("rows", [])]
+
+
+def _answered(world: World, answer: contract.Event) -> str:
+    """A session's answer in the feature's words: "rows returned D1:0, D1:1 at second 5"."""
+    said = answer.kind.replace("_", " ")
+    if answer.kind == Kind.ROWS_RETURNED:
+        said += f" {', '.join(_messages(answer)) or '(none)'}"
+    group = answer.fields.get("conversation_group")  # a GET CONVERSATION GROUP's answer
+    return said + (f" (group {group})" if group is not None else "") + f" at second {world.second_of(answer):g}"
+
+
 @step_for(phrases.SESSION_WAITING)
 def session_waiting(world: World, session: str) -> None:
     last = _last_answer(world, session)
     if last.kind != Kind.READER_WAITING:
-        raise CheckFailed(f"session {session!r} is not waiting; its last answer: {last.to_json()}")
+        raise CheckFailed(f"session {session!r} is not waiting; its last answer: {_answered(world, last)}")
 
 
 @step_for(phrases.SESSION_EMPTY)
 def session_empty(world: World, session: str) -> None:
     last = _last_answer(world, session)
     if last.kind != Kind.EMPTY_RESULT:
-        raise CheckFailed(f"expected an empty result for session {session!r}; its last answer: {last.to_json()}")
+        raise CheckFailed(
+            f"expected an empty result for session {session!r}; its last answer: {_answered(world, last)}"
+        )
 
 
 @step_for(phrases.SESSION_ROWS)
@@ -333,12 +307,12 @@ def session_rows(world: World, session: str, messages: str) -> None:
     """Messages are written DIALOG:SEQUENCE, comma-separated, in the order RECEIVE returned them; " or " separates
     answers that are equally allowed."""
     last = _last_answer(world, session)
-    got = [f"{r['dialog']}:{r['message_sequence_number']}" for r in last.fields.get("rows", [])]
+    got = _messages(last)
     allowed = [[m.strip() for m in answer.split(",")] for answer in messages.split(" or ")]
     if last.kind != Kind.ROWS_RETURNED or got not in allowed:
         raise CheckFailed(
-            f"session {session!r}: expected {' or '.join(', '.join(want) for want in allowed)}, "
-            f"got {last.kind} {', '.join(got)}{LOG_FOLLOWS}{world.log_text()}"
+            f"session {session!r}: expected rows returned {' or '.join(', '.join(want) for want in allowed)}, "
+            f"got {_answered(world, last)}"
         )
 
 
@@ -358,7 +332,7 @@ def session_group(world: World, session: str, dialog: str) -> None:
         raise CheckFailed(f"no message of dialog {dialog!r} has arrived, so it has no conversation group yet")
     if last.kind != Kind.ROWS_RETURNED or got != want:
         raise CheckFailed(
-            f"session {session!r}: expected the group {want!r} of dialog {dialog!r}, got {last.to_json()}"
+            f"session {session!r}: expected the group {want!r} of dialog {dialog!r}, got {_answered(world, last)}"
         )
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from sbtck import contract
-from sbtck.errors import LOG_FOLLOWS, ScenarioError
+from sbtck.errors import ScenarioError
 from sbtck.steps import phrases
+from sbtck.steps.cells import cell
+from sbtck.steps.differs import count_differs, rows_differ, shown
 from sbtck.steps.vocabulary import step_for
 from sbtck.steps.world import World
 
@@ -96,12 +98,16 @@ def _rows(world: World, view: str, instance: str) -> list[dict[str, Any]]:
     return list(world.run(contract.QueryView(world.at(), view, world.instance(instance))).get("rows", []))
 
 
+CONNECTIONS = "sys.dm_broker_connections"
+
+
 @step_for(phrases.HAS_CONNECTION)
 def has_connection(world: World, instance: str, no: str, address: str) -> None:
     # an address names a host and port: the documents say nothing of case, so none is asked
     wanted = address.upper()
-    rows = [r for r in _rows(world, "sys.dm_broker_connections", instance) if str(r["address"]).upper() == wanted]
-    assert len(rows) == (1 if no == "a" else 0), f"connections of {instance}: {rows}{LOG_FOLLOWS}{world.log_text()}"
+    rows = [r for r in _rows(world, CONNECTIONS, instance) if str(r["address"]).upper() == wanted]
+    if len(rows) != (1 if no == "a" else 0):
+        raise count_differs(world, CONNECTIONS, 1 if no == "a" else 0, rows, f"for address {address!r}", instance)
 
 
 VIEW_COUNTS = {
@@ -115,9 +121,12 @@ VIEW_COUNTS = {
 def holds(world: World, what: str, instance: str, count: str) -> None:
     rows = _rows(world, VIEW_COUNTS[what], instance)
     want = 0 if count == "no" else int(count)
-    assert len(rows) == want, (
-        f"{what} {instance}: expected {want} message(s), got {rows}{LOG_FOLLOWS}{world.log_text()}"
-    )
+    if len(rows) != want:
+        raise count_differs(world, VIEW_COUNTS[what], want, rows, on=instance)
+
+
+# the columns that name a message held and say since when: what a check of one message shows of its rows
+HELD = ("dialog", "message_sequence_number", "from_target", "received_ms")
 
 
 def _message_rows(world: World, what: str, instance: str, message: str) -> list[dict[str, Any]]:
@@ -131,39 +140,51 @@ def _message_rows(world: World, what: str, instance: str, message: str) -> list[
     ]
 
 
+def _expected(world: World, message: str, received: str) -> list[list[str]]:
+    """The row a check of MESSAGE (DIALOG:SEQUENCE, sent by the initiator) expects, its received_ms cell RECEIVED."""
+    dialog, _, sequence = message.partition(":")
+    named = {"dialog": dialog, "message_sequence_number": int(sequence), "from_target": False}
+    return [[*shown(world, HELD[:-1], [named])[0], received]]
+
+
 @step_for(phrases.HOLDS_MESSAGE)
 def holds_message(world: World, what: str, instance: str, none: str | None, message: str, second: str) -> None:
     by = world.clock.start_ms + round(world.seconds(second) * 1000)
     rows = _message_rows(world, what, instance, message)
     received = [r for r in rows if isinstance(r["received_ms"], int | float) and r["received_ms"] <= by]
-    if none:
-        assert not received, f"{what} {instance}: expected no copy of {message} received by second {second}, got {rows}"
-    else:
-        assert received, f"{what} {instance}: expected {message} received by second {second}, got {rows}"
+    view = VIEW_COUNTS[what]
+    if none and received:  # each copy that came by then is a row not expected
+        raise rows_differ(f"{view} on {instance}", HELD, [], shown(world, HELD, received))
+    if not none and not received:
+        expected = _expected(world, message, f"by second {world.seconds(second):g}")
+        raise rows_differ(f"{view} on {instance}", HELD, expected, shown(world, HELD, rows))
 
 
 @step_for(phrases.HELD_SINCE)
 def held_since(world: World, what: str, instance: str, message: str, second: str) -> None:
     rows = _message_rows(world, what, instance, message)
     want = world.clock.start_ms + round(world.seconds(second) * 1000)
-    assert len(rows) == 1, (
-        f"{what} {instance}: expected one row for {message}, got {rows}{LOG_FOLLOWS}{world.log_text()}"
-    )
-    got = rows[0]["received_ms"]  # an integer: the answer checks hold columns to their declared types
-    since = f"second {(got - world.clock.start_ms) / 1000:g}"
-    assert got == want, (
-        f"{what} {instance}: {message} held since {since}, expected since second {second}"
-        f"{LOG_FOLLOWS}{world.log_text()}"
-    )
+    view = VIEW_COUNTS[what]
+    if len(rows) != 1 or rows[0]["received_ms"] != want:  # an integer: the answer checks hold columns to their types
+        expected = _expected(world, message, cell("received_ms", want, world.clock.start_ms))
+        raise rows_differ(f"{view} on {instance}", HELD, expected, shown(world, HELD, rows))
+
+
+PERIODIC_STATE = "sbtck.periodic_state"
+HANDLERS = ("instance", "task_handlers", "running_task_handlers")
 
 
 @step_for(phrases.RUNNING_HANDLERS)
 def running_handlers(world: World, instance: str, down: str | None) -> None:
-    rows = _rows(world, "sbtck.periodic_state", instance)
-    assert rows, f"no periodic state for {instance}"
+    rows = _rows(world, PERIODIC_STATE, instance)
+    if not rows:
+        raise count_differs(world, PERIODIC_STATE, 1, rows, on=instance)
     kept, running = rows[0]["task_handlers"], rows[0]["running_task_handlers"]
-    want = kept - int(down or 0)
-    assert running == want, (
-        f"{instance}: expected {want} running task handlers (of the {kept} it keeps), got {running}"
-        f"{LOG_FOLLOWS}{world.log_text()}"
-    )
+    want = {**rows[0], "running_task_handlers": kept - int(down or 0)}
+    if running != want["running_task_handlers"]:
+        raise rows_differ(
+            f"{PERIODIC_STATE} on {instance}",
+            HANDLERS,
+            shown(world, HANDLERS, [want]),
+            shown(world, HANDLERS, rows[:1]),
+        )

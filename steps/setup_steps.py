@@ -39,8 +39,7 @@ def inline_topology(world: World, docstring: str) -> None:
 )
 def begin_dialog(world: World, dialog: str, initiator: str, target: str, broker: str | None) -> None:
     at = world.at()
-    assert world.topology is not None
-    instance, database, service = world.topology.service(initiator)
+    instance, database, service = world.started.service(initiator)
     to_broker = None if broker is None else world.broker_instance(broker)
     world.run(contract.BeginDialog(at, dialog, instance, database, service, target, to_broker))
 

@@ -90,35 +90,37 @@ class World:
             raise ScenarioError(f"no database {database!r} on {instance!r} in the topology")
         return self.routes[(instance, database)]
 
-    def at(self) -> int:
+    @property
+    def started(self) -> Topology:
+        """The scenario's topology; a step before it is the scenario's mistake."""
         if self.topology is None:
             raise ScenarioError('no topology yet: start the scenario with Given the topology "NAME"')
+        return self.topology
+
+    def at(self) -> int:
+        _ = self.started
         return self.clock.now_ms()
 
     def instance(self, name: str) -> str:
-        self.at()
-        assert self.topology is not None
-        known = [i["name"] for i in self.topology.plain["instances"]]
+        topology = self.started
+        known = [i["name"] for i in topology.plain["instances"]]
         if name not in known:
-            raise ScenarioError(f"no instance {name!r} in topology {self.topology.source}; known: {', '.join(known)}")
+            raise ScenarioError(f"no instance {name!r} in topology {topology.source}; known: {', '.join(known)}")
         return name
 
     def broker_instance(self, text: str) -> str:
         """A GUID, or INSTANCE.DATABASE naming the database whose broker instance it is."""
         if "." not in text or "-" in text:
             return text
-        assert self.topology is not None
         instance, database = text.split(".", 1)
-        for i in self.topology.plain["instances"]:
+        for i in self.started.plain["instances"]:
             for d in i["databases"]:
                 if (i["name"], d["name"]) == (instance, database):
                     return str(d["broker_instance"])
         raise ScenarioError(f"no database {text!r} in the topology, so no broker instance of it")
 
     def queue(self, name: str) -> contract.QueueRef:
-        self.at()
-        assert self.topology is not None
-        return self.topology.queue(name)
+        return self.started.queue(name)
 
     def view(self, name: str) -> list[dict[str, Any]]:
         rows = self.run(contract.QueryView(self.at(), name)).get("rows", [])
