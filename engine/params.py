@@ -54,6 +54,9 @@ class EngineParams:
     # reference); N, after N seconds, then twice as long each time up to the catalogue's most, as an
     # implementation declares it does
     resend_after_s: float = 0
+    # nor how soon both addresses of a mirrored route are asked again when neither claimed the principal role
+    # (RTR-5): 0, at each 2nd timer notification (the reference); N, N seconds after the last asking, as declared
+    principal_retry_s: float = 0
 
     @classmethod
     def reference(cls) -> EngineParams:

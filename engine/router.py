@@ -428,8 +428,9 @@ class Router:
         for head in waiting:
             if (head.instance, str(head.address).upper()) in opened:
                 self.once_connected(head)
-        for head in self.heads(NO_PRINCIPAL):
-            self._retry(head, self._standing(head))  # RTR-5: both addresses are tried again
+        if not self.params.principal_retry_s:  # else each at its own time (_ask_again)
+            for head in self.heads(NO_PRINCIPAL):
+                self._retry(head, self._standing(head))  # RTR-5: both addresses are tried again
 
     def once_connected(self, head: Waiting) -> None:
         """A message that waited for its connection is routed again; the documents do not say it is not."""
@@ -846,7 +847,18 @@ class Router:
             self.principals[key] = claiming[0]
             self._transmit(env, at, claiming[0], inside, home)
             return
-        self.awaiting_principal[self._wait(env, at, inside, home, NO_PRINCIPAL).order] = route
+        waiting = self._wait(env, at, inside, home, NO_PRINCIPAL)
+        self.awaiting_principal[waiting.order] = route
+        if self.params.principal_retry_s:  # RTR-5 "tenta novamente", as soon as the implementation declares
+            self.clock.at(
+                self.clock.now_ms + round(self.params.principal_retry_s * 1000), lambda: self._ask_again(waiting)
+            )
+
+    def _ask_again(self, waiting: Waiting) -> None:
+        """RTR-5 at the declared period: both addresses are tried again, if the message still waits for them."""
+        line = self.lines.get((waiting.envelope.dialog, waiting.envelope.from_target), [])
+        if self._place_in_line(line, waiting) is not None:
+            self._retry(waiting, self._standing(waiting))
 
     def _standing(self, head: Waiting) -> Route | None:
         """The mirrored route HEAD waits for a principal of, if RTR-5's retry only asks its pair again and the route

@@ -25,7 +25,8 @@ def parameters() -> str:
         if param.fixed:
             said, value = "fix it", f"{param.value:g}{unit}"
         else:
-            said = "say nothing of it (declared only if you do it)" if param.optional else "leave it open"
+            optional = "say nothing of it (declare it or leave it out: see what it is)"
+            said = optional if param.optional else "leave it open"
             value = (
                 f"any from {param.low:g} to {param.high:g}{unit}, a half second too"
                 if unit

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, NamedTuple
 from sbtck.errors import ContractError
 from sbtck.views import VIEW_COLUMNS
 
-PROTOCOL_VERSION = "2.1"  # what each version asks beyond the one before: docs/changes.md
+PROTOCOL_VERSION = "2.2"  # what each version asks beyond the one before: docs/changes.md
 
 # What an implementation may declare. A feature or scenario tagged @requires-NAME (NAME with
 # dashes) is not applicable without NAME.

@@ -68,9 +68,10 @@ def test_a_topology_default_is_written_only_in_the_contract() -> None:
 
 def test_a_parameter_value_is_the_catalogues_or_the_profiles_only() -> None:
     fixed = {name for name, p in catalogue.load().params.items() if p.fixed}
-    # the engine's parameters have no values of their own; resend_after_s's 0 says "never", no value of a document
+    # the engine's parameters have no values of their own; resend_after_s's 0 says "never", principal_retry_s's 0 "at
+    # the 2nd notifications", no value of a document
     defaults = {f.name: f.default for f in dataclasses.fields(EngineParams) if f.default is not dataclasses.MISSING}
-    assert defaults == {"resend_after_s": 0}
+    assert defaults == {"resend_after_s": 0, "principal_retry_s": 0}
     # the reference's profile declares what it chose, never what the documents fix
     declared = set(yaml.safe_load(PROFILE_PATH.read_text())["params"])
     assert declared and not declared & fixed, declared & fixed

@@ -307,6 +307,7 @@ ALLOWED = [
     "sends_on_and_matches_each_arrival_on_its_own",
     "retries_each_delayed_arrival_on_its_own",
     "notified_before_a_time_out_of_its_instant",
+    "asks_the_pair_again_every_7_seconds",
 ]
 
 
@@ -754,3 +755,19 @@ def notified_before_a_time_out_of_its_instant() -> ReferenceImplementation:
     """Where a delayed message's time-out and its instance's 2nd timer notification fall on one instant, the
     notification comes first: its reclassification finds the message still waiting, and may name it."""
     return _engine("notified before a time-out of its instant", chooser_class=_NotifiedBeforeATimeOut)
+
+
+class _DeclaresPrincipalRetry(ReferenceImplementation):
+    """Asks both addresses of a mirrored route again on a period of its own, and declares it
+    (``principal_retry_s``), as an implementation that does so does."""
+
+    def handshake(self) -> contract.Handshake:
+        base = super().handshake()
+        return dataclasses.replace(base, params={**base.params, "principal_retry_s": self.params.principal_retry_s})
+
+
+def asks_the_pair_again_every_7_seconds() -> ReferenceImplementation:
+    """RTR-5 names no period for trying both addresses again: here 7 seconds after the last asking, not at the
+    2nd timer notifications."""
+    params = dataclasses.replace(EngineParams.reference(), principal_retry_s=7)
+    return _DeclaresPrincipalRetry(params=params, name="allowed: asks the pair again every 7 seconds")
