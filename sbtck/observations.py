@@ -233,7 +233,7 @@ GROUP = _f(
     "conversation_group",
     "string",
     RELATIVE,
-    "the conversation group of the message or the rows",
+    "the conversation group of the message, of the rows, or the one GET CONVERSATION GROUP locked",
     why="a broker names its groups as it likes (a GUID): only which messages share a group is compared",
 )
 COUNT = _f("count", "integer", EXACT, "how many task handlers")
@@ -243,8 +243,11 @@ ROWS = _f(
     "rows",
     "list",
     EXACT,
-    "the rows the statement returned (list of objects with dialog, message_sequence_number, ...)",
-    why="a row is compared by the fields the contract declares for it, its conversation group by what it holds",
+    "the rows a RECEIVE returned (list of objects with dialog, message_sequence_number, conversation_group, ...);"
+    " GET CONVERSATION GROUP returns none: leave it out or give an empty list",
+    why="a row is compared by dialog and message_sequence_number, the fields the contract declares for it; the"
+    " rows' group by what it holds, as the event's when the event names none; any other column of a row"
+    " (message_body, message_type_name) is the implementation's own and never compared",
 )
 STATEMENT_RESULT = (GROUP, DATABASE, HAS_WHERE, INSTANCE, QUEUE, ROWS, SESSION, STATEMENT)
 BROKER_INSTANCE = _f("broker_instance", "string", EXACT, "a broker instance GUID, as the topology declares it")
