@@ -136,8 +136,8 @@ COLUMN_MEANINGS: dict[str, str] = {
     "name": "the route's name",
     "opened_ms": "when the connection opened",
     "queue_id": "the queue's object id",
-    "received_ms": "when the message began to wait there (its SEND or arrival, if it waited from then), kept while"
-    " routing it again leaves it waiting there",
+    "received_ms": "when the message began to wait in the instance's transmission queue or forwarder (its SEND or"
+    " arrival, if it waited from then); routing it again that leaves it waiting there keeps it",
     "remote_service_name": "the service the route is for, or null for any",
     "running_task_handlers": "task handlers running now (PER-1B)",
     "state": "the monitor's state (INACTIVE, NOTIFIED, RECEIVES_OCCURRING) or the connection's (CONNECTED)",
