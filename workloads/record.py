@@ -5,8 +5,10 @@ part (the step of the first rule the checks name), the command of that step, the
 reference's events and view rows at that step with every differing field named, and the rule. The job writes
 them as JSON lines (RECORDS) and as one HTML page (PAGE); `sbtck workload show OUT [SEED]` prints them.
 
-Which fields differ is said by ``sbtck.agreement.field_agrees``, the comparison the stage's verdict uses, so a
-field the verdict takes as agreeing (an address in another case, a list in another order) is never marked. The
+Which fields differ is said by ``sbtck.agreement.field_agrees``, the comparison the stage's verdict uses, on the
+events as the stage compares them (``differential.as_compared``: groups and spids by what they refer to, a row by
+its declared fields), so a field the verdict takes as agreeing (an address in another case, a list in another
+order, a group or spid named otherwise, a column of the implementation's own) is never marked. The
 events of a step are paired kind by kind, each with the partner that agrees on the most fields: an event left
 without a partner is marked as only on its side.
 """
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sbtck.agreement import field_agrees
+from sbtck.workloads.differential import as_compared
 
 RECORDS = "failures.jsonl"
 PAGE = "failures.html"
@@ -112,7 +115,7 @@ def record(row: Mapping[str, Any]) -> dict[str, Any]:
         at = _first_parting(mine, theirs)
     got = mine[at] if at is not None and at < len(mine) else None
     want = theirs[at] if theirs is not None and at is not None and at < len(theirs) else None
-    events = _pair((got or {}).get("events") or [], (want or {}).get("events") or [])
+    events = _pair(as_compared((got or {}).get("events") or []), as_compared((want or {}).get("events") or []))
     rows = _row_marks(_rows(got), _rows(want))
     return {
         "kind": KIND,

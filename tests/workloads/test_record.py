@@ -176,3 +176,35 @@ def test_show_needs_neither_spark_nor_pyarrow(failed: dict[str, Any], tmp_path: 
     )
     assert shown.returncode == 0, shown.stderr
     assert "[candidates=" in shown.stdout
+
+
+def test_what_the_stage_compares_by_reference_or_not_at_all_is_never_marked() -> None:
+    """A group or spid named otherwise, a row's column of the implementation's own: the verdict takes them as
+    agreeing (issue 43: a clean-room author was led astray by brackets on `rows` where only such columns differed)."""
+    rows_mine = [{"dialog": "D1", "message_sequence_number": 0, "conversation_group": "G-77", "message_body": "hi"}]
+    rows_theirs = [{"dialog": "D1", "message_sequence_number": 0, "conversation_group": "D1", "message_body": ""}]
+    returned = {"kind": "rows_returned", "at_ms": 5, "instance": "sql1", "database": "db", "queue": "Q1"}
+    exited = {"kind": "procedure_exited", "at_ms": 5, "instance": "sql1", "database": "db", "queue": "Q1", "task": 1}
+    mine = [{**returned, "session": "Q1#1", "conversation_group": "G-77", "rows": rows_mine}, {**exited, "spid": 90}]
+    theirs = [{**returned, "session": "Q1#1", "conversation_group": "D1", "rows": rows_theirs}, {**exited, "spid": 51}]
+
+    def trace(events: list[dict[str, Any]]) -> str:
+        steps: list[dict[str, Any]] = [{"kind": "start", "events": []}, {"kind": "advance_time", "events": events}]
+        return json.dumps([{**step, "error": None, "result": None} for step in steps])
+
+    row = {
+        "seed": 3,
+        "outcome": FAILED,
+        "rules": ["ACT-09"],
+        "detail": "ACT-09 at step 1: advance_time: ...",
+        "script": json.dumps([{"kind": "start"}, {"kind": "advance_time"}]),
+        "iut_trace": trace(mine),
+        "reference_trace": trace(theirs),
+    }
+    rec = record.record(row)
+    assert [e["differs"] for e in rec["implementation"]["events"]] == [[], []]
+    # and a field that differs after all is still marked
+    theirs[1]["task"] = 2
+    rec = record.record({**row, "reference_trace": trace(theirs)})
+    assert rec["implementation"]["events"][0]["differs"] == []
+    assert "task" in rec["implementation"]["events"][1]["differs"]
