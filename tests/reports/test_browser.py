@@ -453,3 +453,31 @@ def test_a_failing_log_check_fits_side_by_side_or_stacked_and_rule_ids_stay_whol
     view.screenshot(path=str(shots / f"view-check-{viewport['width']}.png"))
     assert problems == []
     page.close()
+
+
+@pytest.fixture(scope="module")
+def failures_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The workload stage's failures.html of the routing variant's first failing worlds, without Spark."""
+    from sbtck.workloads import record
+    from sbtck.workloads.stage import Checker
+    from tests.variants import routing
+
+    out = tmp_path_factory.mktemp("failures")
+    checked = [Checker(routing.network_before_mirror, True).check(seed) for seed in range(8)]
+    failed = [record.record(c.row()) for c in checked if c.outcome == results.FAILED]
+    assert record.write(failed, out) >= 2
+    return out / record.PAGE
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280 px", "390 px"])
+def test_failures_html_fits_and_passes_axe(browser: Any, failures_page: Path, viewport: dict[str, int]) -> None:
+    """A world's events have a dozen columns: they scroll in a region of their own at 390 px, not the page."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    page, problems, _ = _open(browser, failures_page, viewport)
+    assert page.locator("section table").count() >= 4
+    assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+    checked = Axe().run(page)
+    assert checked.violations_count == 0, checked.generate_report()
+    assert problems == []
+    page.close()
