@@ -15,7 +15,6 @@ without a partner is marked as only on its side.
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sbtck.agreement import field_agrees
+from sbtck.reports.pages import PAGES
 from sbtck.workloads.differential import as_compared
 
 RECORDS = "failures.jsonl"
@@ -215,67 +215,50 @@ def text(rec: Mapping[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------ the page
-_STYLE = (
-    "body{font-family:system-ui,sans-serif;margin:1.5em;max-width:80em}"
-    "table{border-collapse:collapse;margin:.4em 0 1em}td,th{border:1px solid #bbb;padding:.2em .4em;"
-    "font-family:monospace;font-size:.9em;vertical-align:top}.differs{background:#ffd7d7;font-weight:bold}"
-    ".only{background:#fff1c2}section{border-top:2px solid #888;margin-top:1.5em}"
-)
-
-
-def _cells(items: list[Any], key: str) -> str:
-    if not items:
-        return "<p>(none)</p>"
+# the markup is sbtck/reports/templates/failures.html.j2, printed through the report page's one escaping
+def _table(items: list[Any], key: str) -> dict[str, Any]:
     columns = sorted({c for item in items if isinstance(item[key], dict) for c in item[key]})
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = []
+    rows = []
     for item in items:
         value, marks = item[key], item["differs"]
-        cls = ' class="only"' if marks is None else ""
-        if not isinstance(value, dict):
-            body.append(f"<tr{cls}><td colspan={len(columns) or 1}>{html.escape(_value(value))}</td></tr>")
-            continue
-        cells = []
-        for c in columns:
-            marked = ' class="differs"' if marks and c in marks else ""
-            cells.append(f"<td{marked}>{html.escape(_value(value[c])) if c in value else ''}</td>")
-        body.append(f"<tr{cls}>{''.join(cells)}</tr>")
-    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+        whole = None if isinstance(value, dict) else _value(value)
+        cells = [
+            {"text": _value(value[c]) if c in value else "", "differs": bool(marks and c in marks)}
+            for c in (columns if isinstance(value, dict) else ())
+        ]
+        rows.append({"only": marks is None, "whole": whole, "cells": cells})
+    return {"columns": columns, "rows": rows}
 
 
-def _section(rec: Mapping[str, Any]) -> str:
-    e = html.escape
-    parts = [
-        f'<section id="seed-{rec["seed"]}"><h2>World {rec["seed"]}: {e(str(rec["outcome"]))},'
-        f" rule {e(str(rec.get('rule') or '-'))}</h2>",
-        f"<p>The sides part at step {e(str(rec.get('step')))} of {rec.get('steps')}. "
-        f"Rules: {e(', '.join(rec['rules']) or '-')}. Differing: {e(', '.join(differing_columns(rec)) or '-')}.</p>",
-        f"<p>Command: <code>{e(_value(rec.get('command')))}</code></p>",
-    ]
+def _world(rec: Mapping[str, Any]) -> dict[str, Any]:
+    sides = []
     for side in (IMPLEMENTATION, REFERENCE):
         shown = rec.get(side)
-        parts.append(f"<h3>{side.capitalize()}</h3>")
-        if shown is None:
-            parts.append("<p>(nothing to show)</p>")
-            continue
-        if shown["error"] is not None:
-            parts.append(f"<p>Refused: <code>{e(str(shown['error']))}</code></p>")
-        parts.append("<h4>Events</h4>" + _cells(shown["events"], "event"))
-        if shown["rows"]:
-            parts.append("<h4>Rows</h4>" + _cells(shown["rows"], "row"))
-    parts.append(f"<p>Detail: <code>{e(str(rec.get('detail')))}</code></p></section>")
-    return "".join(parts)
+        if shown is not None:
+            shown = {
+                "error": None if shown["error"] is None else str(shown["error"]),
+                "events": _table(shown["events"], "event"),
+                "rows": _table(shown["rows"], "row"),
+            }
+        sides.append({"title": side.capitalize(), "shown": shown})
+    return {
+        "seed": rec["seed"],
+        "summary": summary_line(rec),
+        "outcome": str(rec["outcome"]),
+        "rule": str(rec.get("rule") or "-"),
+        "step": str(rec.get("step")),
+        "steps": str(rec.get("steps")),
+        "rules": ", ".join(rec["rules"]) or "-",
+        "differing": ", ".join(differing_columns(rec)) or "-",
+        "command": _value(rec.get("command")),
+        "sides": sides,
+        "detail": str(rec.get("detail")),
+    }
 
 
 def page(records: list[Mapping[str, Any]], total: int | None = None) -> str:
     total = len(records) if total is None else total
-    more = (
-        f"<p>The first {len(records)} of {total} worlds; {RECORDS} holds every one.</p>" if total > len(records) else ""
+    drawn = PAGES.get_template("failures.html.j2").render(
+        worlds=[_world(r) for r in records], total=total, records=RECORDS
     )
-    index = "".join(f'<li><a href="#seed-{r["seed"]}">{html.escape(summary_line(r))}</a></li>' for r in records)
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>sbtck workload: failed and undecided worlds"
-        f"</title><style>{_STYLE}</style></head><body><h1>Failed and undecided worlds ({total})</h1>{more}"
-        "<p>A marked cell differs from the other side's at the step where the sides part; a yellow row has no"
-        f" partner on the other side.</p><ul>{index}</ul>{''.join(_section(r) for r in records)}</body></html>\n"
-    )
+    return drawn + "\n"

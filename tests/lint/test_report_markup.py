@@ -1,6 +1,7 @@
-"""The report page's markup lives in jinja2 templates (sbtck/reports/templates/), never in the report modules:
-HTML written in Python escapes by hand, and a value once forgotten runs in the reader's browser (issue 46, item 7).
-A report module shapes data; ``sbtck/reports/pages.py`` alone escapes, as the templates' ``finalize``."""
+"""The kit's pages (the report page, the workload stage's failures.html) have their markup in jinja2 templates
+(sbtck/reports/templates/), never in Python: HTML written in Python escapes by hand, and a value once forgotten runs
+in the reader's browser (issue 46, item 7). A module shapes data; ``sbtck/reports/pages.py`` alone escapes, as the
+templates' ``finalize``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,14 @@ from tests.helpers import ROOT
 TAG = re.compile(r"(?<!\w)<(?:[A-Za-z!/][A-Za-z0-9-]*[\s>/]|[A-Za-z][A-Za-z0-9-]*$)")
 # the one place text is escaped for the page (text.escape, called from pages.py's finalize)
 ESCAPING = {"pages.py", "text.py"}
+# the kit's modules, each folder once (sbtck/ links the others in); what is in them writes no page
+PACKAGES = ("sbtck", "reports", "workloads", "engine", "steps", "iut")
+NO_PAGE = {
+    # Markdown's comment markers around the generated part of a document, not a page's markup
+    "sbtck/catalogue_doc.py",
+    # a step phrase's alternatives are written <one|other>
+    "steps/phrases.py",
+}
 
 
 def _docstrings(tree: ast.Module) -> set[int]:
@@ -74,6 +83,22 @@ def test_no_report_module_writes_html() -> None:
     assert found == [], "write the markup in a template of sbtck/reports/templates/:\n" + "\n".join(found)
 
 
+def test_no_module_of_the_kit_writes_html() -> None:
+    """The workload stage's failures.html was written with f-strings until it moved to failures.html.j2; every
+    other module of the kit is held to the same."""
+    modules = sorted(
+        p.relative_to(ROOT).as_posix()
+        for package in PACKAGES
+        for p in (ROOT / package).rglob("*.py")
+        if not p.is_symlink() and "/" in p.relative_to(ROOT).as_posix()
+    )
+    assert "workloads/record.py" in modules
+    assert set(modules) >= NO_PAGE, "a module NO_PAGE names is gone: drop it from NO_PAGE"
+    mine = [m for m in modules if m not in NO_PAGE and m not in {f"reports/{name}" for name in ESCAPING}]
+    found = [f"{m}:{where}" for m in mine for where in markup_in((ROOT / m).read_text())]
+    assert found == [], "write the markup in a template of sbtck/reports/templates/:\n" + "\n".join(found)
+
+
 def test_the_escaping_modules_write_no_html_either() -> None:
     """pages.py and text.py escape; they write no tag."""
     for name in ESCAPING:
@@ -83,5 +108,5 @@ def test_the_escaping_modules_write_no_html_either() -> None:
 
 def test_the_templates_are_where_the_markup_is() -> None:
     templates = {p.name for p in (ROOT / "sbtck" / "reports" / "templates").iterdir()}
-    assert {"page.html.j2", "report.html.j2", "common.html.j2", "sequence.svg.j2"} <= templates
+    assert {"page.html.j2", "report.html.j2", "common.html.j2", "sequence.svg.j2", "failures.html.j2"} <= templates
     assert Path(ROOT / "sbtck" / "reports" / "pages.py").is_file()

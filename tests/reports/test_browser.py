@@ -376,6 +376,45 @@ def test_three_runs_show_a_matrix_that_fits_and_passes_axe(
     page.close()
 
 
+# an implementation's spec as a person may write it: a path with no space or hyphen for the browser to break at
+LONG_SPEC = "stdio:/opt/ssb/implementations/ServiceBrokerUnderTest/build/Release/bin/ServiceBrokerAdapterExecutable"
+
+
+@pytest.fixture(scope="module")
+def four_runs(tmp_path_factory: pytest.TempPathFactory, passing_report: Path, failing_report: Path) -> Path:
+    """Two runs each of the reference and a routing variant, one of each under LONG_SPEC: runs of one implementation
+    are labelled by spec and start (text.run_labels), so the labels are long and unbroken."""
+    out = tmp_path_factory.mktemp("four")
+    files = []
+    for index, report in enumerate((passing_report, passing_report, failing_report, failing_report)):
+        run = json.loads((report.parent / "results.json").read_text())
+        if index % 2:
+            run["implementation"]["spec"] = LONG_SPEC
+        saved = out / f"run{index}.json"
+        saved.write_text(json.dumps(run))
+        files.append(str(saved))
+    assert kit("report", *files, "--out", str(out / "page")).returncode == 0
+    return out / "page" / "index.html"
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280 px", "390 px"])
+def test_four_runs_with_long_labels_fit_and_pass_axe(browser: Any, four_runs: Path, viewport: dict[str, int]) -> None:
+    """A label's unbroken spec wraps in the verdicts, headings and the Rules table instead of widening the page
+    (1,398 px wide at 390 px before it did); the label is still there whole."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    page, problems, _ = _open(browser, four_runs, viewport)
+    assert page.locator("main > .verdict").count() == 4
+    assert LONG_SPEC in (page.locator("main > .verdict").nth(1).text_content() or "")
+    page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+    assert _unclipped(page, ".verdict, h2, h3, .by-run") == []
+    checked = Axe().run(page)
+    assert checked.violations_count == 0, checked.generate_report()
+    assert problems == []
+    page.close()
+
+
 PLACES = """[...document.querySelectorAll('.pair')].map(p => {
   const [a, b] = [...p.children].map(h => h.getBoundingClientRect());
   return {level: a.top === b.top, fits: a.width + b.width + 20 <= p.getBoundingClientRect().width,
@@ -412,5 +451,33 @@ def test_a_failing_log_check_fits_side_by_side_or_stacked_and_rule_ids_stay_whol
         failed.screenshot(path=str(shots / f"{name}-{viewport['width']}.png"))
     view = page.locator('.scenario[data-status="failed"]:has(table.vs.reported):not(:has(.pair))').first
     view.screenshot(path=str(shots / f"view-check-{viewport['width']}.png"))
+    assert problems == []
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def failures_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The workload stage's failures.html of the routing variant's first failing worlds, without Spark."""
+    from sbtck.workloads import record
+    from sbtck.workloads.stage import Checker
+    from tests.variants import routing
+
+    out = tmp_path_factory.mktemp("failures")
+    checked = [Checker(routing.network_before_mirror, True).check(seed) for seed in range(8)]
+    failed = [record.record(c.row()) for c in checked if c.outcome == results.FAILED]
+    assert record.write(failed, out) >= 2
+    return out / record.PAGE
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280 px", "390 px"])
+def test_failures_html_fits_and_passes_axe(browser: Any, failures_page: Path, viewport: dict[str, int]) -> None:
+    """A world's events have a dozen columns: they scroll in a region of their own at 390 px, not the page."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    page, problems, _ = _open(browser, failures_page, viewport)
+    assert page.locator("section table").count() >= 4
+    assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+    checked = Axe().run(page)
+    assert checked.violations_count == 0, checked.generate_report()
     assert problems == []
     page.close()

@@ -126,6 +126,33 @@ def test_show_prints_one_line_a_world_and_a_world_in_full(
     assert f'id="seed-{SEED}"' in page and '<td class="differs">' in page
 
 
+def test_a_hostile_text_an_implementation_reports_is_escaped_and_shown_in_failures_html(tmp_path: Path) -> None:
+    """failures.html is drawn from a template through the report page's escaping (issue 46, item 7): markup an
+    implementation puts in a field is text, and a hidden character is shown as [U+200B], not hidden."""
+    hostile = 'R1<script>alert("x")</script>\u200b\u202e'
+    steps: list[dict[str, Any]] = [{"kind": "start", "error": None, "result": None, "events": []}]
+    row = {
+        "seed": 7,
+        "outcome": FAILED,
+        "rules": ["DIFFERENCE"],
+        "detail": "DIFFERENCE at step 1: query_view returned ...",
+        "script": json.dumps([{"kind": "start"}, {"kind": "query_view", "view": "sys.routes", "database": None}]),
+        "iut_trace": json.dumps(
+            [*steps, {"kind": "query_view", "error": hostile, "result": {"rows": [{"name": hostile}]}, "events": []}]
+        ),
+        "reference_trace": json.dumps(
+            [*steps, {"kind": "query_view", "error": None, "result": {"rows": [{"name": "R1"}]}, "events": []}]
+        ),
+    }
+    out = _folder(tmp_path, [row])
+    page = (out / record.PAGE).read_text()
+    shown = "R1&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;[U+200B][U+202E]"
+    # the differing name in its marked cell, and the refusal, each escaped and made visible
+    assert f'<td class="differs">{shown}</td>' in page
+    assert f"<p>Refused: <code>{shown}</code></p>" in page
+    assert "<script" not in page and "\u200b" not in page and "\u202e" not in page
+
+
 @pytest.mark.parametrize(
     ("setup", "args", "message"),
     [
