@@ -34,6 +34,8 @@ class Profile:
             cat = catalogue.load()
             if name not in cat.params:
                 raise ProfileError(f"{name!r} is not a parameter of the catalogue; known: {', '.join(cat.params)}")
+            if cat.params[name].optional:
+                return 0.0  # left out: what the engine's 0 says (never resends, asks again when notified)
             raise ProfileError(f"profile {self.source} gives no value for {name!r} ({cat.params[name].note})")
         return self.params[name]
 

@@ -96,7 +96,7 @@ Feature: Routing 06 - Mirror addresses
     And a message is sent on dialog "L1"
     And time passes to second 50
     And instance "sql3" can be reached again
-    When time passes to second 200
+    When time passes to second {principal_retry_s} * 2 + 200
     Then the log for dialog "L1" at "sql3" has 2 "message arrived" events
     And the log for dialog "L1" has no "message transmitted" event where address is "TCP://sql4.example:4022"
 
@@ -108,7 +108,7 @@ Feature: Routing 06 - Mirror addresses
     And a message is sent on dialog "L1"
     And time passes to second 50
     And the copy of database "ledger" on "sql4" becomes the principal
-    When time passes to second 200
+    When time passes to second {principal_retry_s} * 2 + 200
     Then the log for dialog "L1" at "sql4" has 1 "message arrived" event
     And the log for dialog "L1" at "sql3" has 1 "message arrived" event
 
@@ -192,7 +192,7 @@ Feature: Routing 06 - Mirror addresses
       | Other | Target       | TCP://sql2.example:4022 | TCP://sql3.example:4022 |
     When a message is sent on dialog "T1"
     And time passes to second 5
-    Then the log for dialog "T1" at "sql1" shows exactly:
+    Then the log for dialog "T1" at "sql1" shows first:
       | event           | address                 | answer        |
       | principal probe | TCP://sql2.example:4022 | not principal |
       | principal probe | TCP://sql3.example:4022 | not principal |

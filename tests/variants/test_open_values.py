@@ -39,8 +39,9 @@ AREA = {
     "delayed_retry_s": "requires-routing",
     "forward_hop_limit": "requires-forwarding",
     "resend_after_s": "requires-routing",  # a message sent again: what arrives, and when, everywhere routing looks
+    "principal_retry_s": "requires-mirroring",  # when both addresses of a mirrored route are asked again
 }
-ROUTING = {"delayed_retry_s", "forward_hop_limit", "resend_after_s"}
+ROUTING = {"delayed_retry_s", "forward_hop_limit", "resend_after_s", "principal_retry_s"}
 COUNTS = {"forward_hop_limit"}
 DENSE_S, TOP_S, DRAWN = 20, 10, 8
 
@@ -91,7 +92,7 @@ def test_every_open_parameter_is_swept() -> None:
     assert window[:3] == [1, 1.5, 2] and window[-1] == 30 and len(window) == 59
     retry = sweep("delayed_retry_s")
     assert {v % 10 for v in retry if v > 3000} == {v / 2 for v in range(20)}, "every place on the timer grid"
-    assert sorted(LONG) == ["delayed_retry_s", "external_activation_timeout_s", "resend_after_s"]
+    assert sorted(LONG) == ["delayed_retry_s", "external_activation_timeout_s", "principal_retry_s", "resend_after_s"]
     assert retry[40:42] == [21, 3590] and len(retry) == 41 + 21, "the band between is Hypothesis's"
 
 
