@@ -657,12 +657,35 @@ class Router:
         choice = found.choice
         route = choice.route
         chosen: dict[str, object] = {"step": choice.step, "route": route.name, "candidates": list(choice.candidates)}
-        self._emit(Kind.ROUTE_CHOSEN, at, env, chosen)
         if route.address.upper() == LOCAL:
-            # choosing again finds nothing where no other route matched: the conversation waits, delayed (LOCAL_MISS)
-            again = (lambda: self._delay(env, at, inside, home, "RTC-4")) if len(found.routes) == 1 else None
-            self._local(env, at, env.to_broker_instance or route.broker_instance, home, via_transport, again)
+            # LOCAL_MISS read as CHOSEN_AGAIN: "poderá retornar à etapa 2 e escolher outra rota"
+            matched = [routes[name] for name in found.routes if name in routes]
+            again = lambda: self._choose_again(env, at, inside, home, via_transport, matched)  # noqa: E731
+            broker = env.to_broker_instance or route.broker_instance
+            self._local(env, at, broker, home, via_transport, again, chosen)
             return
+        self._emit(Kind.ROUTE_CHOSEN, at, env, chosen)
+        self._by(env, at, inside, home, route)
+
+    def _choose_again(
+        self, env: Envelope, at: Instance, inside: bool, home: str | None, via_transport: bool, matched: list[Route]
+    ) -> None:
+        """A LOCAL route found no service where the message is to go (RTL-2, RTL-3): choosing goes on past the LOCAL
+        routes (RTC-3, RTC-4); where nothing is left, the conversation waits, delayed."""
+        choice = self.choose(matched, False, self.chooser)
+        if choice is None or choice.route.address.upper() == LOCAL:
+            self._delay(env, at, inside, home, "RTC-4")
+            return
+        chosen: dict[str, object] = {
+            "step": choice.step,
+            "route": choice.route.name,
+            "candidates": list(choice.candidates),
+        }
+        self._emit(Kind.ROUTE_CHOSEN, at, env, chosen)
+        self._by(env, at, inside, home, choice.route)
+
+    def _by(self, env: Envelope, at: Instance, inside: bool, home: str | None, route: Route) -> None:
+        """The message leaves by ROUTE, which is not LOCAL."""
         if not self.may_leave(at, inside):
             self._emit(Kind.MESSAGE_DROPPED, at, env, {"rule": "RTC-5", "reason": "message forwarding is not active"})
             return
@@ -713,13 +736,17 @@ class Router:
         home: str | None,
         via_transport: bool,
         again: Callable[[], None] | None = None,
+        chosen: dict[str, object] | None = None,
     ) -> None:
         """RTL-1: a LOCAL route delivers in this instance; the table it came from was chosen by table_for. AGAIN:
-        what choosing another route does, when no other route matched."""
+        choosing another route, where the service is not found; CHOSEN: the route_chosen of the LOCAL route, reported
+        unless choosing passes over it (as RTC-2 passes over LOCAL routes where the instance has no such service)."""
         db = self.locate(at, env.to_service, broker, home, self.chooser)
         if db is None and again is not None and self.local_miss.of(self.chooser) == CHOSEN_AGAIN:
             again()
             return
+        if chosen is not None:
+            self._emit(Kind.ROUTE_CHOSEN, at, env, chosen)
         if db is None:
             where = f"the database of broker instance {broker}" if broker else f"instance {at.name}"
             rule = "RTL-2" if broker else "RTL-3"

@@ -169,8 +169,9 @@ def local_delivery_through_the_dispatcher() -> ReferenceImplementation:
             home: str | None,
             via_transport: bool,
             again: Callable[[], None] | None = None,
+            chosen: dict[str, object] | None = None,
         ) -> None:
-            super()._local(env, at, broker, home, True, again)
+            super()._local(env, at, broker, home, True, again, chosen)
 
     return _implementation("local_delivery_through_the_dispatcher", router_class=Detour)
 
