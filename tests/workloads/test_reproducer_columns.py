@@ -34,3 +34,17 @@ def test_fields_that_agree_as_the_stage_compares_them_are_no_column() -> None:
     got[0]["result"] = "connected"
     expected[0]["result"] = "failed"
     assert differing_fields(expected, got) == ["result"]
+
+
+def test_a_kind_an_implementation_may_leave_out_is_not_stated_where_it_did() -> None:
+    """No Broker Configuration Notification where no BCN client exists (protocol.md marks it optional): a reproducer
+    must not ask for the reference's (a clean-room author's world 597 could never pass on a broker without them)."""
+    arrived = {"kind": "message_arrived", "instance": "sql1", "dialog": "D1", "message_sequence_number": 0}
+    bcn = {"kind": "broker_configuration_notification", "at_ms": 25_000, "instance": "sql1"}
+    expected = [{**arrived, "at_ms": 10_000}, bcn]
+    got = [{**arrived, "at_ms": 20_000}]
+    then = then_steps(expected, got, EVERYTHING | {"periodic_tasks"}, 0)
+    assert "message arrived" in then and "broker configuration notification" not in then
+    # an implementation that reports them is held to them, as the stage holds it
+    then = then_steps(expected, [*got, {**bcn, "at_ms": 30_000}], EVERYTHING | {"periodic_tasks"}, 0)
+    assert "broker configuration notification" in then
