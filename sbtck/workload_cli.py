@@ -108,7 +108,17 @@ def add_parser(commands: Any, **how: Any) -> None:
 
 def show(argv: list[str]) -> int:
     """`sbtck workload show OUT [SEED]`: the failed and undecided worlds of a finished job, from its JSON lines
-    (no Spark, no Parquet reader)."""
+    (no Spark, no Parquet reader). A reader that stops reading (`| head`) ends it quietly, as it does `cat`."""
+    try:
+        return _show(argv)
+    except BrokenPipeError:
+        # what is left to print goes nowhere: Python would otherwise complain again as it flushes at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _show(argv: list[str]) -> int:
     import json
 
     from sbtck.workloads import record

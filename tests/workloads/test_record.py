@@ -235,3 +235,19 @@ def test_what_the_stage_compares_by_reference_or_not_at_all_is_never_marked() ->
     rec = record.record({**row, "reference_trace": trace(theirs)})
     assert rec["implementation"]["events"][0]["differs"] == []
     assert "task" in rec["implementation"]["events"][1]["differs"]
+
+
+def test_show_piped_into_a_reader_that_stops_ends_quietly(failed: dict[str, Any], tmp_path: Path) -> None:
+    """`sbtck workload show OUT | head` (a clean-room author's BrokenPipeError traceback): ends as cat does."""
+    out = _folder(tmp_path, [{**failed, "seed": seed} for seed in range(1500)], worlds=1500)
+    show = subprocess.Popen(
+        [sys.executable, "-m", "sbtck", "workload", "show", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    assert show.stdout is not None and show.stderr is not None
+    assert show.stdout.readline().startswith(b"1500 failed or undecided worlds")
+    show.stdout.close()  # as head does once it has its lines
+    err = show.stderr.read().decode()
+    assert show.wait(timeout=60) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
