@@ -111,6 +111,11 @@ PASSED_AT_ITS_END, NOT_YET_PASSED = "passed at its last instant", "not yet passe
 # first; with another route matched, the reference drops it either way)
 LOCAL_MISS = "local_miss"
 DROPPED, CHOSEN_AGAIN = "dropped", "chosen again, delayed"
+# and, chosen again, whether the LOCAL route passed over is reported as chosen first (route_chosen) or not at all,
+# as where RTC-2 passes over LOCAL routes: a decision trace may tell the return to step 2 either way. Asked of
+# each such message there and then (the reference's first: reported)
+LOCAL_PASSED_OVER = "local_passed_over"
+REPORTED_FIRST, NOT_REPORTED = "reported as chosen first", "not reported"
 # how RTR-5's "ambos os endereços são tentados novamente" retries a message waiting for a mirrored route's
 # principal: routed again from matching (and the route chosen again), or only the route's two addresses asked again
 # while the route it chose stands (one reading for a whole run, the reference's first)
@@ -204,6 +209,7 @@ OFFERED_IN_ORDER = READINGS | {
     ARRIVES_BEHIND,
     RETRIED_BEHIND,
     AHEAD_GOES_ON,
+    LOCAL_PASSED_OVER,
     TIME_OUT_AND_NOTIFICATION,
 }
 # the readings that are open only to an implementation without this capability (a rule of it otherwise)

@@ -32,9 +32,11 @@ from sbtck.engine.choosing import (
     HELD_AT_ITS_ORIGIN,
     HELD_ELSEWHERE,
     LOCAL_MISS,
+    LOCAL_PASSED_OVER,
     LOST_PRINCIPAL_TOO,
     MATCHED_ON_ITS_OWN,
     NEVER_RECLASSIFIES,
+    NOT_REPORTED,
     NOTIFICATION_FIRST,
     OVER_THE_NETWORK,
     OWN_ADDRESS,
@@ -48,6 +50,7 @@ from sbtck.engine.choosing import (
     RECLASSIFYING,
     REGISTERS_AGAIN,
     REPLY,
+    REPORTED_FIRST,
     RETRIED_BEHIND,
     ROUTED_AFTER,
     ROUTED_AGAIN,
@@ -743,6 +746,13 @@ class Router:
         unless choosing passes over it (as RTC-2 passes over LOCAL routes where the instance has no such service)."""
         db = self.locate(at, env.to_service, broker, home, self.chooser)
         if db is None and again is not None and self.local_miss.of(self.chooser) == CHOSEN_AGAIN:
+            if chosen is not None:  # LOCAL_PASSED_OVER: the route it returns from, reported as chosen or not
+                about = env.fields()
+                about.update(at_ms=self.clock.now_ms, route=chosen["route"])
+                about[LOCAL_PASSED_OVER] = True
+                self.chooser.about(at.name, about)
+                if self.chooser.choose(LOCAL_PASSED_OVER, [REPORTED_FIRST, NOT_REPORTED]) == REPORTED_FIRST:
+                    self._emit(Kind.ROUTE_CHOSEN, at, env, chosen)
             again()
             return
         if chosen is not None:

@@ -73,9 +73,11 @@ from sbtck.engine.choosing import (
     DATABASE_ORDER,
     FOLLOWS_AT_ONCE,
     HELD_ELSEWHERE,
+    LOCAL_PASSED_OVER,
     LOST_PRINCIPAL_TOO,
     MATCHED_ON_ITS_OWN,
     NEXT_READER,
+    NOT_REPORTED,
     NOTIFICATION_FIRST,
     PARTNER_ALONE,
     PROBES,
@@ -83,6 +85,7 @@ from sbtck.engine.choosing import (
     RECLASSIFIED_NEXT,
     REGISTERS_AGAIN,
     REPLY,
+    REPORTED_FIRST,
     RETRIED_BEHIND,
     ROUTE,
     SENT_ON,
@@ -195,6 +198,8 @@ class FollowingChooser:
         # _ROUTED_THEN's choices: the instants each message was routed at (matched, chosen, sent,
         # waiting for a connection or delayed), by message and instance: routed then is sent on, or follows
         self.routed: set[Instant] = set()
+        # LOCAL_PASSED_OVER's pick: the routes reported chosen, by message, instance and instant
+        self.chosen: set[tuple[Instant, str]] = set()
         self.feed(events or [])
 
     def feed(self, events: list[dict[str, Any]]) -> None:
@@ -253,6 +258,7 @@ class FollowingChooser:
                 continue
             elif kind == _CHOSEN:
                 attempts[-1][ROUTE] = str(e.get("route"))
+                self.chosen.add((instant, str(e.get("route"))))
             elif kind in _HERE and e.get("database"):
                 attempts[-1].setdefault(DATABASE_ORDER, str(e["database"]))
 
@@ -316,6 +322,11 @@ class FollowingChooser:
             else:
                 again = len(self.tries.get(instant, ())) > self.begun.get(instant, 0)
             self.current = {RECLASSIFIED: REGISTERS_AGAIN if again else STAYS_REGISTERED}
+            return
+        if message.get(LOCAL_PASSED_OVER):  # the LOCAL route chosen again past: reported if the implementation did
+            instant = (_key(instance, message), message.get("at_ms"))
+            reported = (instant, str(message.get("route"))) in self.chosen
+            self.current = {LOCAL_PASSED_OVER: REPORTED_FIRST if reported else NOT_REPORTED}
             return
         if message.get(TIME_OUT_AND_NOTIFICATION):  # the notification first, if its reclassification named it
             listed = self.listed.get((instance, message.get("at_ms")), set())

@@ -31,10 +31,12 @@ from sbtck.engine.choosing import (
     GCG_READING,
     HELD_ELSEWHERE,
     LOCAL_MISS,
+    LOCAL_PASSED_OVER,
     MATCHED_ON_ITS_OWN,
     MIXED_GROUP,
     NEXT_READER,
     NOT_A_RECEIVE,
+    NOT_REPORTED,
     NOTIFICATION_FIRST,
     OWN_ADDRESS,
     PAIR_ASKED_AGAIN,
@@ -308,6 +310,7 @@ ALLOWED = [
     "retries_each_delayed_arrival_on_its_own",
     "notified_before_a_time_out_of_its_instant",
     "asks_the_pair_again_every_7_seconds",
+    "chooses_again_past_an_unreported_local_route",
 ]
 
 
@@ -673,6 +676,17 @@ class _ChoosesAgainWhereLocalFindsNoService(FirstChooser):
 
 def delays_where_a_local_route_finds_no_service() -> ReferenceImplementation:
     return _engine("delays where a LOCAL route finds no service", chooser_class=_ChoosesAgainWhereLocalFindsNoService)
+
+
+class _PassesOverALocalRouteUnreported(_ChoosesAgainWhereLocalFindsNoService):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return NOT_REPORTED if kind == LOCAL_PASSED_OVER else super().choose(kind, options, addresses)
+
+
+def chooses_again_past_an_unreported_local_route() -> ReferenceImplementation:
+    """As delays_where_a_local_route_finds_no_service, and the LOCAL route it returns from is not reported as
+    chosen: route_chosen names only the route the message goes by."""
+    return _engine("chooses again past an unreported LOCAL route", chooser_class=_PassesOverALocalRouteUnreported)
 
 
 class _TimerBeforeTheStep(FirstChooser):
