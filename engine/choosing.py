@@ -107,8 +107,8 @@ PASSED_AT_ITS_END, NOT_YET_PASSED = "passed at its last instant", "not yet passe
 # what follows when the LOCAL route chosen finds no service in the instance (RTL-2, RTL-3) and no other route
 # matched: the routing document says Service Broker "may return to step 2 and choose another route", so the message
 # is dropped, or, choosing again and finding none, the conversation is delayed ("failure to find a matching route
-# is not considered an error") and matched again after the time-out (one reading for a whole run, the reference's
-# first; with another route matched, the reference drops it either way)
+# is not considered an error") and matched again after the time-out; chosen again, a network or TRANSPORT route that
+# matched takes it. Asked of each such message there and then (the reference's first: dropped)
 LOCAL_MISS = "local_miss"
 DROPPED, CHOSEN_AGAIN = "dropped", "chosen again, delayed"
 # and, chosen again, whether the LOCAL route passed over is reported as chosen first (route_chosen) or not at all,
@@ -191,7 +191,6 @@ READINGS = frozenset(
         STALE_SPAN,
         FORWARD_SPAN,
         QUIET_SPAN,
-        LOCAL_MISS,
         PRINCIPAL_RETRY,
         HELD_ELSEWHERE,
     }
@@ -209,6 +208,7 @@ OFFERED_IN_ORDER = READINGS | {
     ARRIVES_BEHIND,
     RETRIED_BEHIND,
     AHEAD_GOES_ON,
+    LOCAL_MISS,
     LOCAL_PASSED_OVER,
     TIME_OUT_AND_NOTIFICATION,
 }

@@ -173,7 +173,6 @@ class Router:
         self.awaiting_principal: dict[int, Route] = {}
         self.own_address = Reading(OWN_ADDRESS, OVER_THE_NETWORK, AT_ONCE_FROM_OUTSIDE, AT_ONCE_THROUGH_THE_DISPATCHER)
         self.forward_reported = Reading(FORWARD_REPORTED, WHEN_SENT_ON, WHEN_DECIDED)
-        self.local_miss = Reading(LOCAL_MISS, DROPPED, CHOSEN_AGAIN)
         self.held_elsewhere = Reading(HELD_ELSEWHERE, HELD_AT_ITS_ORIGIN, SENT_ON)
         self._retry_at = 0  # where in its line the wait being retried stood: waiting again, it stands there again
         # the waits routed again by their time-out at this instant, by instant: a notification at the same instant
@@ -670,6 +669,11 @@ class Router:
         self._emit(Kind.ROUTE_CHOSEN, at, env, chosen)
         self._by(env, at, inside, home, route)
 
+    def _chooses_again(self, env: Envelope, at: Instance) -> bool:
+        """LOCAL_MISS, asked of each message whose LOCAL route finds no service: dropped, or chosen again."""
+        self._about(env, at.name, LOCAL_MISS)
+        return self.chooser.choose(LOCAL_MISS, [DROPPED, CHOSEN_AGAIN]) == CHOSEN_AGAIN
+
     def _choose_again(
         self, env: Envelope, at: Instance, inside: bool, home: str | None, via_transport: bool, matched: list[Route]
     ) -> None:
@@ -745,7 +749,7 @@ class Router:
         choosing another route, where the service is not found; CHOSEN: the route_chosen of the LOCAL route, reported
         unless choosing passes over it (as RTC-2 passes over LOCAL routes where the instance has no such service)."""
         db = self.locate(at, env.to_service, broker, home, self.chooser)
-        if db is None and again is not None and self.local_miss.of(self.chooser) == CHOSEN_AGAIN:
+        if db is None and again is not None and self._chooses_again(env, at):
             if chosen is not None:  # LOCAL_PASSED_OVER: the route it returns from, reported as chosen or not
                 about = env.fields()
                 about.update(at_ms=self.clock.now_ms, route=chosen["route"])

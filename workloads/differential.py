@@ -70,9 +70,12 @@ from sbtck.engine.choosing import (
     ARRIVES_BEHIND,
     BEHIND_A_DELETED,
     BROKER_INSTANCE,
+    CHOSEN_AGAIN,
     DATABASE_ORDER,
+    DROPPED,
     FOLLOWS_AT_ONCE,
     HELD_ELSEWHERE,
+    LOCAL_MISS,
     LOCAL_PASSED_OVER,
     LOST_PRINCIPAL_TOO,
     MATCHED_ON_ITS_OWN,
@@ -200,6 +203,8 @@ class FollowingChooser:
         self.routed: set[Instant] = set()
         # LOCAL_PASSED_OVER's pick: the routes reported chosen, by message, instance and instant
         self.chosen: set[tuple[Instant, str]] = set()
+        # LOCAL_MISS's: the messages dropped, by instance and instant
+        self.dropped: set[Instant] = set()
         self.feed(events or [])
 
     def feed(self, events: list[dict[str, Any]]) -> None:
@@ -224,6 +229,8 @@ class FollowingChooser:
             instant = (key, e.get("at_ms"))
             if kind in _ROUTED or (kind == _PENDING and _pending_address(e.get("status")) is not None):
                 self.routed.add(instant)
+            if kind == Kind.MESSAGE_DROPPED:
+                self.dropped.add(instant)
             if kind == _TRANSMITTED and e.get("address"):
                 self.went.setdefault(key, {})[WENT_TO] = self._went_then(instant, str(e["address"]).upper())
             elif kind in _HERE and e.get("database"):
@@ -322,6 +329,10 @@ class FollowingChooser:
             else:
                 again = len(self.tries.get(instant, ())) > self.begun.get(instant, 0)
             self.current = {RECLASSIFIED: REGISTERS_AGAIN if again else STAYS_REGISTERED}
+            return
+        if message.get(LOCAL_MISS):  # a LOCAL route that found no service: dropped there then, or chosen again
+            instant = (_key(instance, message), message.get("at_ms"))
+            self.current = {LOCAL_MISS: DROPPED if instant in self.dropped else CHOSEN_AGAIN}
             return
         if message.get(LOCAL_PASSED_OVER):  # the LOCAL route chosen again past: reported if the implementation did
             instant = (_key(instance, message), message.get("at_ms"))
