@@ -538,14 +538,19 @@ class Router:
         expired: list[Route],
     ) -> bool:
         """RECLASSIFIED: "all or selected dialogs" - always one that a route changed or expired since it began to
-        wait could match, so the change is taken up; the chooser's, any other (BY_DEFAULT: the reference's pick,
-        one that has waited here since before the change, or is held for its connection or principal; one that
-        began to wait after the change the reference leaves to its own retries, and "all" takes it too)."""
+        wait could match, so the change is taken up; the chooser's, one that has waited here since before the
+        change, or is held for its connection or principal (BY_DEFAULT: the reference's pick); else none."""
         service = head.envelope.to_service
         if any(order > head.order and named in (None, service) for order, named in changes) or any(
             int(r.expires_ms or 0) > head.since_ms and r.service_name in (None, service) for r in expired
         ):
             return True
+        if (
+            not by_default
+            and head.episode > changed
+            and not (head.inside and head.status in (CONNECTING, NO_PRINCIPAL))
+        ):
+            return False  # it began to wait after the change: a delayed one is matched again by its own retries
         options = [REGISTERS_AGAIN, STAYS_REGISTERED] if by_default else [STAYS_REGISTERED, REGISTERS_AGAIN]
         self._about(head.envelope, head.instance, RECLASSIFIED)
         return self.chooser.choose(RECLASSIFIED, options) == REGISTERS_AGAIN
