@@ -67,36 +67,36 @@ def test_an_undecided_worlds_record_names_the_step_its_furthest_branch_differed_
     assert (undecided["step"], undecided["rule"]) == (at, rule)
 
 
-def test_an_event_without_a_partner_and_a_view_row_that_differs_are_marked() -> None:
-    row = {
+def _row(
+    script: list[dict[str, Any]], mine: list[dict[str, Any]], theirs: list[dict[str, Any]], rule: str = "DIFFERENCE"
+) -> dict[str, Any]:
+    """A failed world's row as the stage writes it: its script, and each side's answers (MINE the implementation's,
+    THEIRS the reference's), each step {kind, error, result, events} with what is left out filled in."""
+
+    def trace(steps: list[dict[str, Any]]) -> str:
+        return json.dumps([{"error": None, "result": None, "events": [], **step} for step in steps])
+
+    return {
         "seed": 7,
         "outcome": FAILED,
-        "rules": ["DIFFERENCE"],
-        "detail": "DIFFERENCE at step 1: query_view returned ...",
-        "script": json.dumps([{"kind": "start"}, {"kind": "query_view", "view": "sys.routes", "database": None}]),
-        "iut_trace": json.dumps(
-            [
-                {"kind": "start", "error": None, "result": None, "events": []},
-                {
-                    "kind": "query_view",
-                    "error": None,
-                    "result": {"rows": [{"name": "R1", "address": "tcp://a:1", "lifetime": 5}]},
-                    "events": [{"kind": "message_dropped", "at_ms": 1, "reason": "x"}],
-                },
-            ]
-        ),
-        "reference_trace": json.dumps(
-            [
-                {"kind": "start", "error": None, "result": None, "events": []},
-                {
-                    "kind": "query_view",
-                    "error": None,
-                    "result": {"rows": [{"name": "R1", "address": "TCP://A:1", "lifetime": 6}, {"name": "R2"}]},
-                    "events": [],
-                },
-            ]
-        ),
+        "rules": [rule],
+        "detail": f"{rule} at step 1: {script[1]['kind']} ...",
+        "script": json.dumps(script),
+        "iut_trace": trace(mine),
+        "reference_trace": trace(theirs),
     }
+
+
+def test_an_event_without_a_partner_and_a_view_row_that_differs_are_marked() -> None:
+    script: list[dict[str, Any]] = [{"kind": "start"}, {"kind": "query_view", "view": "sys.routes", "database": None}]
+    dropped = {"kind": "message_dropped", "at_ms": 1, "reason": "x"}
+    mine_rows = [{"name": "R1", "address": "tcp://a:1", "lifetime": 5}]
+    theirs_rows = [{"name": "R1", "address": "TCP://A:1", "lifetime": 6}, {"name": "R2"}]
+    row = _row(
+        script,
+        [{"kind": "start"}, {"kind": "query_view", "result": {"rows": mine_rows}, "events": [dropped]}],
+        [{"kind": "start"}, {"kind": "query_view", "result": {"rows": theirs_rows}}],
+    )
     rec = record.record(row)
     assert rec["step"] == 1 and rec["rule"] == "DIFFERENCE"
     assert rec["implementation"]["events"] == [
@@ -130,20 +130,12 @@ def test_a_hostile_text_an_implementation_reports_is_escaped_and_shown_in_failur
     """failures.html is drawn from a template through the report page's escaping (issue 46, item 7): markup an
     implementation puts in a field is text, and a hidden character is shown as [U+200B], not hidden."""
     hostile = 'R1<script>alert("x")</script>\u200b\u202e'
-    steps: list[dict[str, Any]] = [{"kind": "start", "error": None, "result": None, "events": []}]
-    row = {
-        "seed": 7,
-        "outcome": FAILED,
-        "rules": ["DIFFERENCE"],
-        "detail": "DIFFERENCE at step 1: query_view returned ...",
-        "script": json.dumps([{"kind": "start"}, {"kind": "query_view", "view": "sys.routes", "database": None}]),
-        "iut_trace": json.dumps(
-            [*steps, {"kind": "query_view", "error": hostile, "result": {"rows": [{"name": hostile}]}, "events": []}]
-        ),
-        "reference_trace": json.dumps(
-            [*steps, {"kind": "query_view", "error": None, "result": {"rows": [{"name": "R1"}]}, "events": []}]
-        ),
-    }
+    script: list[dict[str, Any]] = [{"kind": "start"}, {"kind": "query_view", "view": "sys.routes", "database": None}]
+    row = _row(
+        script,
+        [{"kind": "start"}, {"kind": "query_view", "error": hostile, "result": {"rows": [{"name": hostile}]}}],
+        [{"kind": "start"}, {"kind": "query_view", "result": {"rows": [{"name": "R1"}]}}],
+    )
     out = _folder(tmp_path, [row])
     page = (out / record.PAGE).read_text()
     shown = "R1&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;[U+200B][U+202E]"
@@ -214,25 +206,25 @@ def test_what_the_stage_compares_by_reference_or_not_at_all_is_never_marked() ->
     exited = {"kind": "procedure_exited", "at_ms": 5, "instance": "sql1", "database": "db", "queue": "Q1", "task": 1}
     mine = [{**returned, "session": "Q1#1", "conversation_group": "G-77", "rows": rows_mine}, {**exited, "spid": 90}]
     theirs = [{**returned, "session": "Q1#1", "conversation_group": "D1", "rows": rows_theirs}, {**exited, "spid": 51}]
-
-    def trace(events: list[dict[str, Any]]) -> str:
-        steps: list[dict[str, Any]] = [{"kind": "start", "events": []}, {"kind": "advance_time", "events": events}]
-        return json.dumps([{**step, "error": None, "result": None} for step in steps])
-
-    row = {
-        "seed": 3,
-        "outcome": FAILED,
-        "rules": ["ACT-09"],
-        "detail": "ACT-09 at step 1: advance_time: ...",
-        "script": json.dumps([{"kind": "start"}, {"kind": "advance_time"}]),
-        "iut_trace": trace(mine),
-        "reference_trace": trace(theirs),
-    }
+    script = [{"kind": "start"}, {"kind": "advance_time"}]
+    row = _row(
+        script,
+        [{"kind": "start"}, {"kind": "advance_time", "events": mine}],
+        [{"kind": "start"}, {"kind": "advance_time", "events": theirs}],
+        rule="ACT-09",
+    )
     rec = record.record(row)
     assert [e["differs"] for e in rec["implementation"]["events"]] == [[], []]
     # and a field that differs after all is still marked
     theirs[1]["task"] = 2
-    rec = record.record({**row, "reference_trace": trace(theirs)})
+    rec = record.record(
+        _row(
+            script,
+            [{"kind": "start"}, {"kind": "advance_time", "events": mine}],
+            [{"kind": "start"}, {"kind": "advance_time", "events": theirs}],
+            rule="ACT-09",
+        )
+    )
     assert rec["implementation"]["events"][0]["differs"] == []
     assert "task" in rec["implementation"]["events"][1]["differs"]
 
