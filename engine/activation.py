@@ -13,16 +13,22 @@ from dataclasses import dataclass, field
 from sbtck.contract import QueueRef
 from sbtck.engine.choosing import (
     A_WAITING_READER,
+    AFTER_THE_OTHERS,
+    ARRIVAL_LOOK,
+    AS_DUE,
     AT_THE_TRIGGER,
     CHECK_MOMENT,
     DROPPED_TIME_OUT,
     EMPTY_MEMORY,
     ENDS_WITH_IT,
+    LOOK_FIRST,
     NEXT_READER,
     ONCE_SETTLED,
     QUIET_SPAN,
+    READER_FIRST,
     RUNS_OUT,
     STEP_FIRST,
+    STEP_ORDER,
     THE_COMMITTER,
     THE_MONITORS,
     THE_QUEUES,
@@ -71,6 +77,8 @@ class ActivatedTask:
     step_due_ms: int | None = None
     # its step waits for the timer notification of its instant (TIMER_AND_STEP)
     after_the_timer: bool = False
+    # its step waits for the other steps of its queue due at its instant (STEP_ORDER)
+    after_the_others: bool = False
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -199,9 +207,24 @@ class QueueMonitors:
         else:
             self._evaluate(queue, trigger, arrived_on_empty)
 
-    def looks_at_once(self) -> bool:
-        """Whether a new message is looked at before a waiting reader takes it: at the trigger, it is."""
-        return self.check_moment.of(self.chooser) != ONCE_SETTLED
+    def looks_at_once(self, key: QueueRef, readers_wait: bool) -> bool:
+        """Whether a new message on KEY (or one a rollback returned) is looked at before a waiting reader takes it:
+        at the trigger it is, unless the run lets the reader take it first (ARRIVAL_LOOK, asked where one waits)."""
+        if self.check_moment.of(self.chooser) == ONCE_SETTLED:
+            return False
+        if not readers_wait:
+            return True
+        self.chooser.about(key.instance, {"arrival_look": key.queue, "at_ms": self.clock.now_ms})
+        return self.chooser.choose(ARRIVAL_LOOK, [LOOK_FIRST, READER_FIRST]) == LOOK_FIRST
+
+    def evaluate_after_the_reader(self, queue: Queue, trigger: str, arrived_on_empty: bool = False) -> None:
+        """The look at a trigger a waiting reader was served before (``looks_at_once`` false): once the instant has
+        settled, or, at the trigger, once the reader's RECEIVE and what its own look set off (a procedure started
+        and its first RECEIVE) have run."""
+        if self.check_moment.of(self.chooser) == ONCE_SETTLED:
+            self.evaluate(queue, trigger, arrived_on_empty)
+        else:
+            self.clock.soon(lambda: self.evaluate(queue, trigger, arrived_on_empty))
 
     def _evaluate(self, queue: Queue, trigger: str, arrived_on_empty: bool) -> None:
         """ACT-01: two decisions in order - is activation necessary, then does it occur (internal and external)."""
@@ -323,7 +346,12 @@ class QueueMonitors:
             due = self.clock.soon(lambda: self._worked(task))
             task.cancel_work = lambda: setattr(due, "cancelled", True)
             return
-        task.step_due_ms, task.after_the_timer = None, False
+        if self._after_the_others(task):
+            task.after_the_others = True
+            due = self.clock.soon(lambda: self._worked(task))
+            task.cancel_work = lambda: setattr(due, "cancelled", True)
+            return
+        task.step_due_ms, task.after_the_timer, task.after_the_others = None, False, False
         if self.check_moment.of(self.chooser) == ONCE_SETTLED:
             self._commit_and_receive(task, at_once=False)
             return
@@ -335,6 +363,17 @@ class QueueMonitors:
             self._in_step = None
         for look in looks:
             look()
+
+    def _after_the_others(self, task: ActivatedTask) -> bool:
+        """STEP_ORDER, asked where the monitor looks at the trigger and other procedures of the queue end their work
+        at this instant too: each step, looked at when done, may come after theirs (once)."""
+        now = self.clock.now_ms
+        if task.after_the_others or self.check_moment.of(self.chooser) == ONCE_SETTLED:
+            return False
+        if not any(t is not task and t.step_due_ms == now for t in self.tasks[task.key]):
+            return False
+        self.chooser.about(task.key.instance, {"step_order": task.session.name, "at_ms": now})
+        return self.chooser.choose(STEP_ORDER, [AS_DUE, AFTER_THE_OTHERS]) == AFTER_THE_OTHERS
 
     def _commit_and_receive(self, task: ActivatedTask, at_once: bool) -> None:
         # a choice only while a reader waits on the queue: else the procedure gets the group again either way
@@ -402,5 +441,8 @@ class QueueMonitors:
         if monitor is not None:
             monitor.last_empty_ms = self.clock.now_ms
 
-    def rolled_back(self, queue: Queue) -> None:
-        self.evaluate(queue, ROLLBACK)
+    def rolled_back(self, queue: Queue, after_the_reader: bool = False) -> None:
+        if after_the_reader:
+            self.evaluate_after_the_reader(queue, ROLLBACK)
+        else:
+            self.evaluate(queue, ROLLBACK)

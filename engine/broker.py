@@ -301,12 +301,13 @@ class Broker(QueueStatements, Administration):
         )
         if not env.from_target and not conv.acknowledged:
             self.acknowledge(conv, db)
-        if self.monitors.looks_at_once():  # the arrival is the trigger, before a waiting reader takes the message
+        # the arrival is the trigger: looked at before a waiting reader takes the message, or after (ARRIVAL_LOOK)
+        if self.monitors.looks_at_once(queue.key, bool(self.receiving.waits[queue.key])):
             self.monitors.evaluate(queue, ARRIVAL, arrived_on_empty)
             self.receiving.serve(queue.key)
         else:
             self.receiving.serve(queue.key)
-            self.monitors.evaluate(queue, ARRIVAL, arrived_on_empty)
+            self.monitors.evaluate_after_the_reader(queue, ARRIVAL, arrived_on_empty)
 
     def acknowledge(self, conv: Conversation, db: Database) -> None:
         """RTE-04: the acknowledgement names the target's broker instance; later messages carry it."""

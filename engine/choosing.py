@@ -158,6 +158,18 @@ WAITS_FOR_ITS_TIME_OUT = "waits for its own time-out"
 # routing is the same: it is matched again at that instant either way). Asked of each such message there and then
 TIME_OUT_AND_NOTIFICATION = "time_out_and_notification"
 TIME_OUT_FIRST, NOTIFICATION_FIRST = "the time-out first", "the notification first"
+# where the queue monitor looks at the trigger (CHECK_MOMENT) and a reader waits on the queue, which comes first
+# at a new message's arrival, or at what a rollback returned: the monitor's look at it, or the waiting reader
+# taking it (and the monitor's look at that RECEIVE). ACT-05 has the monitor look "whenever" the message arrives,
+# and the documents give a waiting session and the monitor no order. Asked of each such arrival or rollback and
+# queue (the reference's first: the look)
+ARRIVAL_LOOK = "arrival_look"
+LOOK_FIRST, READER_FIRST = "the monitor's look first", "the waiting reader first"
+# and, so looking, which of the activated procedures of a queue whose work ends at one instant takes its step
+# (commit, next RECEIVE, the look at it) first: the documents give concurrent sessions no order. Asked of each such
+# step as it falls due: as due (the reference's first, in the order the steps were set), or after the others (once)
+STEP_ORDER = "step_order"
+AS_DUE, AFTER_THE_OTHERS = "as due", "after the other steps of its instant"
 # which comes first where a timer notification and an activated procedure's step (the end of its work: its commit
 # and next RECEIVE) fall on one instant: the documents order neither before the other, and the queue monitor's look
 # at the notification (PER-1A) sees the group still locked, or released and taken again. Asked of each such instant
@@ -203,6 +215,8 @@ OFFERED_IN_ORDER = READINGS | {
     RECLASSIFIED_NEXT,
     TASK_HANDLERS,
     TIMER_AND_STEP,
+    ARRIVAL_LOOK,
+    STEP_ORDER,
     MIXED_GROUP,
     BEHIND_A_DELETED,
     ARRIVES_BEHIND,

@@ -197,13 +197,15 @@ class Receiving:
         )
         back = dict.fromkeys([*(key for key, _ in returned), *read])
         # a monitor that looks at the trigger looks before a waiting reader takes what came back, as at an arrival
-        at_the_trigger = bool(back) and self.watcher.looks_at_once()
-        for key in back if at_the_trigger else ():
+        # (or after it, where the run lets the reader go first: ARRIVAL_LOOK)
+        first = [key for key in back if self.watcher.looks_at_once(key, bool(self.waits[key]))]
+        for key in first:
             self.watcher.rolled_back(self.queues[key])
         for key in touched:
             self.serve(key)
-        for key in () if at_the_trigger else back:
-            self.watcher.rolled_back(self.queues[key])
+        for key in back:
+            if key not in first:
+                self.watcher.rolled_back(self.queues[key], after_the_reader=True)
 
     # ----------------------------------------------------------------- queue
     def serve(self, key: QueueRef) -> None:

@@ -350,8 +350,10 @@ class FollowingChooser:
             picked = _ROUTED_THEN[asked] if routed else _LEFT_THEN.get(asked)
             self.current = {asked: picked} if picked else {}
             return
-        if "timer_and_step" in message:  # which of a timer notification and a procedure's step came first: no
-            self.current = {}  # event names it, so the reference's order leads and the search tries the other
+        # which of two things of an instant came first: no event names it, so the reference's order leads and the
+        # search tries the other
+        if "timer_and_step" in message or "arrival_look" in message or "step_order" in message:
+            self.current = {}
             return
         if "waiter" in message:  # which waiting session is served first: read in choose, from the options
             self.serving = (str(message["waiter"]), message.get("at_ms"))

@@ -63,7 +63,7 @@ class _ChecksOnlyOnTimer(QueueMonitors):
 
 
 class _NoRollbackCheck(QueueMonitors):
-    def rolled_back(self, queue: Queue) -> None:
+    def rolled_back(self, queue: Queue, after_the_reader: bool = False) -> None:
         pass
 
 

@@ -17,7 +17,9 @@ from sbtck.engine import routing as r
 from sbtck.engine.activation import ActivatedTask, QueueMonitor, QueueMonitors
 from sbtck.engine.broker import ConnectsWhenNotified
 from sbtck.engine.choosing import (
+    AFTER_THE_OTHERS,
     AHEAD_GOES_ON,
+    ARRIVAL_LOOK,
     ARRIVES_BEHIND,
     AS_ANY_MIRRORED_MEMBER,
     AT_NEXT_USE,
@@ -41,8 +43,10 @@ from sbtck.engine.choosing import (
     OWN_ADDRESS,
     PAIR_ASKED_AGAIN,
     PRINCIPAL_RETRY,
+    READER_FIRST,
     RETRIED_BEHIND,
     SENT_ON,
+    STEP_ORDER,
     THE_COMMITTER,
     TIME_OUT_AND_NOTIFICATION,
     TIMER_AND_STEP,
@@ -311,6 +315,8 @@ ALLOWED = [
     "notified_before_a_time_out_of_its_instant",
     "asks_the_pair_again_every_7_seconds",
     "chooses_again_past_an_unreported_local_route",
+    "lets_a_waiting_reader_take_an_arrival_before_it_looks",
+    "looks_at_the_trigger_taking_an_instants_steps_in_another_order",
 ]
 
 
@@ -785,3 +791,28 @@ def asks_the_pair_again_every_7_seconds() -> ReferenceImplementation:
     2nd timer notifications."""
     params = dataclasses.replace(EngineParams.reference(), principal_retry_s=7)
     return _DeclaresPrincipalRetry(params=params, name="allowed: asks the pair again every 7 seconds")
+
+
+class _ReaderBeforeTheLook(_LooksAtTheTrigger):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return READER_FIRST if kind == ARRIVAL_LOOK else super().choose(kind, options, addresses)
+
+
+def lets_a_waiting_reader_take_an_arrival_before_it_looks() -> ReferenceImplementation:
+    """A queue monitor that looks at the trigger, where a reader waits for the message that arrives (or that a
+    rollback returned): the reader takes it first, and the monitor looks at that RECEIVE, then at the arrival. ACT-05
+    has the monitor look "whenever" the message arrives; the documents give the waiting session no order against it
+    (a fifth clean-room author's reading)."""
+    return _engine("a waiting reader before the monitor's look at an arrival", chooser_class=_ReaderBeforeTheLook)
+
+
+class _StepsAfterTheOthers(_LooksAtTheTrigger):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return AFTER_THE_OTHERS if kind == STEP_ORDER else super().choose(kind, options, addresses)
+
+
+def looks_at_the_trigger_taking_an_instants_steps_in_another_order() -> ReferenceImplementation:
+    """A queue monitor that looks at the trigger, where procedures of a queue end their work at one instant: each
+    step goes after the others, so they come in another order than the reference's, each looked at when done. The
+    documents give concurrent sessions no order (a fifth clean-room author's order)."""
+    return _engine("an instant's procedure steps in another order", chooser_class=_StepsAfterTheOthers)
