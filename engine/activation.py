@@ -79,6 +79,8 @@ class ActivatedTask:
     after_the_timer: bool = False
     # its step waits for the other steps of its queue due at its instant (STEP_ORDER)
     after_the_others: bool = False
+    # started, its first RECEIVE not yet issued: a monitor looking at the trigger can see it so
+    starting: bool = True
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -148,8 +150,10 @@ class QueueMonitors:
         return None
 
     def waiting_readers(self, key: QueueRef) -> int:
-        """ACT-07/ACT-08: sessions waiting in GET CONVERSATION GROUP or a RECEIVE without WHERE."""
-        return self.receiving.tasks_waiting(key)
+        """ACT-07/ACT-08: sessions waiting in GET CONVERSATION GROUP or a RECEIVE without WHERE; and a procedure
+        started and not yet reading, which is about to (only a monitor looking at the trigger sees one): "as long
+        as ... the second queue reader remains running, the queue monitor does not start another queue reader"."""
+        return self.receiving.tasks_waiting(key) + sum(1 for t in self.tasks[key] if t.starting)
 
     def quiet(self, monitor: QueueMonitor) -> bool:
         """ACT-07: no empty result from a RECEIVE without WHERE for a few seconds."""
@@ -311,6 +315,7 @@ class QueueMonitors:
         return task in self.tasks[task.key]
 
     def _next_receive(self, task: ActivatedTask) -> None:
+        task.starting = False
         if not self._running(task) or not task.procedure.receives:
             return
         self.receiving.begin(task.session)
