@@ -63,3 +63,40 @@ Feature: Periodic 02 - Task handlers
       | second | event                   | instance | count |
       | 15     | task handlers restarted | sql1     | 1     |
       | 20     | task handlers restarted | sql1     | 1     |
+
+  # "On every notification, the task infrastructure checks if any task-handler failed to start and restarts it if
+  # required" (periodic tasks, every notification): the work a message brings in between does not restart them
+  # sooner, on the instance that sends it or on the one it goes to
+  Scenario: [6] A message sent while task handlers are down restarts none of them before the next notification
+    Given the topology "periodic"
+    And dialog "D1" is begun from service "Initiator" to service "Target"
+    And time passes to second 6
+    And 1 task handler of "sql1" fails
+    And time passes to second 7
+    And 1 task handler of "sql2" fails
+    And time passes to second 8
+    And a message is sent on dialog "D1"
+    When time passes to second 20
+    Then the log shows exactly:
+      | second | event                   | instance | count |
+      | 10     | task handlers restarted | sql1     | 1     |
+      | 10     | task handlers restarted | sql2     | 1     |
+    And "sql1" has all of its task handlers running
+    And "sql2" has all of its task handlers running
+    And the log for dialog "D1" at "sql2" has 1 "message arrived" event
+
+  # The broker "first runs everything that fell due up to that time ... and then applies the command"
+  # (docs/protocol.md, execute): a handler that fails at second 10 fails after that instant's notification ran,
+  # and waits for the next one; one that fails a millisecond before is restarted by it
+  Scenario: [7] A handler that fails at the instant of a notification is restarted by the next one; one that fails just before, by that one
+    Given the topology "periodic"
+    And time passes to second 9.999
+    And 1 task handler of "sql2" fails
+    And time passes to second 10
+    And 1 task handler of "sql1" fails
+    When time passes to second 15
+    Then the log shows exactly:
+      | second | event                   | instance | count |
+      | 10     | task handlers restarted | sql2     | 1     |
+      | 15     | task handlers restarted | sql1     | 1     |
+    And "sql1" has all of its task handlers running

@@ -173,3 +173,49 @@ Feature: Periodic 03 - The message dispatcher
     And the log for dialog "D1" at "sql2" shows first:
       | second   | event              | reason |
       | 40 or 45 | dispatcher deleted | stale  |
+
+  # The dispatcher buffers a message "until [it gets] saved to user queues by its async tasks", and deletes only
+  # "out-of-order and stale messages" on a notification (periodic tasks, every notification, 3): a task handler
+  # failing and being restarted (every notification, 2) takes nothing out of its buffers
+  @PER-1B
+  Scenario: [13] A message the dispatcher holds while a task handler fails and is restarted stays buffered and is saved once saving resumes
+    Given the dispatcher of "sql2" stops saving messages
+    And time passes to second 13
+    And a message is sent on dialog "D1"
+    And time passes to second 14
+    And 1 task handler of "sql2" fails
+    And time passes to second 16
+    When the dispatcher of "sql2" saves messages again
+    Then the log for dialog "D1" at "sql2" shows exactly:
+      | second | event               | database |
+      | 13     | dispatcher buffered | orders   |
+      | 16     | message arrived     | orders   |
+    And the log for dialog "D1" has no "dispatcher deleted" event
+    And the log at "sql2" shows exactly:
+      | second | event                   | count |
+      | 15     | task handlers restarted | 1     |
+    And the dispatcher of "sql2" holds no message
+
+  # The loss is declared between two notifications, while message 0 still waits in sql1's transmission queue
+  # (the destination is suppressed for 15 seconds after the disconnection at 12, PER-2A): its transmission once
+  # sql1 may connect again, at the 2nd notification at 30 or when a broker that sends it again does so after
+  # second 27, is the one lost. Message 1 goes after it and reaches the dispatcher with a gap before it: "On every
+  # notification, it deletes all out-of-order ... messages" (periodic tasks, every notification, 3), at the
+  # notification it reaches or the next.
+  @PER-2A
+  Scenario: [14] A message lost after waiting in the transmission queue leaves the one behind it out of order at the dispatcher
+    Given time passes to second 12
+    And the connection from "sql1" to "TCP://sql2.example:4022" drops
+    And time passes to second 13
+    And a message is sent on dialog "D1"
+    And time passes to second 14.5
+    And the network loses every transmission of message 0 of dialog "D1"
+    And a message is sent on dialog "D1"
+    When time passes to second 40
+    Then the log for dialog "D1" at "sql2" has no "dispatcher buffered" event until second 26.999
+    And the log for dialog "D1" at "sql2" shows first:
+      | event               | message_sequence_number |
+      | dispatcher buffered | 1                       |
+    And the log for dialog "D1" at "sql2" has at least 1 "dispatcher deleted" event where reason is "out of order" from second 27 until second 35
+    And the log for dialog "D1" at "sql2" has no "dispatcher deleted" event where reason is "stale"
+    And the log for dialog "D1" has no "message arrived" event

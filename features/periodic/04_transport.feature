@@ -253,3 +253,27 @@ Feature: Periodic 04 - Transport connections
       | second            | event             | reason |
       | 100               | connection closed | idle   |
       | 205 or 210 or 225 | connection closed | idle   |
+
+  # At second 50 the 10th notification has run its tasks - the transport's connections (every 2nd), the
+  # transmitter (every 2nd), the idle connections (every 5th) - before the broker "applies the command"
+  # (docs/protocol.md, execute): the failed message then waits in sql1's transmission queue when the connection
+  # drops. The transmitter resumes it at the next 2nd notification at 60 (PER-2B), but the destination is
+  # suppressed until 65; the transport tries it at the 2nd notification at 70. "On every 5th notification it
+  # closes the connections that have been idle for the past 90 seconds": the new connection, last used at 70, is
+  # idle for 90 seconds at 160, and closes at the 5th notification at 175, not at 100 or 150 by the old one's clock.
+  @PER-2A @PER-5A @PER-2B
+  Scenario: [21] A connection that drops at the instant of the 10th notification, with a message waiting, is tried again at 70 and watched for idleness from then
+    Given time passes to second 50
+    And the transmission of dialog "D1" fails for lack of memory
+    And a message is sent on dialog "D1"
+    And the connection from "sql1" to "TCP://sql2.example:4022" drops
+    When time passes to second 180
+    Then the log at "sql1" shows exactly from second 49:
+      | second | event              | address                 | result    | reason       |
+      | 50     | connection closed  | TCP://sql2.example:4022 | NULL      | disconnected |
+      | 70     | connection attempt | TCP://sql2.example:4022 | connected | NULL         |
+      | 175    | connection closed  | TCP://sql2.example:4022 | NULL      | idle         |
+    And the log for dialog "D1" at "sql2" shows exactly from second 49:
+      | second | event           | message_sequence_number |
+      | 70     | message arrived | 1                       |
+    And the transmission queue of "sql1" holds no message

@@ -108,3 +108,30 @@ Feature: Periodic 05 - The transmitter
     # sql2's transmitter takes up its own change at 20; sql1's message still waits for its connection, untouched
     Then the log for dialog "D1" has no "routing retried" event
     And the transmission queue of "sql1" holds 1 message
+
+  # The broker "first runs everything that fell due up to that time ... and then applies the command"
+  # (docs/protocol.md, execute): at second 20 the transmitter has already run when the two dialogs fail, so
+  # neither is resumed before the 2nd notification at 30; D1 fails while D2's message already waits, failed, in
+  # the transmission queue, and each is resumed on its own account
+  Scenario: [8] Dialogs that fail at the instant of a 2nd notification, one while the other's message waits, resume at the next
+    Given dialog "D2" is begun from service "Initiator" to service "Target"
+    # a first message opens the connection to sql2, whether a SEND connects at once or at the 2nd notification
+    And a message is sent on dialog "D1"
+    And time passes to second 20
+    And the transmission of dialog "D2" fails for lack of memory
+    And a message is sent on dialog "D2"
+    And the transmission of dialog "D1" fails security validation
+    And a message is sent on dialog "D1"
+    When time passes to second 35
+    Then the log for dialog "D1" shows exactly from second 20:
+      | second | event               | instance | message_sequence_number |
+      | 30     | message transmitted | sql1     | 1                       |
+      | 30     | message arrived     | sql2     | 1                       |
+    And the log for dialog "D2" shows exactly from second 20:
+      | second | event               | instance | message_sequence_number |
+      | 30     | message transmitted | sql1     | 0                       |
+      | 30     | message arrived     | sql2     | 0                       |
+    And the log at "sql1" shows exactly from second 20 until second 20:
+      | event                    | dialogs |
+      | transmitter reclassified | (none)  |
+    And the transmission queue of "sql1" holds no message

@@ -115,3 +115,65 @@ Feature: Periodic 07 - Broker restart, configuration notices and the acknowledge
     Then the log shows exactly from second 56:
       | second | event                        | database |
       | 75     | database broker started      | vault    |
+
+  # "SSB scans all databases for which broker failed to start ... and attempts to restart it" on every 5th
+  # notification: a key created between notifications, a moment before the 5th at second 50, is there for it
+  @PER-5C
+  Scenario: [10] A master key created a millisecond before a 5th notification lets the broker start at it
+    Given time passes to second 49.999
+    And CREATE MASTER KEY in database "vault" of "sql2"
+    When time passes to second 80
+    Then the log shows exactly from second 26:
+      | second | event                   | database |
+      | 50     | database broker started | vault    |
+
+  # The broker "first runs everything that fell due up to that time ... and then applies the command"
+  # (docs/protocol.md, execute): a key created at second 50 comes after that instant's 5th notification tried
+  # the database and failed, so the broker starts at the next 5th notification, at 75
+  @PER-5C
+  Scenario: [11] A master key created at the instant of a 5th notification lets the broker start at the next one
+    Given time passes to second 50
+    And CREATE MASTER KEY in database "vault" of "sql2"
+    When time passes to second 100
+    Then the log shows exactly from second 26:
+      | second | event                   | database |
+      | 75     | database broker started | vault    |
+
+  # The clean-up is resumed "for the databases that have any dialogs" when the 5th notification comes: orders has
+  # none when its clean-up stops at second 2, and has D1 once its first message arrives (at once, or when sql1
+  # connects at the 2nd notification at 10); stock never has one. Whether shop's clean-up ran before its first
+  # dialog ("resumes (if not already running)") the documents do not say: shop is resumed at 25 or not at all.
+  @PER-5E @requires-routing
+  Scenario: [12] A database that gets its first dialog while its clean-up is stopped has it resumed at the next 5th notification
+    Given time passes to second 2
+    And the acknowledged-message clean-up of database "orders" on "sql2" stops
+    And the acknowledged-message clean-up of database "stock" on "sql1" stops
+    And time passes to second 3
+    And dialog "D1" is begun from service "Initiator" to service "Target"
+    And a message is sent on dialog "D1"
+    When time passes to second 55
+    Then the log at "sql2" shows exactly:
+      | second | event               | database |
+      | 25     | ack cleanup resumed | orders   |
+    And the log has no "ack cleanup resumed" event where database is "stock"
+    And the log for dialog "D1" at "sql2" has 1 "message arrived" event until second 10
+
+  # The broker "first runs everything that fell due up to that time ... and then applies the command"
+  # (docs/protocol.md, execute): the clean-up that stops at second 25 stops after that instant's 5th notification,
+  # and is resumed at the next, at 50; the one that stops a millisecond before is resumed at 25. Whether the
+  # clean-up ran from the start ("resumes (if not already running)") the documents do not say: one that did not
+  # may be resumed at 25 before it stops.
+  @PER-5E @requires-routing
+  Scenario: [13] A clean-up that stops at the instant of a 5th notification is resumed at the next; one that stops just before, at that one
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And a message is sent on dialog "D1"
+    And time passes to second 24.999
+    And the acknowledged-message clean-up of database "shop" on "sql1" stops
+    And time passes to second 25
+    And the acknowledged-message clean-up of database "orders" on "sql2" stops
+    When time passes to second 60
+    Then the log at "sql1" shows exactly:
+      | second | event               | database |
+      | 25     | ack cleanup resumed | shop     |
+    And the log at "sql2" has 1 "ack cleanup resumed" event from second 25.001
+    And the log at "sql2" has 1 "ack cleanup resumed" event where database is "orders" from second 50 until second 50

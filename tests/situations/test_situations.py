@@ -61,3 +61,69 @@ def test_a_state_is_read_from_the_events_before_the_command() -> None:
     found = set(situations(early))
     assert ("activation", "receive", "idle") in found
     assert ("activation", "receive", "procedures running at the maximum") not in found
+
+
+TWO = {
+    "kind": "start",
+    "at_ms": 0,
+    "topology": {
+        "instances": [
+            {"name": "sql1", "databases": [{"name": "shop", "queues": [], "services": []}]},
+            {"name": "sql2", "databases": [{"name": "orders", "queues": [], "services": []}]},
+            {"name": "sql5", "databases": []},
+        ]
+    },
+}
+D1_0 = {"dialog": "D1", "from_target": False, "message_sequence_number": 0}
+
+
+def _periodic(steps: list[tuple[dict[str, object], list[dict[str, object]]]]) -> set[str]:
+    return {state for area, command, state in situations(steps) if area == "periodic" and command == "send"}
+
+
+def test_a_message_waiting_in_a_forwarder_is_held_there_and_in_no_transmission_queue() -> None:
+    sent = {"kind": "message_sent", "at_ms": 0, "instance": "sql1", "database": "shop", **D1_0}
+    on = {"kind": "message_transmitted", "at_ms": 0, "instance": "sql1", "to_instance": "sql5", **D1_0}
+    waits = {"kind": "transmission_pending", "at_ms": 0, "instance": "sql5", "status": "waiting", **D1_0}
+    later = {"kind": "send", "at_ms": 1000, "dialog": "D2"}
+    # the reference reports message_forwarded only when it sends the message on: the wait shows it held
+    held = _periodic([(TWO, []), ({"kind": "send", "at_ms": 0, "dialog": "D1"}, [sent, on, waits]), (later, [])])
+    assert "a forwarder holding a message" in held
+    assert "a transmission queue holding a message" not in held
+    # sent on from the forwarder, it is held no longer
+    gone = {"kind": "message_transmitted", "at_ms": 500, "instance": "sql5", "to_instance": "sql2", **D1_0}
+    steps = [(TWO, []), ({"kind": "send", "at_ms": 0, "dialog": "D1"}, [sent, on, waits, gone]), (later, [])]
+    assert "a forwarder holding a message" not in _periodic(steps)
+    # waiting at the instance that sent it, it waits in its transmission queue
+    home = {**waits, "instance": "sql1"}
+    queued = _periodic([(TWO, []), ({"kind": "send", "at_ms": 0, "dialog": "D1"}, [sent, home]), (later, [])])
+    assert "a transmission queue holding a message" in queued
+    assert "a forwarder holding a message" not in queued
+
+
+def test_a_message_saved_from_the_dispatcher_is_held_there_no_longer() -> None:
+    buffered = {"kind": "dispatcher_buffered", "at_ms": 0, "instance": "sql2", "database": "orders", **D1_0}
+    saved = {"kind": "message_arrived", "at_ms": 0, "instance": "sql2", "database": "orders", **D1_0}
+    later = {"kind": "send", "at_ms": 1000, "dialog": "D2"}
+    assert "the dispatcher holding a message" in _periodic(
+        [(TWO, []), ({"kind": "send", "at_ms": 0, "dialog": "D1"}, [buffered]), (later, [])]
+    )
+    assert "the dispatcher holding a message" not in _periodic(
+        [(TWO, []), ({"kind": "send", "at_ms": 0, "dialog": "D1"}, [buffered, saved]), (later, [])]
+    )
+
+
+def test_a_clean_up_resumed_in_one_database_leaves_another_stopped() -> None:
+    def stopped(database: str) -> dict[str, object]:
+        return {"kind": "ack_cleanup_stopped", "at_ms": 0, "instance": "sql1", "database": database}
+
+    resumed = {"kind": "ack_cleanup_resumed", "at_ms": 25000, "instance": "sql1", "database": "shop"}
+    later = {"kind": "send", "at_ms": 26000, "dialog": "D1"}
+    steps = [
+        (TWO, []),
+        ({"kind": "advance_time", "at_ms": 0}, [stopped("stock"), stopped("shop"), resumed]),
+        (later, []),
+    ]
+    assert "the acknowledged-message clean-up stopped" in _periodic(steps)
+    steps = [(TWO, []), ({"kind": "advance_time", "at_ms": 0}, [stopped("shop"), resumed]), (later, [])]
+    assert "the acknowledged-message clean-up stopped" not in _periodic(steps)
