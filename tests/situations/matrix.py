@@ -154,6 +154,11 @@ class World:
             self.queue(e).notified = True
         elif kind == Kind.ACTIVATION_TIME_OUT:
             self.queue(e).notified = False
+        elif kind == Kind.MONITOR_REMOVED:
+            # no monitor is left to withhold or notify: a time-out it ran ends with it, reported or not (the
+            # last notification dropped on a queue whose activation is off)
+            q = self.queue(e)
+            q.notified = q.withheld = False
         elif kind == Kind.MESSAGE_ARRIVED:
             self.queue(e).waiting += 1
             d = self.dialog(e["dialog"])

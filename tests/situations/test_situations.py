@@ -61,3 +61,18 @@ def test_a_state_is_read_from_the_events_before_the_command() -> None:
     found = set(situations(early))
     assert ("activation", "receive", "idle") in found
     assert ("activation", "receive", "procedures running at the maximum") not in found
+
+
+def test_a_queue_whose_monitor_is_removed_runs_no_time_out_and_withholds_nothing() -> None:
+    """Dropping the last notification of a queue whose activation is off removes its monitor, and with it the
+    time-out of the notification it raised: the reference reports no activation_time_out then."""
+    notified = {"kind": "event_notification", "at_ms": 1000, **QUEUE, "notification": "N"}
+    withheld = {"kind": "activation_withheld", "at_ms": 2000, **QUEUE, "reason": "notification time-out"}
+    removed = {"kind": "monitor_removed", "at_ms": 3000, **QUEUE}
+    alter = {"kind": "alter_queue", "at_ms": 4000, "queue": QUEUE, "status": None, "max_queue_readers": None}
+    drop = {"kind": "drop_event_notification", "at_ms": 3000, "name": "N", "queue": QUEUE}
+    steps = [(START, []), ({"kind": "send", "at_ms": 1000, "dialog": "D1"}, [notified, withheld]), (drop, [removed])]
+    found = set(situations([*steps, (alter, [])]))
+    assert ("activation", "drop_event_notification", "a notification time-out running") in found
+    assert ("activation", "alter_queue", "a notification time-out running") not in found
+    assert ("activation", "alter_queue", "activation found necessary and withheld") not in found
