@@ -218,7 +218,9 @@ Feature: Activation 02 - When a queue monitor checks
       | 6      | procedure started | 1    |
 
   # The procedures' exit is a trigger of the look only for a queue that still has its monitor: with activation
-  # turned off (and no event notification) it has none, and the running procedure is not ended by it.
+  # turned off (and no event notification) it has none. The documents end no running procedure when activation
+  # is turned off; the kit's "stall" runs until the scenario makes it exit (docs/implementing.md: it "runs until
+  # an exit_procedure command ends it").
   @ACT-05 @ACT-02 @ACT-10
   Scenario: [13] The last procedure exiting after activation was turned off starts no other; turning it on again does
     Given dialog "D1" is begun from service "Initiator" to service "StallService"
