@@ -160,3 +160,79 @@ Feature: Activation 02 - When a queue monitor checks
       | 0      | procedure started | 1    |
       | 1      | procedure started | 2    |
       | 3      | procedure started | 3    |
+
+  # "A transaction that contains a RECEIVE statement rolls back" makes the monitor look, and what it finds is
+  # decided as at any look: the rollback's messages are unread again (ACT-07 necessary), yet "if the number of
+  # running programs is equal to or greater than the MAX_QUEUE_READERS value, the queue monitor does not start a
+  # new instance", and "during the time-out, Service Broker will not produce another notification": the look
+  # starts nothing. S1's RECEIVE ended the first time-out ("once an application calls RECEIVE on the queue"),
+  # so the notification it raised runs the time-out the rollback falls in.
+  @ACT-05 @ACT-10 @ACT-12 @requires-external-activation
+  Scenario: [11] A rollback at MAX_QUEUE_READERS while the notification time-out runs starts nothing and notifies no one
+    Given dialog "D3" is begun from service "Initiator" to service "DualService"
+    And 2 messages are sent on dialog "D3"
+    And session "S1" begins a transaction
+    And time passes to second 0.25 * {external_activation_timeout_s}
+    And session "S1" receives top 1 from queue "DualQueue"
+    And time passes to second 0.5 * {external_activation_timeout_s}
+    When session "S1" rolls back
+    And time passes to second 1.5 * {external_activation_timeout_s}
+    And session "S2" receives from queue "DualQueue"
+    Then session "S1" got the message D3:0
+    # the rollback put D3:0 back in its place: the group's messages come in order, and the RECEIVE that takes
+    # them all leaves nothing to notify of
+    And session "S2" got the messages D3:0, D3:1
+    And the log for queue "DualQueue" shows exactly:
+      | second                                  | event              | task |
+      | 0                                       | procedure started  | 1    |
+      | 0                                       | event notification | NULL |
+      | 0.25 * {external_activation_timeout_s}  | event notification | NULL |
+      | 1.25 * {external_activation_timeout_s}  | event notification | NULL |
+    And the log for queue "DualQueue" shows exactly from second 0.5 * {external_activation_timeout_s} until second 0.5 * {external_activation_timeout_s}:
+      | second                                | event                | reason                |
+      | 0.5 * {external_activation_timeout_s} | activation necessary | NULL                  |
+      | 0.5 * {external_activation_timeout_s} | activation withheld  | MAX_QUEUE_READERS     |
+      | 0.5 * {external_activation_timeout_s} | activation withheld  | notification time-out |
+
+  # With activation STATUS OFF and no event notification the queue has no monitor ("Service Broker creates a
+  # queue monitor for each queue with activation STATUS = ON or for which a QUEUE_ACTIVATION event notification
+  # has been registered"): a rollback that puts a message back has no one to look, and the ALTER that turns
+  # activation on again is the look that starts the reader.
+  @ACT-05 @ACT-02
+  Scenario: [12] A rollback on a queue whose activation is off starts nothing; turning activation on does
+    Given ALTER QUEUE "StallQueue" WITH ACTIVATION (STATUS = OFF)
+    And dialog "D1" is begun from service "Initiator" to service "StallService"
+    And 2 messages are sent on dialog "D1"
+    And session "S1" begins a transaction
+    And session "S1" receives top 1 from queue "StallQueue"
+    And time passes to second 3
+    When session "S1" rolls back
+    And time passes to second 4
+    And session "S2" receives top 1 from queue "StallQueue"
+    And time passes to second 6
+    And ALTER QUEUE "StallQueue" WITH ACTIVATION (STATUS = ON)
+    Then session "S1" got the message D1:0
+    And session "S2" got the message D1:0
+    And the log for queue "StallQueue" shows exactly:
+      | second | event             | task |
+      | 6      | procedure started | 1    |
+
+  # The procedures' exit is a trigger of the look only for a queue that still has its monitor: with activation
+  # turned off (and no event notification) it has none. The documents end no running procedure when activation
+  # is turned off; the kit's "stall" runs until the scenario makes it exit (docs/implementing.md: it "runs until
+  # an exit_procedure command ends it").
+  @ACT-05 @ACT-02 @ACT-10
+  Scenario: [13] The last procedure exiting after activation was turned off starts no other; turning it on again does
+    Given dialog "D1" is begun from service "Initiator" to service "StallService"
+    And a message is sent on dialog "D1"
+    And time passes to second 1
+    And ALTER QUEUE "StallQueue" WITH ACTIVATION (STATUS = OFF)
+    And time passes to second 2
+    When activated task 1 of queue "StallQueue" exits
+    And time passes to second 12
+    And ALTER QUEUE "StallQueue" WITH ACTIVATION (STATUS = ON)
+    Then the log for queue "StallQueue" shows exactly:
+      | second | event             | task |
+      | 0      | procedure started | 1    |
+      | 2      | procedure exited  | 1    |
+      | 12     | procedure started | 2    |

@@ -268,3 +268,33 @@ Feature: Activation 03 - Whether activation is necessary
       | second | event             |
       | 0      | procedure started |
       | 2      | procedure started |
+
+  # ACT-07 names both statements: "there is no session waiting in a GET CONVERSATION GROUP statement or a RECEIVE
+  # statement without a WHERE clause". Each is a waiting reader (tasks_waiting counts both), and a message for a
+  # group neither holds goes to one of them only (the documents do not say which); the other still waits, so
+  # the unread messages of the group S1 holds make activation necessary at no look.
+  @ACT-07 @ACT-04
+  Scenario: [19] A session waiting in GET CONVERSATION GROUP beside one waiting in RECEIVE: both wait, and one keeps activation unnecessary
+    Given dialog "D1" is begun from service "Initiator" to service "StallService"
+    And dialog "D2" is begun from service "Initiator" to service "StallService"
+    And a message is sent on dialog "D1"
+    And session "S1" begins a transaction
+    And session "S1" receives from queue "StallQueue"
+    And time passes to second 1
+    And session "S2" receives from queue "StallQueue" waiting up to 60 seconds
+    And session "S3" begins a transaction
+    And time passes to second 2
+    When session "S3" gets a conversation group from queue "StallQueue" waiting up to 60 seconds
+    And a message is sent on dialog "D1"
+    And time passes to second 3
+    And a message is sent on dialog "D2"
+    And time passes to second 30
+    Then session "S1" got the message D1:0
+    And the log for queue "StallQueue" shows exactly from second 1:
+      | second | event          | session  |
+      | 1      | reader waiting | S2       |
+      | 2      | reader waiting | S3       |
+      | 3      | rows returned  | S2 or S3 |
+    And the log for queue "StallQueue" has no "procedure started" event from second 1
+    And sys.dm_broker_queue_monitors shows for queue "StallQueue":
+      | tasks_waiting | 1 |

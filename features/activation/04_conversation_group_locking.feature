@@ -154,3 +154,44 @@ Feature: Activation 04 - Conversation group locking
       | 10     | rows returned  | S1 or S2 |
       | 60     | empty result   | S1 or S2 |
     And the log for queue "PlainQueue" has 1 "message arrived" event
+
+  # A commit ends the transaction that held the group: what it RECEIVEd is gone for good, and the group's other
+  # messages, which no one could take while it was held, go to the next RECEIVE, in order.
+  @ACT-09
+  Scenario: [10] A commit releases the group it held: its other messages go to the next reader, the ones it took do not come back
+    Given dialog "P1" is begun from service "Initiator" to service "PlainService"
+    And 3 messages are sent on dialog "P1"
+    And session "S1" begins a transaction
+    And session "S1" receives top 1 from queue "PlainQueue"
+    And time passes to second 1
+    And session "S2" receives from queue "PlainQueue"
+    And time passes to second 2
+    When session "S1" commits
+    And session "S3" receives from queue "PlainQueue"
+    And session "S1" receives from queue "PlainQueue"
+    Then session "S2" got an empty result
+    And session "S3" got the messages P1:1, P1:2
+    And session "S1" got an empty result
+
+  # The exit of an activated procedure ends its own session's work, not another session's transaction: S1 still
+  # holds the group and RECEIVEs its next message. The unread message of that locked group is work for a new
+  # reader as the documents count it ("a queue may contain a large number of unprocessed messages on a single
+  # conversation ... The queue monitor activates another queue reader"), so the exit's look starts one.
+  @ACT-09 @ACT-05
+  Scenario: [11] A procedure exiting while a session's transaction holds a group leaves the transaction alone, and its look starts a reader
+    Given ALTER QUEUE "StallQueue" WITH ACTIVATION (MAX_QUEUE_READERS = 1)
+    And dialog "D2" is begun from service "Initiator" to service "StallService"
+    And 2 messages are sent on dialog "D2"
+    And session "S1" begins a transaction
+    And session "S1" receives top 1 from queue "StallQueue"
+    And time passes to second 3
+    When activated task 1 of queue "StallQueue" exits
+    And session "S2" receives from queue "StallQueue"
+    And session "S1" receives from queue "StallQueue"
+    Then session "S2" got an empty result
+    And session "S1" got the message D2:1
+    And the log for queue "StallQueue" shows exactly:
+      | second | event             | task |
+      | 0      | procedure started | 1    |
+      | 3      | procedure exited  | 1    |
+      | 3      | procedure started | 2    |

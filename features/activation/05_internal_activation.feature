@@ -130,3 +130,45 @@ Feature: Activation 05 - Internal activation
     Then 3 activated tasks run for queue "StallQueue"
     And sys.dm_broker_queue_monitors shows for queue "StallQueue":
       | last_activated_time | second 2 |
+
+  # A RECEIVE is a trigger of the look (ACT-05), and here activation is necessary by ACT-07 (the other dialog's
+  # message is unread, no one waits, no empty result); "if the number of running programs is equal to or greater
+  # than the MAX_QUEUE_READERS value, the queue monitor does not start a new instance". One procedure exiting
+  # brings the count below it: that look starts the next at once.
+  @ACT-10 @ACT-05
+  Scenario: [10] A RECEIVE at MAX_QUEUE_READERS finds activation necessary and starts nothing; the exit below it does
+    Given ALTER QUEUE "StallQueue" WITH ACTIVATION (MAX_QUEUE_READERS = 1)
+    And a message is sent on dialog "D1"
+    And a message is sent on dialog "D2"
+    And time passes to second 2
+    When session "S1" receives top 1 from queue "StallQueue"
+    And time passes to second 3
+    And activated task 1 of queue "StallQueue" exits
+    Then session "S1" got the message D1:0 or D2:0
+    And the log for queue "StallQueue" shows exactly:
+      | second | event             | task |
+      | 0      | procedure started | 1    |
+      | 3      | procedure exited  | 1    |
+      | 3      | procedure started | 2    |
+    And the log for queue "StallQueue" shows exactly from second 2 until second 2:
+      | second | event                | reason            |
+      | 2      | activation necessary | NULL              |
+      | 2      | activation withheld  | MAX_QUEUE_READERS |
+
+  # "If the number of running programs is equal to or greater than the MAX_QUEUE_READERS value, the queue monitor
+  # does not start a new instance": lowered to exactly the number running, the ALTER's own look (ACT-05) and the
+  # timer's later ones find activation necessary and start none.
+  @ACT-10 @ACT-05
+  Scenario: [11] MAX_QUEUE_READERS lowered to the number of procedures running: the ALTER's look and the later ones start none
+    Given a message is sent on dialog "D1"
+    And time passes to second 1
+    When ALTER QUEUE "StallQueue" WITH ACTIVATION (MAX_QUEUE_READERS = 1)
+    And time passes to second 12
+    Then the log for queue "StallQueue" shows exactly:
+      | second | event             | task |
+      | 0      | procedure started | 1    |
+    And the log for queue "StallQueue" shows exactly from second 1 until second 1:
+      | second | event                | reason            |
+      | 1      | activation necessary | NULL              |
+      | 1      | activation withheld  | MAX_QUEUE_READERS |
+    And 1 activated task runs for queue "StallQueue"

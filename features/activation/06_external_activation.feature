@@ -168,3 +168,103 @@ Feature: Activation 06 - External activation
       | second                                 | event              |
       | 0                                      | event notification |
       | 0.75 * {external_activation_timeout_s} | event notification |
+
+  # DualQueue has both activations. When its one procedure exits, the look (ACT-05) finds activation necessary:
+  # internal activation starts a procedure ("the number of running programs is lower than the MAX_QUEUE_READERS
+  # value"), while "during the time-out, Service Broker will not produce another notification": the exit neither
+  # notifies nor ends the time-out, which expires on its own and is followed by the next notification.
+  @ACT-12 @ACT-13 @ACT-10
+  Scenario: [13] A procedure exiting during the notification time-out starts the next procedure and no notification
+    Given dialog "D3" is begun from service "Initiator" to service "DualService"
+    And a message is sent on dialog "D3"
+    And time passes to second 0.5 * {external_activation_timeout_s}
+    When activated task 1 of queue "DualQueue" exits
+    And time passes to second 1.5 * {external_activation_timeout_s}
+    Then the log for queue "DualQueue" shows exactly:
+      | second                                | event              | task | notification  |
+      | 0                                     | procedure started  | 1    | NULL          |
+      | 0                                     | event notification | NULL | DualActivator |
+      | 0.5 * {external_activation_timeout_s} | procedure exited   | 1    | NULL          |
+      | 0.5 * {external_activation_timeout_s} | procedure started  | 2    | NULL          |
+      | {external_activation_timeout_s}       | event notification | NULL | DualActivator |
+
+  # An ALTER QUEUE is a trigger of the look (ACT-05): turning internal activation on while the notification's
+  # time-out runs starts a procedure at once, and "during the time-out, Service Broker will not produce another
+  # notification": the next one comes when the time-out expires, activation being still necessary (the procedure
+  # never RECEIVEs).
+  @ACT-12 @ACT-13 @ACT-05
+  Scenario: [14] Turning internal activation on while the notification time-out runs starts a procedure and no notification
+    Given a message is sent on dialog "D1"
+    And time passes to second 0.5 * {external_activation_timeout_s}
+    When ALTER QUEUE "ExternalQueue" WITH ACTIVATION (STATUS = ON, PROCEDURE_NAME = stall, MAX_QUEUE_READERS = 1)
+    And time passes to second 1.5 * {external_activation_timeout_s}
+    Then the log for queue "ExternalQueue" shows exactly:
+      | second                                | event              | task |
+      | 0                                     | event notification | NULL |
+      | 0.5 * {external_activation_timeout_s} | procedure started  | 1    |
+      | {external_activation_timeout_s}       | event notification | NULL |
+
+  # CREATE EVENT NOTIFICATION gives PlainQueue a queue monitor (ACT-02); its unread messages make activation
+  # necessary (ACT-07) at the monitor's next look, here the arrival right after it. Dropping the notification
+  # while its time-out runs removes the monitor: no look is left to notify when the time-out would have expired.
+  @ACT-02 @ACT-07 @ACT-12
+  Scenario: [15] A notification created on a queue with unread messages notifies at the next look; dropped during its time-out, nothing follows
+    Given dialog "P1" is begun from service "Initiator" to service "PlainService"
+    And 2 messages are sent on dialog "P1"
+    And time passes to second 1
+    When CREATE EVENT NOTIFICATION "Watcher" ON QUEUE "PlainQueue" FOR QUEUE_ACTIVATION
+    And a message is sent on dialog "P1"
+    And time passes to second 1 + 0.5 * {external_activation_timeout_s}
+    And DROP EVENT NOTIFICATION "Watcher" ON QUEUE "PlainQueue"
+    And time passes to second 1 + 3 * {external_activation_timeout_s}
+    Then the log for queue "PlainQueue" shows exactly:
+      | second | event              | event_type       | notification |
+      | 1      | event notification | QUEUE_ACTIVATION | Watcher      |
+    And queue "PlainQueue" has no queue monitor
+
+  # A notification created while the queue's time-out runs is the queue's: "during the time-out, Service Broker
+  # will not produce another notification" for it either. When the time-out expires, both notifications of the
+  # queue are told; dropping one while the next time-out runs neither ends that time-out nor the monitor, and
+  # only the one left is told when it expires. The procedure at MAX_QUEUE_READERS never RECEIVEs, so activation
+  # stays necessary throughout.
+  @ACT-12 @ACT-13 @ACT-02
+  Scenario: [16] A notification created or dropped during the time-out changes who is told when it expires, not when
+    Given dialog "D3" is begun from service "Initiator" to service "DualService"
+    And 2 messages are sent on dialog "D3"
+    And time passes to second 0.5 * {external_activation_timeout_s}
+    When CREATE EVENT NOTIFICATION "Second" ON QUEUE "DualQueue" FOR QUEUE_ACTIVATION
+    And time passes to second 1.5 * {external_activation_timeout_s}
+    And DROP EVENT NOTIFICATION "DualActivator" ON QUEUE "DualQueue"
+    And time passes to second 2.5 * {external_activation_timeout_s}
+    Then the log for queue "DualQueue" shows exactly:
+      | second                              | event              | notification  |
+      | 0                                   | event notification | DualActivator |
+      | {external_activation_timeout_s}     | event notification | DualActivator |
+      | {external_activation_timeout_s}     | event notification | Second        |
+      | 2 * {external_activation_timeout_s} | event notification | Second        |
+    And 1 activated task runs for queue "DualQueue"
+
+  # Creating a notification is not itself a reason to notify: while a session waits in RECEIVE for the queue,
+  # the unread message of the group S1 holds is no work for a new reader (ACT-07), for internal activation and
+  # external alike. Dropping it again leaves the monitor of a queue whose activation is on (ACT-02).
+  @ACT-07 @ACT-12 @ACT-02
+  Scenario: [17] A notification created and dropped while a reader waits notifies no one, and the queue keeps its monitor
+    Given dialog "D4" is begun from service "Initiator" to service "StallService"
+    And a message is sent on dialog "D4"
+    And session "S1" begins a transaction
+    And session "S1" receives from queue "StallQueue"
+    And session "S2" receives from queue "StallQueue" waiting up to 60 seconds
+    And time passes to second 1
+    When CREATE EVENT NOTIFICATION "Watcher" ON QUEUE "StallQueue" FOR QUEUE_ACTIVATION
+    And time passes to second 2
+    And a message is sent on dialog "D4"
+    And time passes to second 3
+    And DROP EVENT NOTIFICATION "Watcher" ON QUEUE "StallQueue"
+    And time passes to second 30
+    Then session "S1" got the message D4:0
+    And session "S2" is waiting
+    And the log for queue "StallQueue" has no "event notification" event
+    And the log for queue "StallQueue" shows exactly:
+      | second | event             | task |
+      | 0      | procedure started | 1    |
+    And queue "StallQueue" has a queue monitor

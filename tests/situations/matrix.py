@@ -158,6 +158,11 @@ class World:
             self.queue(e).notified = True
         elif kind == Kind.ACTIVATION_TIME_OUT:
             self.queue(e).notified = False
+        elif kind == Kind.MONITOR_REMOVED:
+            # no monitor is left to withhold or notify: a time-out it ran ends with it, reported or not (the
+            # last notification dropped on a queue whose activation is off)
+            q = self.queue(e)
+            q.notified = q.withheld = False
         elif kind == Kind.MESSAGE_ARRIVED:
             self.queue(e).waiting += 1
             d = self.dialog(e["dialog"])
@@ -464,6 +469,15 @@ IMPOSSIBLE: dict[tuple[str, str, str], str] = {
         "a second handler of the instance failing while one is down needs two, and a broker may run one: it "
         '"creates up to 2 times the number of CPU\'s task-handlers" (periodic tasks), so one with its only handler '
         "down has none left that 'count task handlers of the instance fail' (docs/protocol.md) could name"
+    ),
+    # both states have no procedure running on the queue, and exit_procedure names one that runs there
+    ("activation", "exit_procedure", "idle"): (
+        "docs/protocol.md, exit_procedure: 'The activated procedure started as task (1, 2, ... per queue) returns': "
+        "a procedure of the queue runs, or there is nothing to return (the command is refused)"
+    ),
+    ("activation", "exit_procedure", "messages waiting, no reader"): (
+        "docs/protocol.md, exit_procedure: 'The activated procedure started as task (1, 2, ... per queue) returns': "
+        "a procedure of the queue runs, so the queue is never without a reader then"
     ),
 }
 

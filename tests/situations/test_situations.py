@@ -127,3 +127,18 @@ def test_a_clean_up_resumed_in_one_database_leaves_another_stopped() -> None:
     assert "the acknowledged-message clean-up stopped" in _periodic(steps)
     steps = [(TWO, []), ({"kind": "advance_time", "at_ms": 0}, [stopped("shop"), resumed]), (later, [])]
     assert "the acknowledged-message clean-up stopped" not in _periodic(steps)
+
+
+def test_a_queue_whose_monitor_is_removed_runs_no_time_out_and_withholds_nothing() -> None:
+    """Dropping the last notification of a queue whose activation is off removes its monitor, and with it the
+    time-out of the notification it raised: the reference reports no activation_time_out then."""
+    notified = {"kind": "event_notification", "at_ms": 1000, **QUEUE, "notification": "N"}
+    withheld = {"kind": "activation_withheld", "at_ms": 2000, **QUEUE, "reason": "notification time-out"}
+    removed = {"kind": "monitor_removed", "at_ms": 3000, **QUEUE}
+    alter = {"kind": "alter_queue", "at_ms": 4000, "queue": QUEUE, "status": None, "max_queue_readers": None}
+    drop = {"kind": "drop_event_notification", "at_ms": 3000, "name": "N", "queue": QUEUE}
+    steps = [(START, []), ({"kind": "send", "at_ms": 1000, "dialog": "D1"}, [notified, withheld]), (drop, [removed])]
+    found = set(situations([*steps, (alter, [])]))
+    assert ("activation", "drop_event_notification", "a notification time-out running") in found
+    assert ("activation", "alter_queue", "a notification time-out running") not in found
+    assert ("activation", "alter_queue", "activation found necessary and withheld") not in found
