@@ -128,6 +128,8 @@ class Kit:
         self.records: list[results.ScenarioRecord] = []
         self.started = dt.datetime.now(dt.UTC)
         self.t0 = time.perf_counter()
+        # real time spent in the kit's scenarios so far: what the run's budget holds, not the session's other tests
+        self.spent_s = 0.0
 
     def _take(self, out: Path) -> None:
         """OUT is the kit's to write (sbtck run has checked it and holds its lock already; plain pytest has not)."""
@@ -779,7 +781,9 @@ def nearest_phrases(words: str, most: int = 3) -> list[Phrase]:
 
 # Budgets of real time, in seconds (0: none): an implementation that answers every request just within its
 # time-out (SBTCK_REQUEST_TIMEOUT) would otherwise hold a scenario for minutes and a run for hours. A scenario
-# past its budget, or begun past the run's, is an error naming the limit; the command under way ends first.
+# past its budget, or begun past the run's, is an error naming the limit; the command under way ends first. The
+# run's budget counts the time spent in the kit's scenarios, so that other tests of a pytest session that also
+# collects the suite (a project's own, the kit's CI) never spend it.
 SCENARIO_BUDGET_S = float(os.environ.get("SBTCK_SCENARIO_BUDGET_S", "60"))
 RUN_BUDGET_S = float(os.environ.get("SBTCK_RUN_BUDGET_S", "3600"))
 
@@ -787,14 +791,15 @@ RUN_BUDGET_S = float(os.environ.get("SBTCK_RUN_BUDGET_S", "3600"))
 class _Budgeted:
     """The implementation for one scenario: a command past the scenario's or the run's budget is not sent."""
 
-    def __init__(self, inner: Implementation, run_t0: float) -> None:
+    def __init__(self, inner: Implementation, run_left_s: float) -> None:
         self.inner = inner
         self.limits: list[tuple[float, str]] = []
         if SCENARIO_BUDGET_S > 0:
             limit = f"the scenario's budget of {SCENARIO_BUDGET_S:g} s of real time (SBTCK_SCENARIO_BUDGET_S)"
             self.limits.append((time.perf_counter() + SCENARIO_BUDGET_S, limit))
         if RUN_BUDGET_S > 0:
-            self.limits.append((run_t0 + RUN_BUDGET_S, f"the run's budget of {RUN_BUDGET_S:g} s (SBTCK_RUN_BUDGET_S)"))
+            limit = f"the run's budget of {RUN_BUDGET_S:g} s (SBTCK_RUN_BUDGET_S)"
+            self.limits.append((time.perf_counter() + run_left_s, limit))
         self.check()
 
     def check(self) -> None:
@@ -825,8 +830,12 @@ def world_of(request: pytest.FixtureRequest) -> Iterator[World]:
     profile = kit.profile  # tried once per run: a handshake fault is then every scenario's error
     if kit.handshake_fault is not None:
         raise ImplementationFault(kit.handshake_fault)
-    budgeted = _Budgeted(kit.implementation, kit.t0)
-    with ScenarioClock() as clock:
-        w = World(budgeted, profile, clock, where=lambda: request.node.stash.get(STEP_AT, ("?", 0)))
-        request.node.stash[WORLD] = w
-        yield w
+    begun = time.perf_counter()
+    budgeted = _Budgeted(kit.implementation, RUN_BUDGET_S - kit.spent_s)
+    try:
+        with ScenarioClock() as clock:
+            w = World(budgeted, profile, clock, where=lambda: request.node.stash.get(STEP_AT, ("?", 0)))
+            request.node.stash[WORLD] = w
+            yield w
+    finally:
+        kit.spent_s += time.perf_counter() - begun

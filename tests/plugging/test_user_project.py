@@ -136,3 +136,24 @@ def test_last_failed_and_failed_first_work_under_sbtck_run(tmp_path: Path) -> No
     assert first_first.returncode == 1
     (only,) = json.loads(results.read_text())["scenarios"]  # -x: the first to run failed, as --ff puts it first
     assert only["id"] in failed
+
+
+def test_the_runs_budget_counts_the_kits_scenarios_not_the_sessions_other_tests(tmp_path: Path) -> None:
+    """A session that collects the kit's scenarios beside slower tests of its own (the kit's CI does: its tests
+    and the suite in one session) spends the run's budget only in the scenarios: a CI run that took longer than
+    SBTCK_RUN_BUDGET_S failed every scenario that came after the budget's hour (stop 54)."""
+    project = _project(tmp_path)
+    (project / "tests" / "test_a_slow_one.py").write_text("import time\n\ndef test_slow():\n    time.sleep(3)\n")
+    env = {**os.environ, "SBTCK_RUN_BUDGET_S": "2"}
+    env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "tests/test_a_slow_one.py", "tests/test_orders.py", "--sbtck-out", "o"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "2 passed" in proc.stdout
