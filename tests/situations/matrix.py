@@ -212,7 +212,11 @@ class World:
                 self.instance(e["instance"]).queued.discard(_message(e))
                 d.forwarded.discard((e["instance"], *_message(e)))
         elif kind == Kind.TRANSMISSION_PENDING:
-            self.dialog(e["dialog"]).pending.add(_message(e))
+            d = self.dialog(e["dialog"])
+            # a message that waits for want of a route (delayed, a routing request out) or for a principal (none
+            # claims the role) is not waiting for a connection, though it is as pending in the transmission queue
+            if _message(e) not in d.delayed | d.requested and not d.lost:
+                d.pending.add(_message(e))
             self.instance(e["instance"]).queued.add(_message(e))
             self._waits(e)
         elif kind in (Kind.MESSAGE_TRANSMITTED, Kind.MESSAGE_LOST_IN_TRANSIT):
