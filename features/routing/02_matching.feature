@@ -613,3 +613,34 @@ Feature: Routing 02 - Finding matching routes
       | message arrived   | sql1     | NULL                    | NULL | shop or stock or audit |
     And the log for dialog "D1" has no "message transmitted" event where address is "TCP://sql2.example:4022"
     And the log for dialog "D1" has no "forwarded message deleted" event
+
+  # The answer creates a route for the service it was asked about (RTM-4), and the conversation delayed for it is
+  # matched again after its time-out (RTM-8); a conversation of another service that waits for its connection was
+  # matched already and goes on waiting where it was routed: the answer asks nothing of it and drops nothing.
+  @RTM-4 @RTM-8 @requires-dynamic-routing
+  Scenario: [33] The dynamic routing service's answer for one service leaves a message of another service waiting for its connection where it was
+    Given dialog "C1" is begun from service "Initiator" to service "Clerk"
+    And dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name                                                             | address                 |
+      | Dynamic  | http://schemas.microsoft.com/SQL/ServiceBroker/BrokerConfigurationNotice | TCP://sql5.example:4022 |
+      | ToOrders | Target                                                                   | TCP://sql2.example:4022 |
+    And instance "sql2" cannot be reached
+    And a message is sent on dialog "D1"
+    And a message is sent on dialog "C1"
+    And time passes to second {delayed_retry_s} - 0.5
+    And the dynamic routing service answers for service "Clerk" in database "shop" of "sql1" with ADDRESS = LOCAL
+    When time passes to second {delayed_retry_s} + 10
+    Then the log for dialog "C1" at "sql1" shows exactly:
+      | second            | event             | step  | routes        |
+      | 0                 | routes matched    | RTM-4 | (none)        |
+      | 0                 | routing requested | NULL  | NULL          |
+      | {delayed_retry_s} | routes matched    | RTM-2 | Dynamic_Clerk |
+    And the log for dialog "C1" shows exactly:
+      | event           | instance | database |
+      | message arrived | sql1     | hr       |
+    And the transmission queue of "sql1" has held message D1:0 since second 0
+    And the log for dialog "D1" has no "routing requested" event
+    And the log for dialog "D1" has no "conversation delayed" event
+    And the log for dialog "D1" has no "message dropped" event
+    And the log for dialog "D1" has no "message arrived" event

@@ -361,3 +361,32 @@ Feature: Routing 06 - Mirror addresses
       | message arrived   | sql3     | 1                       | NULL | ledger   |
     And the log for dialog "L1" at "sql1" has no "message transmitted" event where address is "TCP://sql3.example:4022" from second 13
     And the log for dialog "L1" has no "message transmitted" event where address is "TCP://sql4.example:4022"
+
+  # A failover changes which copy of the mirrored database is the principal (RTR-4) and nothing else: a message of
+  # another service waiting for its connection stays routed as it was, and goes there once it can.
+  @RTR-4
+  Scenario: [21] A failover while a message of another service waits for its connection leaves it where it was routed
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 | mirror_address          |
+      | Pair     | Ledger       | TCP://sql3.example:4022 | TCP://sql4.example:4022 |
+      | ToOrders | Target       | TCP://sql2.example:4022 |                         |
+    And a message is sent on dialog "L1"
+    And instance "sql2" cannot be reached
+    And a message is sent on dialog "D1"
+    And time passes to second 13
+    And the copy of database "ledger" on "sql4" becomes the principal
+    And a message is sent on dialog "L1"
+    And time passes to second 15
+    And instance "sql2" can be reached again
+    # sql1 connects to sql2 once its attempt of second 0 or 10 stops suppressing the address (PER-2A)
+    When time passes to second 100
+    Then the log for dialog "D1" at "sql1" shows each once:
+      | event               | address                 |
+      | message transmitted | TCP://sql2.example:4022 |
+    And the log for dialog "D1" shows exactly:
+      | event           | instance | database |
+      | message arrived | sql2     | orders   |
+    And the log for dialog "D1" has no "principal probe" event
+    And the log for dialog "D1" has no "message dropped" event
+    And the log for dialog "L1" at "sql4" has 1 "message arrived" event
