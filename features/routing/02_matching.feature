@@ -446,3 +446,201 @@ Feature: Routing 02 - Finding matching routes
       | message arrived | 0                       |
       | message arrived | 1                       |
       | message arrived | 2                       |
+
+  # ALTER ROUTE changes what a route matches: the conversation is matched again "depois de um tempo limite" (RTM-8)
+  # with the route table as it is then, so a route whose service name was altered to the conversation's matches.
+  @RTM-8 @RTM-2 @RTM-7
+  Scenario: [27] A delayed conversation is matched again after the time-out and finds a route altered meanwhile to its service
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 |
+      | ForOther | Ledger       | TCP://sql3.example:4022 |
+    And a message is sent on dialog "D1"
+    And time passes to second {delayed_retry_s} - 0.5
+    And in database "shop" of "sql1": ALTER ROUTE ForOther WITH SERVICE_NAME = 'Target', ADDRESS = 'TCP://sql2.example:4022'
+    # the message arrives at once or at the next 2nd notification, as the transport connects
+    When time passes to second {delayed_retry_s} + 10
+    Then the log for dialog "D1" at "sql1" shows exactly:
+      | second            | event                | step  | routes   |
+      | 0                 | routes matched       | RTM-7 | (none)   |
+      | 0                 | conversation delayed | RTM-7 | NULL     |
+      | {delayed_retry_s} | routes matched       | RTM-2 | ForOther |
+    And the log for dialog "D1" at "sql1" shows exactly:
+      | event               | address                 |
+      | message transmitted | TCP://sql2.example:4022 |
+    And the log for dialog "D1" shows exactly:
+      | event           | instance | database |
+      | message arrived | sql2     | orders   |
+    And the log for dialog "D1" has no "message transmitted" event until second {delayed_retry_s} - 0.001
+
+  # Step 4 asks only while "nenhuma solicitação pendente para a rota do serviço": once the service has answered, a
+  # new conversation is matched by the route the answer created (step 2), and the delayed one at its time-out; a
+  # conversation that step 5 routed while the request was pending has arrived already and stays where it arrived.
+  @RTM-4 @RTM-5 @RTM-8 @requires-dynamic-routing
+  Scenario: [28] Once the dynamic routing service has answered, a new conversation and the delayed one take its route, and one already routed by step 5 stays where it arrived
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And dialog "D2" is begun from service "Initiator" to service "Target"
+    And dialog "D3" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name             | service_name                                                             | address                 |
+      | Dynamic          | http://schemas.microsoft.com/SQL/ServiceBroker/BrokerConfigurationNotice | TCP://sql5.example:4022 |
+      | AutoCreatedLocal |                                                                          | LOCAL                   |
+    And a message is sent on dialog "D1"
+    And a message is sent on dialog "D2"
+    And time passes to second {delayed_retry_s} - 0.5
+    And the dynamic routing service answers for service "Target" in database "shop" of "sql1" with ADDRESS = TCP://sql2.example:4022
+    And a message is sent on dialog "D3"
+    When time passes to second {delayed_retry_s} + 10
+    Then the log for dialog "D3" at "sql1" shows exactly:
+      | second                  | event          | step  | routes         |
+      | {delayed_retry_s} - 0.5 | routes matched | RTM-2 | Dynamic_Target |
+    And the log for dialog "D3" has no "routing requested" event
+    And the log for dialog "D3" shows exactly:
+      | event           | instance | database |
+      | message arrived | sql2     | orders   |
+    And the log for dialog "D1" at "sql1" shows exactly:
+      | second            | event             | step  | routes         |
+      | 0                 | routes matched    | RTM-4 | (none)         |
+      | 0                 | routing requested | NULL  | NULL           |
+      | {delayed_retry_s} | routes matched    | RTM-2 | Dynamic_Target |
+    And the log for dialog "D1" shows exactly:
+      | event           | instance | database |
+      | message arrived | sql2     | orders   |
+    And the log for dialog "D2" shows exactly:
+      | event             | instance | step  | database |
+      | routes matched    | sql1     | RTM-5 | NULL     |
+      | message arrived   | sql1     | NULL  | shop     |
+
+  # A delayed conversation matched again finds a route to an instance that cannot be reached: it then waits for its
+  # connection, where it waited all along ("routing it again that leaves it waiting there keeps" received_ms,
+  # docs/implementing.md), and is neither dropped nor delayed again: failing to find a route was no error (RTM-8).
+  @RTM-8 @RTM-2 @RTM-7
+  Scenario: [29] A delayed conversation that finds a route to an instance that cannot be reached waits for its connection in the transmission queue since its SEND
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 |
+      | ForOther | Ledger       | TCP://sql3.example:4022 |
+    And a message is sent on dialog "D1"
+    And instance "sql2" cannot be reached
+    And in database "shop" of "sql1": CREATE ROUTE ToOrders WITH SERVICE_NAME = 'Target', ADDRESS = 'TCP://sql2.example:4022'
+    # matched again at the time-out (RTM-8), or when the transmitter takes up the new route (PER-2B)
+    When time passes to second {delayed_retry_s} + 10
+    Then the log for dialog "D1" at "sql1" shows first:
+      | event          | step  | routes   |
+      | routes matched | RTM-7 | (none)   |
+      | routes matched | RTM-2 | ToOrders |
+    And the transmission queue of "sql1" has held message D1:0 since second 0
+    And the log for dialog "D1" has 1 "conversation delayed" event
+    And the log for dialog "D1" has no "message dropped" event
+    And the log for dialog "D1" has no "message arrived" event
+
+  # At a forwarder the message came from outside and is routed with msdb.sys.routes (RTE-01). Its route dropped
+  # while it waits there for its connection, the transmitter takes the change up at the forwarder's next 2nd
+  # notification (PER-2B: it "reclassifies ... as a side-effect of any metadata changes", and a dialog waiting where
+  # a route naming its service was dropped is always among those it routes again, docs/implementing.md); matched
+  # again with no route it is delayed (RTM-7), so it goes nowhere once its address can be reached again, and the
+  # forwarder deletes it 60 seconds after it came (PER-5B: at the 5th notification at 75, since it came by second 10).
+  @RTM-7 @RTE-01 @requires-forwarding @requires-periodic-tasks
+  Scenario: [30] A message waiting at a forwarder whose route there is dropped is not sent by the dropped route when its address comes back
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name | service_name | address                 |
+      | Via5 | Target       | TCP://sql5.example:4022 |
+    And the routes in msdb of "sql5" are:
+      | name | service_name | address                 |
+      | To2  | Target       | TCP://sql2.example:4022 |
+    And instance "sql2" cannot be reached
+    And time passes to second 3
+    And a message is sent on dialog "D1"
+    And time passes to second 12
+    And in msdb of "sql5": DROP ROUTE To2
+    And time passes to second 25
+    And instance "sql2" can be reached again
+    When time passes to second 75
+    Then the log for dialog "D1" has no "message forwarded" event
+    And the log for dialog "D1" has no "message arrived" event
+    And the log for dialog "D1" at "sql5" has at least 1 "conversation delayed" event
+    And the log for dialog "D1" shows first:
+      | second | event                     | instance |
+      | 75     | forwarded message deleted | sql5     |
+
+  # A forwarder's dynamic routing: step 4 at the forwarder asks the dynamic routing service its msdb.sys.routes
+  # names (RTE-01: "o processo de correspondência básico é idêntico"), and the message it holds goes on by the
+  # answer once matched again: at its time-out, or at the forwarder's next 2nd notification, the answer having
+  # created a route for its service (PER-2B), so well within the 60 seconds the forwarder keeps it (PER-5B).
+  @RTM-4 @RTE-01 @RTX-1 @requires-dynamic-routing @requires-forwarding @requires-periodic-tasks
+  Scenario: [31] A forwarder asks its own dynamic routing service for a message from outside and forwards it by the answer
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name | service_name | address                 |
+      | Via5 | Target       | TCP://sql5.example:4022 |
+    And the routes in msdb of "sql5" are:
+      | name    | service_name                                                             | address                 |
+      | Dynamic | http://schemas.microsoft.com/SQL/ServiceBroker/BrokerConfigurationNotice | TCP://sql1.example:4022 |
+    And a message is sent on dialog "D1"
+    And time passes to second 11
+    And the dynamic routing service answers for service "Target" in msdb of "sql5" with ADDRESS = TCP://sql2.example:4022
+    When time passes to second 40
+    Then the log for dialog "D1" shows each once:
+      | event             | instance | table           | route   | hops | database |
+      | routing requested | sql5     | msdb.sys.routes | Dynamic | NULL | NULL     |
+      | message forwarded | sql5     | NULL            | NULL    | 1    | NULL     |
+      | message arrived   | sql2     | NULL            | NULL    | NULL | orders   |
+    And the log for dialog "D1" has no "forwarded message deleted" event
+
+  # The forwarder's own route altered while the message waits there for its connection: the transmitter takes the
+  # change up at the forwarder's next 2nd notification (PER-2B; a dialog waiting where a route naming its service
+  # was altered is always among those it routes again, docs/implementing.md) and the message goes by the route as it
+  # is now, forwarded once, to sql1, where it comes from outside and may land in any database holding Target (RTL-3).
+  @RTE-01 @RTM-2 @RTL-3 @requires-forwarding @requires-periodic-tasks
+  Scenario: [32] A message waiting at a forwarder for an address that cannot be reached goes by the forwarder's route as altered meanwhile
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name | service_name | address                 |
+      | Via5 | Target       | TCP://sql5.example:4022 |
+    And the routes in msdb of "sql5" are:
+      | name | service_name | address                 |
+      | To2  | Target       | TCP://sql2.example:4022 |
+    And instance "sql2" cannot be reached
+    And time passes to second 3
+    And a message is sent on dialog "D1"
+    And time passes to second 12
+    And in msdb of "sql5": ALTER ROUTE To2 WITH ADDRESS = 'TCP://sql1.example:4022'
+    When time passes to second 40
+    Then the log for dialog "D1" shows each once:
+      | event             | instance | address                 | hops | database               |
+      | message forwarded | sql5     | TCP://sql1.example:4022 | 1    | NULL                   |
+      | message arrived   | sql1     | NULL                    | NULL | shop or stock or audit |
+    And the log for dialog "D1" has no "message transmitted" event where address is "TCP://sql2.example:4022"
+    And the log for dialog "D1" has no "forwarded message deleted" event
+
+  # The answer creates a route for the service it was asked about (RTM-4), and the conversation delayed for it is
+  # matched again after its time-out (RTM-8); a conversation of another service that waits for its connection was
+  # matched already and goes on waiting where it was routed: the answer asks nothing of it and drops nothing.
+  @RTM-4 @RTM-8 @requires-dynamic-routing
+  Scenario: [33] The dynamic routing service's answer for one service leaves a message of another service waiting for its connection where it was
+    Given dialog "C1" is begun from service "Initiator" to service "Clerk"
+    And dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name                                                             | address                 |
+      | Dynamic  | http://schemas.microsoft.com/SQL/ServiceBroker/BrokerConfigurationNotice | TCP://sql5.example:4022 |
+      | ToOrders | Target                                                                   | TCP://sql2.example:4022 |
+    And instance "sql2" cannot be reached
+    And a message is sent on dialog "D1"
+    And a message is sent on dialog "C1"
+    And time passes to second {delayed_retry_s} - 0.5
+    And the dynamic routing service answers for service "Clerk" in database "shop" of "sql1" with ADDRESS = LOCAL
+    When time passes to second {delayed_retry_s} + 10
+    Then the log for dialog "C1" at "sql1" shows exactly:
+      | second            | event             | step  | routes        |
+      | 0                 | routes matched    | RTM-4 | (none)        |
+      | 0                 | routing requested | NULL  | NULL          |
+      | {delayed_retry_s} | routes matched    | RTM-2 | Dynamic_Clerk |
+    And the log for dialog "C1" shows exactly:
+      | event           | instance | database |
+      | message arrived | sql1     | hr       |
+    And the transmission queue of "sql1" has held message D1:0 since second 0
+    And the log for dialog "D1" has no "routing requested" event
+    And the log for dialog "D1" has no "conversation delayed" event
+    And the log for dialog "D1" has no "message dropped" event
+    And the log for dialog "D1" has no "message arrived" event

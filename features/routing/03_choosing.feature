@@ -185,3 +185,53 @@ Feature: Routing 03 - Choosing a route
       | route chosen | RTC-1 | Mirrored |
     And the log for dialog "D1" at "sql1" has at least 1 "principal probe" event
     And the log for dialog "D1" at "sql1" has no "message arrived" event
+
+  # RTC-5 is decided where the route is chosen, with forwarding as it is then: "Se o encaminhamento do agente não
+  # estiver ativo, o Service Broker descartará a mensagem se a conversação não teve origem na instância atual e se
+  # o endereço da rota escolhida não for 'LOCAL'". A message that reaches the forwarder only after its forwarding
+  # was switched off is dropped there, however it was when the message was sent.
+  @RTC-5 @requires-forwarding
+  Scenario: [12] Forwarding switched off while a message waits to reach the forwarder: it is dropped there when it comes
+    Given the routes in database "shop" of "sql1" are:
+      | name    | service_name | address                 |
+      | Via5    | Target       | TCP://sql5.example:4022 |
+    And the routes in msdb of "sql5" are:
+      | name    | service_name | address                 |
+      | To2     | Target       | TCP://sql2.example:4022 |
+    And instance "sql5" cannot be reached
+    And a message is sent on dialog "D1"
+    And time passes to second 1
+    And message forwarding is disabled on "sql5"
+    And instance "sql5" can be reached again
+    # sql1 connects to sql5 once its attempt of second 0 or 10 stops suppressing the address (PER-2A)
+    When time passes to second 100
+    Then the log for dialog "D1" shows first:
+      | event           | instance | rule  |
+      | message dropped | sql5     | RTC-5 |
+    And the log for dialog "D1" has no "message forwarded" event
+    And the log for dialog "D1" has no "message arrived" event
+
+  # The same at a forwarder that holds the message delayed for want of a route (RTM-7 there is no error, and no
+  # route is chosen, so nothing is dropped yet): forwarding switched off meanwhile, the route it then finds is not
+  # LOCAL and the message is dropped. It is matched again at its time-out or at the forwarder's next 2nd
+  # notification, the new route naming its service (PER-2B), well within the 60 seconds the forwarder keeps it.
+  @RTC-5 @RTM-8 @requires-forwarding @requires-periodic-tasks
+  Scenario: [13] Forwarding switched off while the forwarder holds a message with no route: it is dropped once a route is found
+    Given the routes in database "shop" of "sql1" are:
+      | name    | service_name | address                 |
+      | Via5    | Target       | TCP://sql5.example:4022 |
+    And the routes in msdb of "sql5" are:
+      | name    | service_name | address                 |
+      | Other   | Elsewhere    | TCP://sql2.example:4022 |
+    And a message is sent on dialog "D1"
+    And time passes to second 11
+    And message forwarding is disabled on "sql5"
+    And in msdb of "sql5": CREATE ROUTE To2 WITH SERVICE_NAME = 'Target', ADDRESS = 'TCP://sql2.example:4022'
+    When time passes to second 30
+    Then the log for dialog "D1" at "sql5" has at least 1 "conversation delayed" event until second 11
+    And the log for dialog "D1" shows first:
+      | event           | instance | rule  |
+      | message dropped | sql5     | RTC-5 |
+    And the log for dialog "D1" has no "message dropped" event until second 11
+    And the log for dialog "D1" has no "message forwarded" event
+    And the log for dialog "D1" has no "message arrived" event

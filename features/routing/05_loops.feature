@@ -118,3 +118,32 @@ Feature: Routing 05 - Routing loops
     And the log for dialog "D1" at "sql2" has no "message forwarded" event where hops is "1"
     And the log for dialog "D1" at "sql5" has no "message forwarded" event where hops is "2"
     And the log for dialog "D1" has no "message arrived" event
+
+  # The count is each message's ("o número de vezes que uma mensagem foi encaminhada"), not its conversation's:
+  # a second message sent while the forwarder holds the first is forwarded once as well. Whether sql1 holds the
+  # second until the first goes on, or sends it on to wait behind it at sql5, the documents do not say; both
+  # reach sql2 once sql5 may connect again (PER-2A: at the 2nd notification at 70, after its attempt at 3 or 10).
+  @RTX-1
+  Scenario: [7] Two messages the forwarder holds while their address cannot be reached go on with a count of one each
+    Given the routes in database "shop" of "sql1" are:
+      | name  | service_name | address                 |
+      | Via5  | Target       | TCP://sql5.example:4022 |
+    And the routes in msdb of "sql5" are:
+      | name  | service_name | address                 |
+      | To2   | Target       | TCP://sql2.example:4022 |
+    And instance "sql2" cannot be reached
+    And time passes to second 3
+    And a message is sent on dialog "D1"
+    And time passes to second 5
+    And a message is sent on dialog "D1"
+    And time passes to second 15
+    And instance "sql2" can be reached again
+    When time passes to second 100
+    Then the log for dialog "D1" shows each once:
+      | event             | instance | message_sequence_number | hops | database |
+      | message forwarded | sql5     | 0                       | 1    | NULL     |
+      | message forwarded | sql5     | 1                       | 1    | NULL     |
+      | message arrived   | sql2     | 0                       | NULL | orders   |
+      | message arrived   | sql2     | 1                       | NULL | orders   |
+    And the log for dialog "D1" has no "message forwarded" event where hops is "2"
+    And the log for dialog "D1" has no "message dropped" event

@@ -234,3 +234,159 @@ Feature: Routing 06 - Mirror addresses
       | event           | instance | database |
       | message arrived | sql4     | ledger   |
 
+
+  # A forwarder learns the principal as any broker does: the first time the route with a mirror address is used
+  # (RTR-2), here after a failover made sql4's copy the principal, so the message goes to sql4 and never to sql3.
+  # The message waits at sql5 for a route until msdb there gets one (RTM-7, RTM-8); it is matched again at its
+  # time-out or at sql5's next 2nd notification, the new route naming its service (PER-2B).
+  @RTR-2 @RTR-4 @RTM-8 @requires-forwarding @requires-periodic-tasks
+  Scenario: [16] A message a forwarder holds for want of a route follows the principal the forwarder asks for after a failover
+    Given the routes in database "shop" of "sql1" are:
+      | name   | service_name | address                 |
+      | ViaFwd | Ledger       | TCP://sql5.example:4022 |
+    And the routes in msdb of "sql5" are:
+      | name   | service_name | address                 |
+      | Other  | Elsewhere    | TCP://sql2.example:4022 |
+    And a message is sent on dialog "L1"
+    And time passes to second 11
+    And the copy of database "ledger" on "sql4" becomes the principal
+    And in msdb of "sql5": CREATE ROUTE Pair WITH SERVICE_NAME = 'Ledger', ADDRESS = 'TCP://sql3.example:4022', MIRROR_ADDRESS = 'TCP://sql4.example:4022'
+    When time passes to second 40
+    Then the log for dialog "L1" shows each once:
+      | event             | instance | address                 | answer        | hops | database |
+      | principal probe   | sql5     | TCP://sql3.example:4022 | not principal | NULL | NULL     |
+      | principal probe   | sql5     | TCP://sql4.example:4022 | principal     | NULL | NULL     |
+      | message forwarded | sql5     | TCP://sql4.example:4022 | NULL          | 1    | NULL     |
+      | message arrived   | sql4     | NULL                    | NULL          | NULL | ledger   |
+    And the log for dialog "L1" has no "message transmitted" event where address is "TCP://sql3.example:4022"
+    And the log for dialog "L1" has no "forwarded message deleted" event
+
+  # Matching gives the mirror address no special attention (RTR-1): once acknowledged, the conversation's messages
+  # carry the target's broker instance (RTE-04), so a route created for it is matched at step 1, before the
+  # mirrored route of step 2. Dropped again, the mirrored route takes the next message to the principal it has
+  # known since it first delivered one, "sem contatar a instância espelho" (RTR-3): no one is asked again.
+  @RTR-3 @RTR-1 @RTE-04 @RTM-1 @requires-forwarding
+  Scenario: [17] While the principal is known, a route created for the acknowledged conversation is matched first, and once dropped the mirrored route sends to the principal without asking
+    Given the routes in msdb of "sql5" are:
+      | name     | service_name | address                 |
+      | ToLedger | Ledger       | TCP://sql3.example:4022 |
+    And a message is sent on dialog "L1"
+    And time passes to second 20
+    And in database "shop" of "sql1": CREATE ROUTE Exact WITH SERVICE_NAME = 'Ledger', BROKER_INSTANCE = 'sql3.ledger', ADDRESS = 'TCP://sql5.example:4022'
+    And a message is sent on dialog "L1"
+    And time passes to second 50
+    And in database "shop" of "sql1": DROP ROUTE Exact
+    And a message is sent on dialog "L1"
+    When time passes to second 80
+    Then the log for dialog "L1" shows each once:
+      | event               | instance | message_sequence_number | address                 | hops | database |
+      | message transmitted | sql1     | 0                       | TCP://sql3.example:4022 | NULL | NULL     |
+      | message arrived     | sql3     | 0                       | NULL                    | NULL | ledger   |
+      | message transmitted | sql1     | 1                       | TCP://sql5.example:4022 | NULL | NULL     |
+      | message forwarded   | sql5     | 1                       | TCP://sql3.example:4022 | 1    | NULL     |
+      | message transmitted | sql5     | 1                       | TCP://sql3.example:4022 | NULL | NULL     |
+      | message arrived     | sql3     | 1                       | NULL                    | NULL | ledger   |
+      | message transmitted | sql1     | 2                       | TCP://sql3.example:4022 | NULL | NULL     |
+      | message arrived     | sql3     | 2                       | NULL                    | NULL | ledger   |
+    And the log for dialog "L1" has no "principal probe" event from second 1
+    And the log for dialog "L1" has no "message transmitted" event where address is "TCP://sql4.example:4022"
+
+  # Which address the principal stands at is what the probe learned (RTR-2, RTR-3), not which field of the route
+  # names it: with the two addresses swapped, messages still go to the principal and never to the mirror. Whether
+  # the altered route counts as one that has not yet delivered a message, and is asked about again, the documents
+  # do not say: both addresses may be asked again.
+  @RTR-3 @RTR-2
+  Scenario: [18] A mirrored route whose two addresses are swapped while the principal is known still sends to the principal
+    Given a message is sent on dialog "L1"
+    And time passes to second 20
+    And in database "shop" of "sql1": ALTER ROUTE Pair WITH ADDRESS = 'TCP://sql4.example:4022', MIRROR_ADDRESS = 'TCP://sql3.example:4022'
+    And a message is sent on dialog "L1"
+    When time passes to second 40
+    Then the log for dialog "L1" at "sql1" shows each once:
+      | event               | message_sequence_number | address                 |
+      | message transmitted | 0                       | TCP://sql3.example:4022 |
+      | message transmitted | 1                       | TCP://sql3.example:4022 |
+    And the log for dialog "L1" at "sql3" has 2 "message arrived" events
+    And the log for dialog "L1" at "sql4" has no "message arrived" event
+
+  # RTR-5: "o Service Broker não envia mensagens ao parceiro" while the partner does not claim the role - a later
+  # message of the conversation included - and the mirrored route is still the one chosen (RTC-1: "escolha uma rota
+  # entre as rotas que especificam um endereço de espelho"): routes created or altered meanwhile to reach the
+  # partner's address directly are never a way round it. Once the principal answers again, every message goes to it.
+  @RTR-5 @RTC-1
+  Scenario: [19] While no partner claims the role, a later message waits too, and routes created or altered to reach the partner directly are not chosen instead
+    Given the routes in database "shop" of "sql1" are:
+      | name  | service_name | address                 | mirror_address          |
+      | Pair  | Ledger       | TCP://sql3.example:4022 | TCP://sql4.example:4022 |
+      | Spare | Clerk        | TCP://sql4.example:4022 |                         |
+    And a message is sent on dialog "L1"
+    And time passes to second 13
+    And instance "sql3" cannot be reached
+    And a message is sent on dialog "L1"
+    And time passes to second 14
+    And a message is sent on dialog "L1"
+    And in database "shop" of "sql1": CREATE ROUTE Direct WITH SERVICE_NAME = 'Ledger', ADDRESS = 'TCP://sql4.example:4022'
+    And in database "shop" of "sql1": ALTER ROUTE Spare WITH SERVICE_NAME = 'Ledger'
+    And time passes to second 50
+    And instance "sql3" can be reached again
+    When time passes to second {principal_retry_s} * 2 + 200
+    Then the log for dialog "L1" has no "message transmitted" event where address is "TCP://sql4.example:4022"
+    And the log for dialog "L1" at "sql4" has no "message arrived" event
+    And the log for dialog "L1" at "sql3" has 3 "message arrived" events
+
+  # The mirrored route dropped while its message waits for a principal: the message no longer has that route, so
+  # it is routed again (the transmitter takes up the change, PER-2B, or its next retry finds the route gone) and
+  # takes the route left, through the forwarder, never the dropped pair's address, although sql3 answers again
+  # from the instant of the drop on (RTE-03: routes are found, then one is chosen among them).
+  @RTR-5 @RTC-3 @RTX-1 @requires-forwarding
+  Scenario: [20] A mirrored route dropped while no partner claims the role: its waiting message takes the route left, never the dropped one
+    Given the routes in database "shop" of "sql1" are:
+      | name    | service_name | address                 | mirror_address          |
+      | Pair    | Ledger       | TCP://sql3.example:4022 | TCP://sql4.example:4022 |
+      | ViaFwd  | Ledger       | TCP://sql5.example:4022 |                         |
+    And the routes in msdb of "sql5" are:
+      | name     | service_name | address                 |
+      | ToLedger | Ledger       | TCP://sql3.example:4022 |
+    And a message is sent on dialog "L1"
+    And time passes to second 13
+    And instance "sql3" cannot be reached
+    And a message is sent on dialog "L1"
+    And time passes to second 14
+    And in database "shop" of "sql1": DROP ROUTE Pair
+    And instance "sql3" can be reached again
+    When time passes to second {principal_retry_s} * 2 + 200
+    Then the log for dialog "L1" shows each once from second 13:
+      | event             | instance | message_sequence_number | hops | database |
+      | message forwarded | sql5     | 1                       | 1    | NULL     |
+      | message arrived   | sql3     | 1                       | NULL | ledger   |
+    And the log for dialog "L1" at "sql1" has no "message transmitted" event where address is "TCP://sql3.example:4022" from second 13
+    And the log for dialog "L1" has no "message transmitted" event where address is "TCP://sql4.example:4022"
+
+  # A failover changes which copy of the mirrored database is the principal (RTR-4) and nothing else: a message of
+  # another service waiting for its connection stays routed as it was, and goes there once it can.
+  @RTR-4
+  Scenario: [21] A failover while a message of another service waits for its connection leaves it where it was routed
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 | mirror_address          |
+      | Pair     | Ledger       | TCP://sql3.example:4022 | TCP://sql4.example:4022 |
+      | ToOrders | Target       | TCP://sql2.example:4022 |                         |
+    And a message is sent on dialog "L1"
+    And instance "sql2" cannot be reached
+    And a message is sent on dialog "D1"
+    And time passes to second 13
+    And the copy of database "ledger" on "sql4" becomes the principal
+    And a message is sent on dialog "L1"
+    And time passes to second 15
+    And instance "sql2" can be reached again
+    # sql1 connects to sql2 once its attempt of second 0 or 10 stops suppressing the address (PER-2A)
+    When time passes to second 100
+    Then the log for dialog "D1" at "sql1" shows each once:
+      | event               | address                 |
+      | message transmitted | TCP://sql2.example:4022 |
+    And the log for dialog "D1" shows exactly:
+      | event           | instance | database |
+      | message arrived | sql2     | orders   |
+    And the log for dialog "D1" has no "principal probe" event
+    And the log for dialog "D1" has no "message dropped" event
+    And the log for dialog "L1" at "sql4" has 1 "message arrived" event

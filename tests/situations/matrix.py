@@ -86,12 +86,16 @@ class Dialog:
     delayed: set[tuple[Any, ...]] = field(default_factory=set)
     pending: set[tuple[Any, ...]] = field(default_factory=set)  # waiting in a transmission queue
     requested: set[tuple[Any, ...]] = field(default_factory=set)  # a dynamic routing request unanswered
-    forwarded: set[tuple[Any, ...]] = field(default_factory=set)  # forwarded and not arrived
+    # (instance, message): held by that instance's forwarder - it came there from outside and waits there (delayed,
+    # for a connection, for a principal; or its forwarding is reported before it is sent on), until it is sent on,
+    # dropped or deleted there, or arrives
+    forwarded: set[tuple[Any, ...]] = field(default_factory=set)
     unacknowledged: bool = False
     matched: bool = False
     dropped: bool = False
     probed: bool = False  # a mirror pair was asked which is principal
-    lost: bool = False  # and none claimed it
+    lost: bool = False  # and none claims it now: no partner answered principal since, or the principal was lost
+    known: bool = False  # a partner answered principal, and has not been lost since
 
 
 def _message(e: dict[str, Any]) -> tuple[Any, ...]:
@@ -109,7 +113,8 @@ class World:
     sessions: dict[str, bool] = field(default_factory=dict)  # in an open transaction
     received: dict[str, set[Key]] = field(default_factory=dict)  # by a session, in its transaction
     ends: dict[str, tuple[str, str]] = field(default_factory=dict)  # a dialog's from and to service
-    origins: dict[tuple[Any, ...], str] = field(default_factory=dict)  # the instance that sent a message
+    origin: dict[tuple[Any, ...], str] = field(default_factory=dict)  # a message: the instance it was sent from
+    came: dict[tuple[Any, ...], set[str]] = field(default_factory=dict)  # a message: the instances it was sent to
 
     def start(self, topology: dict[str, Any]) -> None:
         """The topology as the wire carries it (docs/protocol.md): lists of named objects."""
@@ -166,7 +171,7 @@ class World:
         elif kind == Kind.MESSAGE_ARRIVED:
             self.queue(e).waiting += 1
             d = self.dialog(e["dialog"])
-            d.forwarded.discard(_message(e))
+            d.forwarded = {held for held in d.forwarded if held[1:] != _message(e)}
             d.pending.discard(_message(e))
             d.delayed.discard(_message(e))
             for instance in self.instances.values():
@@ -193,8 +198,8 @@ class World:
                     self.queues[key].waiting += int(e.get("returned") or 0)
             self.sessions[session] = False
         elif kind == Kind.MESSAGE_SENT:
+            self.origin[_message(e)] = e["instance"]
             self.instance(e["instance"]).queued.add(_message(e))
-            self.origins[_message(e)] = e["instance"]
             d = self.dialog(e["dialog"])
             d.sent += 1
             d.unacknowledged = True
@@ -204,10 +209,10 @@ class World:
             self.dialog(e["dialog"]).matched = bool(e.get("routes"))
         elif kind == Kind.CONVERSATION_DELAYED:
             self.dialog(e["dialog"]).delayed.add(_message(e))
-            self._waits_in_forwarder(e)
+            self._waits(e)
         elif kind == Kind.ROUTING_REQUESTED:
             self.dialog(e["dialog"]).requested.add(_message(e))
-            self._waits_in_forwarder(e)
+            self._waits(e)
         elif kind in (Kind.ROUTE_CHOSEN, Kind.MESSAGE_DROPPED):
             d = self.dialog(e["dialog"])
             d.requested.discard(_message(e))
@@ -216,25 +221,40 @@ class World:
             if kind == Kind.MESSAGE_DROPPED:
                 self.instance(e["instance"]).queued.discard(_message(e))
                 self.instance(e["instance"]).forwarder.discard(_message(e))
+                d.forwarded.discard((e["instance"], *_message(e)))
         elif kind == Kind.TRANSMISSION_PENDING:
-            self.dialog(e["dialog"]).pending.add(_message(e))
+            d = self.dialog(e["dialog"])
+            # a message that waits for want of a route (delayed, a routing request out) or for a principal (none
+            # claims the role) is not waiting for a connection, though it is as pending in the transmission queue
+            if _message(e) not in d.delayed | d.requested and not d.lost:
+                d.pending.add(_message(e))
             # a forwarder's memory is no transmission queue (PER-5B: "not persisted in any queue")
-            if not self._waits_in_forwarder(e):
+            if not self._waits(e):
                 self.instance(e["instance"]).queued.add(_message(e))
-        elif kind == Kind.MESSAGE_TRANSMITTED:
-            self.dialog(e["dialog"]).pending.discard(_message(e))
+        elif kind in (Kind.MESSAGE_TRANSMITTED, Kind.MESSAGE_LOST_IN_TRANSIT):
+            d = self.dialog(e["dialog"])
+            d.pending.discard(_message(e))
+            d.forwarded.discard((e["instance"], *_message(e)))
             self.instance(e["instance"]).queued.discard(_message(e))
             self.instance(e["instance"]).forwarder.discard(_message(e))  # it goes on
+            if e.get("to_instance"):
+                self.came.setdefault(_message(e), set()).add(e["to_instance"])
         elif kind == Kind.MESSAGE_FORWARDED:
-            self.dialog(e["dialog"]).forwarded.add(_message(e))
-            # reported when sent on (a message_transmitted follows at once) or when decided for one that waits
-            self._waits_in_forwarder(e)
+            # reported when sent on (then a transmission follows) or already when decided for a message that waits
+            self._waits(e)
         elif kind == Kind.FORWARDED_MESSAGE_DELETED:
             self.instance(e["instance"]).forwarder.discard(_message(e))
+            self.dialog(e["dialog"]).forwarded.discard((e["instance"], *_message(e)))
         elif kind == Kind.PRINCIPAL_PROBE:
-            self.dialog(e["dialog"]).probed = True
+            d = self.dialog(e["dialog"])
+            d.probed = True
+            if e.get("answer") == "principal":
+                d.known, d.lost = True, False
+            elif not d.known:
+                d.lost = True  # asked, and no partner has claimed the role
         elif kind == Kind.PRINCIPAL_LOST:
-            self.dialog(e["dialog"]).lost = True
+            d = self.dialog(e["dialog"])
+            d.known, d.lost = False, True
         elif kind == Kind.DISPATCHER_BUFFERED:
             self.instance(e["instance"]).dispatcher[_message(e)] += 1
         elif kind == Kind.DISPATCHER_DELETED:
@@ -250,12 +270,15 @@ class World:
         elif kind == Kind.DIALOG_BEGUN:
             self.ends[e["dialog"]] = (e.get("from_service", ""), e.get("to_service", ""))
 
-    def _waits_in_forwarder(self, e: dict[str, Any]) -> bool:
-        """A message waiting at an instance that did not send it waits in that instance's forwarder."""
-        origin = self.origins.get(_message(e))
-        if origin is None or origin == e["instance"]:
+    def _waits(self, e: dict[str, Any]) -> bool:
+        """A message waits at an instance: in its forwarder when it came there from outside (from another instance,
+        or from its own by a route to its own address, RTX-2), in its transmission queue when it was sent there.
+        Whether it is the forwarder's."""
+        message, where = _message(e), e["instance"]
+        if where not in self.came.get(message, ()) and self.origin.get(message, where) == where:
             return False
-        self.instance(e["instance"]).forwarder.add(_message(e))
+        self.dialog(e["dialog"]).forwarded.add((where, *message))
+        self.instance(where).forwarder.add(message)
         return True
 
     def begin(self, session: str) -> None:
