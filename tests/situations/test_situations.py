@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.helpers import kit
+from tests.helpers import ROOT, kit
 from tests.situations.matrix import IMPOSSIBLE, cells, covered, situations, table
 
 START = {
@@ -142,3 +142,10 @@ def test_a_queue_whose_monitor_is_removed_runs_no_time_out_and_withholds_nothing
     assert ("activation", "drop_event_notification", "a notification time-out running") in found
     assert ("activation", "alter_queue", "a notification time-out running") not in found
     assert ("activation", "alter_queue", "activation found necessary and withheld") not in found
+
+
+def test_the_readme_states_the_matrix_as_it_is() -> None:
+    every = list(cells())
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert f"a situation matrix of {len(every)} cells" in text
+    assert f"in {len(every) - len(IMPOSSIBLE)} cells; the other {len(IMPOSSIBLE)} cannot arise" in text
