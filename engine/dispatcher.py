@@ -110,6 +110,15 @@ class Dispatcher:
         )
         for key in list(self.buffers):
             self._save_in_order(key)
+            # what arrived while saving was stopped is saved delay_s after its arrival, as any message: a save
+            # due later is set now (else only a later arrival of its dialog would set one, and none may come)
+            if mode == RUNNING:
+                self._save_later(key, sorted({b.arrived_ms + delay_ms for b in self.buffers[key]}))
+
+    def _save_later(self, key: tuple[str, bool], dues: list[int]) -> None:
+        for due in dues:
+            if due > self.clock.now_ms:
+                self.clock.at(due, lambda: self._save_in_order(key))
 
     def sweep(self) -> None:
         """Every notification: drop out-of-order messages and those waiting 10 seconds or more."""

@@ -219,3 +219,21 @@ Feature: Periodic 03 - The message dispatcher
     And the log for dialog "D1" at "sql2" has at least 1 "dispatcher deleted" event where reason is "out of order" from second 27 until second 35
     And the log for dialog "D1" at "sql2" has no "dispatcher deleted" event where reason is "stale"
     And the log for dialog "D1" has no "message arrived" event
+
+  Scenario: [15] Saving resumed with a delay saves what was buffered while stopped that delay after each arrival, with no later message of the dialog
+    Given the dispatcher of "sql2" stops saving messages
+    And time passes to second 11
+    And a message is sent on dialog "D1"
+    And time passes to second 13
+    And a message is sent on dialog "D1"
+    And time passes to second 14
+    # "saves each message N seconds after it arrives": 15 and 17, never stale (10 seconds after 11 is 21)
+    When the dispatcher of "sql2" saves each message 4 seconds after it arrives
+    And time passes to second 30
+    Then the log for dialog "D1" at "sql2" shows exactly:
+      | second | event               | message_sequence_number |
+      | 11     | dispatcher buffered | 0                       |
+      | 13     | dispatcher buffered | 1                       |
+      | 15     | message arrived     | 0                       |
+      | 17     | message arrived     | 1                       |
+    And the log for dialog "D1" has no "dispatcher deleted" event
