@@ -287,7 +287,10 @@ WAITING_STATUS = _f(
     "string",
     FREE_TEXT,
     "why the message waits in the transmission queue",
-    why="no document defines these words, and a real SQL Server's transmission_status is an error description",
+    why="no document defines these words, and a real SQL Server's transmission_status is an error description; "
+    "never compared, but without a decision trace an address in it (`TCP://...`) tells the randomized stage's "
+    "search where the message waits for a connection, and without one the search may run out of budget there "
+    "(docs/implementing.md, which route)",
 )
 
 # The periodic tasks as a timer_notification lists them, in the order they run (PER-1A .. PER-5E).
