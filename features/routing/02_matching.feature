@@ -555,8 +555,9 @@ Feature: Routing 02 - Finding matching routes
     And time passes to second 12
     When in msdb of "sql5": DROP ROUTE To2
     And time passes to second 80
-    Then the log for dialog "D1" has no "message forwarded" event
-    And the log for dialog "D1" has no "message arrived" event
+    # message_forwarded may be reported when the forwarder decides on the message (docs/protocol.md): not held
+    Then the log for dialog "D1" has no "message arrived" event
+    And the log for dialog "D1" has no "message transmitted" event where address is "TCP://sql2.example:4022"
     And the log for dialog "D1" shows first:
       | second | event                     | instance |
       | 75     | forwarded message deleted | sql5     |
