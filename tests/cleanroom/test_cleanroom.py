@@ -36,9 +36,14 @@ BROKERS: dict[str, dict[str, str]] = {
         "decision trace": f"cmd:{PYTHON} {HERE / 'cr2' / 'broker.py'} --routing --trace",
         "black box": f"cmd:{PYTHON} {HERE / 'cr2' / 'broker.py'} --routing",
     },
+    # a sixth author's (stop 54), from the docs of protocol 2.2: every capability
+    "cr3": {
+        "decision trace": f"cmd:{PYTHON} {HERE / 'cr3' / 'broker.py'}",
+        "black box": f"cmd:env SBTCK_CR6_NO_TRACE=1 {PYTHON} {HERE / 'cr3' / 'broker.py'}",
+    },
 }
 # the areas each is judged in, by turns: those of what it declares
-AREAS_OF = {"cr1": AREAS, "cr2": ("routing", "activation")}
+AREAS_OF = {"cr1": AREAS, "cr2": ("routing", "activation"), "cr3": AREAS}
 # the worlds (of the first WORLDS) the stage still fails a broker in, each with where the question stands: a world
 # failing that is not listed fails the test, and a listed world that passes is reported so the list only shrinks
 KNOWN: dict[tuple[str, str], dict[int, str]] = {}
