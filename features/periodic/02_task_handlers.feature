@@ -67,6 +67,7 @@ Feature: Periodic 02 - Task handlers
   # "On every notification, the task infrastructure checks if any task-handler failed to start and restarts it if
   # required" (periodic tasks, every notification): the work a message brings in between does not restart them
   # sooner, on the instance that sends it or on the one it goes to
+  @requires-routing
   Scenario: [6] A message sent while task handlers are down restarts none of them before the next notification
     Given the topology "periodic"
     And dialog "D1" is begun from service "Initiator" to service "Target"
