@@ -20,8 +20,10 @@ EXAMPLE = ROOT / "examples" / "user-project"
 ORDERS = "features/orders.feature::[1] Orders are taken by two procedures at most"
 
 
-def _in(folder: Path, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+def _in(
+    folder: Path, *argv: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
     return subprocess.run(
         [sys.executable, "-m", *argv], cwd=folder, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
@@ -144,16 +146,7 @@ def test_the_runs_budget_counts_the_kits_scenarios_not_the_sessions_other_tests(
     SBTCK_RUN_BUDGET_S failed every scenario that came after the budget's hour (stop 54)."""
     project = _project(tmp_path)
     (project / "tests" / "test_a_slow_one.py").write_text("import time\n\ndef test_slow():\n    time.sleep(3)\n")
-    env = {**os.environ, "SBTCK_RUN_BUDGET_S": "2"}
-    env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "tests/test_a_slow_one.py", "tests/test_orders.py", "--sbtck-out", "o"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    slow_then_kit = ("tests/test_a_slow_one.py", "tests/test_orders.py", "--sbtck-out", "o")
+    proc = _in(project, "pytest", "-q", *slow_then_kit, env={"SBTCK_RUN_BUDGET_S": "2"})
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "2 passed" in proc.stdout
