@@ -73,7 +73,8 @@ class Broker(QueueStatements, Administration):
         # with resending, the messages that have arrived: a copy of one is not delivered again
         self.arrived: set[tuple[str, bool, int]] = set()
         self._notification = 0
-        ctx = Context(self.instances, self.queues, self.clock, self.log, self.params)
+        chooser = chooser or self.chooser_class()
+        ctx = Context(self.instances, self.queues, self.clock, self.log, self.params, chooser)
         self.monitors = self.monitors_class(ctx, self.procedure, self._new_session)
         self.receiving = self.receiving_class(ctx, self.monitors)
         self.monitors.receiving = self.receiving
@@ -82,13 +83,13 @@ class Broker(QueueStatements, Administration):
             name: self.dispatcher_class(ctx, inst, self.deliver, self._expected)
             for name, inst in self.instances.items()
         }
-        self.monitors.chooser = self.receiving.chooser = chooser = chooser or self.chooser_class()
+        self.monitors.chooser = self.receiving.chooser = chooser
         self.transport.chooser = chooser
         staleness = Span(STALE_SPAN)
         for dispatcher in self.dispatchers.values():
             dispatcher.chooser, dispatcher.staleness = chooser, staleness
         self.receiving.takes_the_oldest = type(chooser) is FirstChooser
-        self.router = self.router_class(ctx, chooser, self.transport, self)
+        self.router = self.router_class(ctx, self.transport, self)
         self.maintenance = self.maintenance_class(ctx, self._has_dialogs, chooser)
         self.routes = RouteAdmin(ctx, self.router)
         for queue in self.queues.values():

@@ -23,7 +23,7 @@ the rule code carries no such remark. The rest of it:
 - A part that calls another several times a message names it by its class,
   not by a protocol (``Receiving``'s watcher, the queue monitors): the build
   then calls it directly. The router and the place messages arrive keep a
-  named protocol (``router.Arrivals``): that call is once a message.
+  named protocol (``room.Arrivals``): that call is once a message.
 - The busiest events (a message sent, arrived, a RECEIVE's end) are written
   out field by field, not merged from an object's fields: every message makes
   them.
@@ -64,16 +64,22 @@ COMPILED_MODULES: tuple[str, ...] = (
     "sbtck.engine.context",
     "sbtck.engine.dispatcher",
     "sbtck.engine.events",
+    "sbtck.engine.forwarding",
     "sbtck.engine.model",
     "sbtck.engine.params",
     "sbtck.engine.periodic",
     "sbtck.engine.receiving",
+    "sbtck.engine.room",
     "sbtck.engine.route_admin",
     "sbtck.engine.router",
     "sbtck.engine.routing",
+    "sbtck.engine.routing_attempt",
     "sbtck.engine.routing_memo",
     "sbtck.engine.statements",
     "sbtck.engine.topology",
+    "sbtck.engine.transmission",
+    "sbtck.engine.transmission_queue",
+    "sbtck.engine.transmitter",
     "sbtck.engine.transport",
     "sbtck.engine.views",
     "sbtck.workloads.draw",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from sbtck.contract import QueueRef
+from sbtck.engine.choosing import Chooser
 from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.events import EventLog
 from sbtck.engine.model import Instance, Queue
@@ -23,6 +24,8 @@ class Context:
     clock: Clockwork
     log: EventLog
     params: EngineParams
+    # the one that makes every choice the documents leave open (sbtck/engine/choosing.py), the same for every part
+    chooser: Chooser
 
 
 T = TypeVar("T")

@@ -23,10 +23,13 @@ from hypothesis.stateful import (
 )
 
 from sbtck.engine import Broker
-from sbtck.engine.router import Router
+from sbtck.engine.room import Room
+from sbtck.engine.routing_attempt import Routing
+from sbtck.engine.transmission_queue import TransmissionQueue
 from sbtck.fixtures import topology
 from sbtck.observations import Kind
 from tests.helpers import assert_machine_fails
+from tests.variants.rooms import router_with
 
 ADDRESSES = ["TCP://sql1.example:4022", "TCP://sql2.example:4022", "TCP://sql5.example:4022"]
 GONE = (Kind.MESSAGE_DROPPED, Kind.DISPATCHER_DELETED, Kind.FORWARDED_MESSAGE_DELETED, Kind.MESSAGE_LOST_IN_TRANSIT)
@@ -145,7 +148,7 @@ RoutingMachine.TestCase.settings = settings(
 TestRouting = RoutingMachine.TestCase
 
 
-class _ForgetsSilently(Router):
+class _ForgetsSilently(TransmissionQueue):
     """Lets a message that waits away from its origin vanish without a word."""
 
     def _wait(self, env: Any, at: Any, inside: bool, home: str | None, status: str, address: str | None = None) -> Any:
@@ -155,14 +158,14 @@ class _ForgetsSilently(Router):
         return waiting
 
 
-class _DeliversTwice(Router):
+class _DeliversTwice(Routing):
     def _local(self, *args: object, **kwargs: object) -> None:
         super()._local(*args, **kwargs)  # type: ignore[arg-type]
         super()._local(*args, **kwargs)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("router", [_ForgetsSilently, _DeliversTwice], ids=lambda r: r.__name__)
-def test_the_properties_catch_a_wrong_router(router: type[Router]) -> None:
-    broker = type("WrongBroker", (Broker,), {"router_class": router})
+@pytest.mark.parametrize("room", [_ForgetsSilently, _DeliversTwice], ids=lambda r: r.__name__)
+def test_the_properties_catch_a_wrong_router(room: type[Room]) -> None:
+    broker = type("WrongBroker", (Broker,), {"router_class": router_with(room)})
     machine = type("WrongMachine", (RoutingMachine,), {"broker_class": broker})
     assert_machine_fails(machine)

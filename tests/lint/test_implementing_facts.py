@@ -8,7 +8,7 @@ from sbtck.contract import TOPOLOGY_DEFAULTS
 from sbtck.engine.broker import FIRST_USER_SPID
 from sbtck.engine.model import BROKER_CONFIGURATION_NOTICE, TRANSPORT
 from sbtck.engine.periodic import SCHEDULE
-from sbtck.engine.router import _transport_address
+from sbtck.engine.transmission import transport_address
 from tests.helpers import ROOT
 
 GUIDE = " ".join((ROOT / "docs" / "implementing.md").read_text().split())
@@ -29,9 +29,9 @@ def test_the_conventions_stated_are_the_engines() -> None:
     assert f"a number from {FIRST_USER_SPID}, the first user SPID" in GUIDE
     assert f"`{BROKER_CONFIGURATION_NOTICE}`" in GUIDE.replace("` `", "")
     assert f"`address` is `{TRANSPORT}`" in GUIDE
-    assert _transport_address("TCP://sql2.example:4022/Orders") == "TCP://sql2.example:4022"
+    assert transport_address("TCP://sql2.example:4022/Orders") == "TCP://sql2.example:4022"
     assert "the service `TCP://sql2.example:4022/Orders` gives `TCP://sql2.example:4022`" in GUIDE
-    assert _transport_address("Orders") is None
+    assert transport_address("Orders") is None
     assert f"`TOP (receive_top)` (default {TOPOLOGY_DEFAULTS.receive_top})" in GUIDE
     assert f"works `work_ms` (default {TOPOLOGY_DEFAULTS.work_s * 1000:g})" in GUIDE
     assert TOPOLOGY_DEFAULTS.receives and "`receives: true` (the default)" in GUIDE

@@ -57,12 +57,17 @@ from sbtck.engine.choosing import (
     FirstChooser,
 )
 from sbtck.engine.dispatcher import Dispatcher
+from sbtck.engine.forwarding import Forwarding
 from sbtck.engine.model import Database, Envelope, Instance, Route
 from sbtck.engine.receiving import Receiving, Wait
-from sbtck.engine.router import CONNECTING, DELAYED, FAILED, NO_PRINCIPAL, Router, Waiting
+from sbtck.engine.routing_attempt import Routing
+from sbtck.engine.transmission import Transmission
+from sbtck.engine.transmission_queue import CONNECTING, DELAYED, FAILED, NO_PRINCIPAL, Waiting
+from sbtck.engine.transmitter import Transmitter
 from sbtck.engine.transport import Link, NotifiedTransport, Transport
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import ECHOES, FIELDS, Kind
+from tests.variants.rooms import router_with
 
 # fields some kinds carry, added to every event of the kinds that do not: a minor protocol version may add fields
 EXTRA = {"reason": "extra", "rule": "extra", "step": "extra", "trigger": "extra", "task": 99, "route": "extra"}
@@ -169,12 +174,12 @@ def _engine(name: str, **classes: Any) -> ReferenceImplementation:
     return ReferenceImplementation(broker_class=type(f"{name}Broker", (Broker,), classes), name=f"allowed: {name}")
 
 
-class _MirrorFirst(Router):
+class _MirrorFirst(Transmission):
     def probe_order(self, route: Route) -> list[str]:
         return [str(route.mirror_address), route.address]
 
 
-class _AsksTheLostPrincipalAgain(Router):
+class _AsksTheLostPrincipalAgain(Transmission):
     def after_losing(self, pair: list[str], known: str) -> list[str]:
         return pair
 
@@ -191,7 +196,7 @@ def _identical_named_by_their_last(
     return r.Choice(choice.step, named[choice.route.name], [named[n].name for n in choice.candidates])
 
 
-class _IdenticalNamedByTheirLast(Router):
+class _IdenticalNamedByTheirLast(Routing):
     choose = staticmethod(_identical_named_by_their_last)
 
 
@@ -235,15 +240,15 @@ def exit_rolls_back_and_looks() -> ReferenceImplementation:
 
 
 def probes_the_mirror_first() -> ReferenceImplementation:
-    return _engine("probes the mirror address first", router_class=_MirrorFirst)
+    return _engine("probes the mirror address first", router_class=router_with(_MirrorFirst))
 
 
 def asks_the_lost_principal_again() -> ReferenceImplementation:
-    return _engine("asks the lost principal again", router_class=_AsksTheLostPrincipalAgain)
+    return _engine("asks the lost principal again", router_class=router_with(_AsksTheLostPrincipalAgain))
 
 
 def names_identical_routes_by_their_last() -> ReferenceImplementation:
-    return _engine("names identical routes by their last", router_class=_IdenticalNamedByTheirLast)
+    return _engine("names identical routes by their last", router_class=router_with(_IdenticalNamedByTheirLast))
 
 
 def committer_receives_first() -> ReferenceImplementation:
@@ -326,7 +331,7 @@ def connects_on_the_next_notification() -> ReferenceImplementation:
 
 
 # ---------------------------------------------------------------- sending again what has not arrived
-class _Resends(Router):
+class _Resends(Transmission):
     """Sends a message again while it has not arrived: after ``first_ms``, then twice as long each time, up to 64 s.
 
     What SQL Server does with a message no acknowledgement came for; the documents only speak of cleaning up
@@ -367,13 +372,13 @@ class _DropsCopies(Dispatcher):
 
 
 class _ResendsBroker(Broker):
-    router_class = _Resends
+    router_class = router_with(_Resends)
     dispatcher_class = _DropsCopies
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.arrived: set[tuple[str, bool, int]] = set()
-        self.router.arrived = self.arrived  # type: ignore[attr-defined]
+        self.router.transmission.arrived = self.arrived  # type: ignore[attr-defined]
 
     def deliver(self, env: Envelope, at: Instance, db: Database) -> None:
         if (env.dialog, env.from_target, env.sequence) in self.arrived:
@@ -399,7 +404,7 @@ class _DeclaresResending(ReferenceImplementation):
 
 
 def _resending(first_ms: int) -> ReferenceImplementation:
-    router = type("Resends", (_Resends,), {"first_ms": first_ms})
+    router = router_with(type("Resends", (_Resends,), {"first_ms": first_ms}))
     broker = type("ResendsBroker", (_ResendsBroker,), {"router_class": router})
     return _DeclaresResending(first_ms, broker_class=broker, name=f"allowed: resends after {first_ms} ms")
 
@@ -412,26 +417,33 @@ def resends_after_a_second() -> ReferenceImplementation:
     return _resending(1_000)
 
 
-class _ResendsWhereRouted(_Resends):
-    """SendsOnceConnected's choice (a waiting message goes where it was routed) for a resending router. Written
-    here rather than inherited beside _Resends: the compiled build does not let one class take two compiled
-    routers for bases."""
-
+class _ResendsAfterASecond(_Resends):
     first_ms = 1_000
 
+
+class _SendsWhereRoutedResending(Transmitter):
+    """SendsWhereRouted's choice (a waiting message goes where it was routed) for a resending router. Written
+    here rather than taken from the engine: it goes on with the first of the line, wherever the message stood."""
+
     def once_connected(self, head: Waiting) -> None:
+        queue = self.queue
         key = (head.envelope.dialog, head.envelope.from_target)
-        line = self.lines[key]
+        line = queue.lines[key]
         line.pop(0)
-        self._retrying = head.envelope
+        queue._retrying = head.envelope
         try:
-            self._transmit(head.envelope, self.instances[head.instance], head.address, head.inside, head.home)
+            self.transmission._transmit(
+                head.envelope, self.instances[head.instance], head.address, head.inside, head.home
+            )
         finally:
-            self._retrying = None
+            queue._retrying = None
         if line and line[0].envelope is not head.envelope:
-            self._retry(line[0])
+            queue._retry(line[0])
         elif not line:
-            self.lines.pop(key, None)
+            queue.lines.pop(key, None)
+
+
+_ResendsWhereRouted = router_with(_ResendsAfterASecond, _SendsWhereRoutedResending)
 
 
 def resends_after_a_second_connecting_when_notified() -> ReferenceImplementation:
@@ -466,7 +478,7 @@ def one_task_handler_per_cpu() -> ReferenceImplementation:
     return ReferenceImplementation(params=params, name="allowed: one task handler per CPU")
 
 
-class _ReclassifiesEveryWaitingDialog(Router):
+class _ReclassifiesEveryWaitingDialog(Transmitter):
     """After a metadata change the transmitter "reclassifies all or selected dialogs" (PER-2B): here every dialog
     of the instance it holds waiting to be sent, not only those waiting since before the change."""
 
@@ -474,7 +486,7 @@ class _ReclassifiesEveryWaitingDialog(Router):
         since = self.last_reclassified_ms.get(instance, -1)
         self.last_reclassified_ms[instance] = self.clock.now_ms
         changed = self.metadata_changed.pop(instance, 0)
-        heads = self.heads(DELAYED, CONNECTING, NO_PRINCIPAL, FAILED, instance=instance)
+        heads = self.queue.heads(DELAYED, CONNECTING, NO_PRINCIPAL, FAILED, instance=instance)
         held = (CONNECTING, NO_PRINCIPAL)
         chosen = [
             h for h in heads if h.status == FAILED or h.order < changed or (changed and h.inside and h.status in held)
@@ -492,10 +504,10 @@ class _ReclassifiesEveryWaitingDialog(Router):
         )
         for head in chosen:
             self._resume(head.envelope.dialog, instance)
-            self._retry(head)
+            self.queue._retry(head)
 
 
-class _ResumesAFailedDialogWaitingOtherwise(Router):
+class _ResumesAFailedDialogWaitingOtherwise(Transmitter):
     """A dialog the transmission fault found waiting for its connection, principal or route has failed too (PER-2B
     resumes dialogs "that failed earlier for resource or security reasons"): the next reclassification resumes it."""
 
@@ -504,11 +516,13 @@ class _ResumesAFailedDialogWaitingOtherwise(Router):
 
 
 def resumes_a_failed_dialog_waiting_otherwise() -> ReferenceImplementation:
-    return _engine("resumes a failed dialog waiting otherwise", router_class=_ResumesAFailedDialogWaitingOtherwise)
+    return _engine(
+        "resumes a failed dialog waiting otherwise", router_class=router_with(_ResumesAFailedDialogWaitingOtherwise)
+    )
 
 
 def reclassifies_every_waiting_dialog() -> ReferenceImplementation:
-    return _engine("reclassifies every waiting dialog", router_class=_ReclassifiesEveryWaitingDialog)
+    return _engine("reclassifies every waiting dialog", router_class=router_with(_ReclassifiesEveryWaitingDialog))
 
 
 # A span "for 15 seconds", "in 10 seconds", "for the past 90 seconds", "within 60 seconds" or "for a few seconds"
@@ -540,9 +554,9 @@ class _ExclusiveDispatcher(Dispatcher):
                 item.arrived_ms -= 1
 
 
-class _ExclusiveRouter(Router):
+class _ExclusiveForwarding(Forwarding):
     def forget_stale_forwarded(self) -> None:
-        held = [w for line in self.lines.values() for w in line if not w.inside]
+        held = [w for line in self.queue.lines.values() for w in line if not w.inside]
         for waiting in held:
             waiting.received_ms += 1
         try:
@@ -564,7 +578,7 @@ def exclusive_boundaries() -> ReferenceImplementation:
         "the last instant of a span does not count",
         transport_class=_ExclusiveTransport,
         dispatcher_class=_ExclusiveDispatcher,
-        router_class=_ExclusiveRouter,
+        router_class=router_with(_ExclusiveForwarding),
         monitors_class=_ExclusiveMonitors,
     )
 
@@ -628,20 +642,20 @@ def notices_an_unreachable_instance_at_next_use() -> ReferenceImplementation:
     return _engine("notices a lost connection at its next use", chooser_class=_NoticesAtNextUse)
 
 
-class _TakesItsOwnAddressAtOnce(Router):
+class _TakesItsOwnAddressAtOnce(Transmission):
     """A route whose address resolves to this instance: the message is taken as arriving from outside (RTX-2)
     without going out over the network and back."""
 
     def _transmit(self, env: Envelope, at: Instance, address: str | None, inside: bool, home: str | None) -> None:
         target = self.by_address(address) if address else None
-        if target is at and not (inside and env.dialog in self.failed):
-            self.route(env, at, inside=False, home=None, via_transport=False)
+        if target is at and not (inside and env.dialog in self.transmitter.failed):
+            self.routing.route(env, at, inside=False, home=None, via_transport=False)
             return
         super()._transmit(env, at, address, inside, home)
 
 
 def takes_its_own_address_at_once() -> ReferenceImplementation:
-    return _engine("takes a route to its own address at once", router_class=_TakesItsOwnAddressAtOnce)
+    return _engine("takes a route to its own address at once", router_class=router_with(_TakesItsOwnAddressAtOnce))
 
 
 class _ThroughItsOwnDispatcher(FirstChooser):

@@ -10,12 +10,16 @@ from typing import Any
 from sbtck.engine import Broker, EngineParams
 from sbtck.engine.choosing import Chooser
 from sbtck.engine.dispatcher import Buffered, Dispatcher
+from sbtck.engine.forwarding import Forwarding
 from sbtck.engine.model import Envelope, Instance
 from sbtck.engine.periodic import SCHEDULE, Maintenance, Task, every
-from sbtck.engine.router import Router, Waiting
+from sbtck.engine.routing_attempt import Routing
+from sbtck.engine.transmission_queue import TransmissionQueue, Waiting
+from sbtck.engine.transmitter import Transmitter
 from sbtck.engine.transport import Transport
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import Kind
+from tests.variants.rooms import router_with
 
 
 def _implementation(name: str, **attrs: Any) -> ReferenceImplementation:
@@ -76,30 +80,31 @@ def stale_after_5_seconds() -> ReferenceImplementation:
 def forwarder_persists() -> ReferenceImplementation:
     """Keeps messages being forwarded in the transmission queue, and never deletes them."""
 
-    class PersistingRouter(Router):
+    class PersistingQueue(TransmissionQueue):
         def transmission_rows(self, forwarded: bool = False) -> list[dict[str, object]]:
             return [] if forwarded else super().transmission_rows() + super().transmission_rows(forwarded=True)
 
+    class Persisting(Forwarding):
         def forget_stale_forwarded(self) -> None:
             pass
 
-    return _implementation("forwarder_persists", router_class=PersistingRouter)
+    return _implementation("forwarder_persists", router_class=router_with(PersistingQueue, Persisting))
 
 
 def forwarded_deleted_a_moment_early() -> ReferenceImplementation:
     """Deletes a forwarded message a millisecond before its 60 seconds are up."""
 
-    class Early(Router):
+    class Early(Forwarding):
         def forget_stale_forwarded(self) -> None:
-            for waiting in [w for line in self.lines.values() for w in line if not w.inside]:
+            for waiting in [w for line in self.queue.lines.values() for w in line if not w.inside]:
                 waiting.received_ms -= 1  # as if each had come a millisecond sooner
             try:
                 super().forget_stale_forwarded()
             finally:
-                for waiting in [w for line in self.lines.values() for w in line if not w.inside]:
+                for waiting in [w for line in self.queue.lines.values() for w in line if not w.inside]:
                     waiting.received_ms += 1
 
-    return _implementation("forwarded_deleted_a_moment_early", router_class=Early)
+    return _implementation("forwarded_deleted_a_moment_early", router_class=router_with(Early))
 
 
 def held_since_its_last_matching() -> ReferenceImplementation:
@@ -109,20 +114,20 @@ def held_since_its_last_matching() -> ReferenceImplementation:
     its last matching.
     """
 
-    class Renewing(Router):
+    class Renewing(TransmissionQueue):
         def _wait(
             self, env: Envelope, at: Instance, inside: bool, home: str | None, status: str, address: str | None = None
         ) -> Waiting:
             self._retried = None  # every wait a fresh receipt
             return super()._wait(env, at, inside, home, status, address)
 
-    return _implementation("held_since_its_last_matching", router_class=Renewing)
+    return _implementation("held_since_its_last_matching", router_class=router_with(Renewing))
 
 
 def route_change_reclassifies_every_instance() -> ReferenceImplementation:
     """A route change in one instance reclassifies what every instance holds: a forwarder routes its messages again."""
 
-    class Everywhere(Router):
+    class Everywhere(Transmitter):
         def reclassify(self, instance: str) -> None:
             changed = self.metadata_changed.get(instance)
             super().reclassify(instance)
@@ -130,7 +135,7 @@ def route_change_reclassifies_every_instance() -> ReferenceImplementation:
                 if other != instance and changed is not None:
                     self.metadata_changed[other] = max(self.metadata_changed.get(other, 0), changed)
 
-    return _implementation("route_change_reclassifies_every_instance", router_class=Everywhere)
+    return _implementation("route_change_reclassifies_every_instance", router_class=router_with(Everywhere))
 
 
 def saves_the_line_when_its_first_is_due() -> ReferenceImplementation:
@@ -160,7 +165,7 @@ def deletes_what_follows_a_buffered_message() -> ReferenceImplementation:
 def local_delivery_through_the_dispatcher() -> ReferenceImplementation:
     """Hands a message delivered within its own instance to the dispatcher, as if it had crossed the transport."""
 
-    class Detour(Router):
+    class Detour(Routing):
         def _local(
             self,
             env: Envelope,
@@ -173,7 +178,7 @@ def local_delivery_through_the_dispatcher() -> ReferenceImplementation:
         ) -> None:
             super()._local(env, at, broker, home, True, again, chosen)
 
-    return _implementation("local_delivery_through_the_dispatcher", router_class=Detour)
+    return _implementation("local_delivery_through_the_dispatcher", router_class=router_with(Detour))
 
 
 def cleanup_resumed_for_every_database() -> ReferenceImplementation:
@@ -204,7 +209,7 @@ def no_broker_restart() -> ReferenceImplementation:
 def delivers_before_the_broker_starts() -> ReferenceImplementation:
     """Routing takes a database whose broker failed to start (PER-5C) as started: it gets messages all the same."""
 
-    class Started(Router):
+    class Started(Routing):
         def route(
             self, env: Envelope, at: Instance, *, inside: bool, home: str | None, via_transport: bool = False
         ) -> None:
@@ -217,7 +222,7 @@ def delivers_before_the_broker_starts() -> ReferenceImplementation:
                 for name, db in at.databases.items():
                     db.broker_started = started[name]
 
-    return _implementation("delivers_before_the_broker_starts", router_class=Started)
+    return _implementation("delivers_before_the_broker_starts", router_class=router_with(Started))
 
 
 def tries_suppressed_destinations() -> ReferenceImplementation:
@@ -323,13 +328,13 @@ def stale_from_sending() -> ReferenceImplementation:
 def forwarder_counts_from_sending() -> ReferenceImplementation:
     """Counts a forwarded message's 60 seconds from its SEND, not from when the forwarder received it."""
 
-    class FromSending(Router):
+    class FromSending(Forwarding):
         def forget_stale_forwarded(self) -> None:
-            held = [w for line in self.lines.values() for w in line if not w.inside]
+            held = [w for line in self.queue.lines.values() for w in line if not w.inside]
             with _as_if_received_when_sent(held, "received_ms"):
                 super().forget_stale_forwarded()
 
-    return _recording("forwarder_counts_from_sending", router_class=FromSending)
+    return _recording("forwarder_counts_from_sending", router_class=router_with(FromSending))
 
 
 def second_failure_suppresses_15() -> ReferenceImplementation:
@@ -355,12 +360,12 @@ def reclassifies_untouched_dialogs() -> ReferenceImplementation:
     """Reclassifies every waiting dialog at every 2nd notification, though nothing changed (PER-2B names the
     causes: "metadata changes, resource ... limitations and route expirations")."""
 
-    class Restless(Router):
+    class Restless(Transmitter):
         def reclassify(self, instance: str) -> None:
             self.metadata_changed[instance] = 2**62
             super().reclassify(instance)
 
-    return _implementation("reclassifies_untouched_dialogs", router_class=Restless)
+    return _implementation("reclassifies_untouched_dialogs", router_class=router_with(Restless))
 
 
 VARIANTS = [

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from sbtck.engine import Broker
 from sbtck.engine import routing as r
 from sbtck.engine.choosing import Chooser, LastChooser
 from sbtck.engine.context import command
+from sbtck.engine.forwarding import Forwarding
 from sbtck.engine.model import LOCAL, Conversation, Database, Envelope, Instance, Route
-from sbtck.engine.router import BEHIND, DELAYED, Router, Waiting
+from sbtck.engine.room import Room
+from sbtck.engine.routing_attempt import Routing
+from sbtck.engine.transmission import Transmission
+from sbtck.engine.transmission_queue import BEHIND, DELAYED, TransmissionQueue, Waiting
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import Kind
+from tests.variants.rooms import room, router_with
 
 
 def _implementation(name: str, **attrs: Any) -> ReferenceImplementation:
@@ -21,8 +26,9 @@ def _implementation(name: str, **attrs: Any) -> ReferenceImplementation:
     return ReferenceImplementation(broker_class=broker, name=f"wrong variant: {name}")
 
 
-def _router(name: str, **methods: Any) -> ReferenceImplementation:
-    return _implementation(name, router_class=type(f"{name}Router", (Router,), methods))
+def _router(name: str, base: type[Room], **methods: Any) -> ReferenceImplementation:
+    """A variant whose one room BASE, the room of the methods it gets wrong, takes METHODS."""
+    return _implementation(name, router_class=router_with(room(name, base, **methods)))
 
 
 def _steps_2_and_3_swapped(
@@ -64,7 +70,7 @@ def _step_1_for_any_service(
     return r.match(routes, service, broker, pending, has, chooser)
 
 
-def _msdb_for_everything(self: Router, at: Instance, inside: bool, home: str | None) -> tuple[str, dict[str, Route]]:
+def _msdb_for_everything(self: Routing, at: Instance, inside: bool, home: str | None) -> tuple[str, dict[str, Route]]:
     return "msdb.sys.routes", at.msdb_routes
 
 
@@ -90,71 +96,71 @@ def _step_3_for_any_service(
 
 def alive_at_the_end_of_its_lifetime() -> ReferenceImplementation:
     """Uses a route at the very instant its lifetime ends."""
-    return _router("alive_at_the_end_of_its_lifetime", live=staticmethod(_alive_at_the_end))
+    return _router("alive_at_the_end_of_its_lifetime", Routing, live=staticmethod(_alive_at_the_end))
 
 
 def step_1_for_any_service() -> ReferenceImplementation:
     """Step 1 takes routes naming the conversation's broker instance whatever service they are for."""
-    return _router("step_1_for_any_service", match=staticmethod(_step_1_for_any_service))
+    return _router("step_1_for_any_service", Routing, match=staticmethod(_step_1_for_any_service))
 
 
 def step_3_for_any_service() -> ReferenceImplementation:
     """Step 3 takes routes naming a broker instance whatever service they are for."""
-    return _router("step_3_for_any_service", match=staticmethod(_step_3_for_any_service))
+    return _router("step_3_for_any_service", Routing, match=staticmethod(_step_3_for_any_service))
 
 
 def steps_2_and_3_swapped() -> ReferenceImplementation:
-    return _router("steps_2_and_3_swapped", match=staticmethod(_steps_2_and_3_swapped))
+    return _router("steps_2_and_3_swapped", Routing, match=staticmethod(_steps_2_and_3_swapped))
 
 
 def expired_routes_used() -> ReferenceImplementation:
-    return _router("expired_routes_used", live=staticmethod(_every_route_lives))
+    return _router("expired_routes_used", Routing, live=staticmethod(_every_route_lives))
 
 
 def network_before_mirror() -> ReferenceImplementation:
-    return _router("network_before_mirror", choose=staticmethod(_network_before_mirror))
+    return _router("network_before_mirror", Routing, choose=staticmethod(_network_before_mirror))
 
 
 def local_without_service() -> ReferenceImplementation:
-    return _router("local_without_service", choose=staticmethod(_local_without_service))
+    return _router("local_without_service", Routing, choose=staticmethod(_local_without_service))
 
 
 def forwarding_off_ignored() -> ReferenceImplementation:
-    return _router("forwarding_off_ignored", may_leave=lambda self, at, inside: True)
+    return _router("forwarding_off_ignored", Forwarding, may_leave=lambda self, at, inside: True)
 
 
 def hop_limit_ignored() -> ReferenceImplementation:
-    return _router("hop_limit_ignored", hop_limit_reached=lambda self, env: env.hops > 50)
+    return _router("hop_limit_ignored", Forwarding, hop_limit_reached=lambda self, env: env.hops > 50)
 
 
 def partner_without_claim() -> ReferenceImplementation:
     """Treats any partner that answers at all as the principal."""
 
-    def claims(self: Router, address: str, route: Route, env: Envelope) -> str:
+    def claims(self: Transmission, address: str, route: Route, env: Envelope) -> str:
         target = self.by_address(address)
         return "principal" if target is not None and target.reachable else "unreachable"
 
-    return _router("partner_without_claim", claims_principal=claims)
+    return _router("partner_without_claim", Transmission, claims_principal=claims)
 
 
 def principal_for_any_broker_instance() -> ReferenceImplementation:
     """A partner claims the role if it is principal for any database, whatever broker instance is named."""
 
-    def claims(self: Router, address: str, route: Route, env: Envelope) -> str:
+    def claims(self: Transmission, address: str, route: Route, env: Envelope) -> str:
         target = self.by_address(address)
         if target is None or not target.reachable:
             return "unreachable"
         roles = [db.mirroring_role for db in target.databases.values()]
         return "principal" if any(role in ("principal", None) for role in roles) else "not principal"
 
-    return _router("principal_for_any_broker_instance", claims_principal=claims)
+    return _router("principal_for_any_broker_instance", Transmission, claims_principal=claims)
 
 
 def principal_by_service_alone() -> ReferenceImplementation:
     """A route that names no broker instance makes a partner claim the role for any database holding the service,
     whatever broker instance the conversation names."""
 
-    def claims(self: Router, address: str, route: Route, env: Envelope) -> str:
+    def claims(self: Transmission, address: str, route: Route, env: Envelope) -> str:
         target = self.by_address(address)
         if target is None or not target.reachable:
             return "unreachable"
@@ -165,7 +171,7 @@ def principal_by_service_alone() -> ReferenceImplementation:
                 return "principal"
         return "not principal"
 
-    return _router("principal_by_service_alone", claims_principal=claims)
+    return _router("principal_by_service_alone", Transmission, claims_principal=claims)
 
 
 class _AnswerKeepsTheRequest(Broker):
@@ -200,59 +206,60 @@ def alter_forgets_the_lifetime() -> ReferenceImplementation:
 def never_asks_a_lost_principal_again() -> ReferenceImplementation:
     """Once an address has lost the role it is never asked again, so a failback is never followed."""
 
-    def after_losing(self: Router, pair: list[str], known: str) -> list[str]:
+    def after_losing(self: Transmission, pair: list[str], known: str) -> list[str]:
         lost: set[str] = self.__dict__.setdefault("ever_lost", set())
         lost.add(known)
         return [a for a in pair if a not in lost]
 
-    return _router("never_asks_a_lost_principal_again", after_losing=after_losing)
+    return _router("never_asks_a_lost_principal_again", Transmission, after_losing=after_losing)
 
 
 def behind_a_delayed_message_forgotten() -> ReferenceImplementation:
     """Retries only the delayed message itself: the messages queued behind it never follow."""
 
-    def retry(self: Router, waiting: Waiting) -> None:
+    def retry(self: TransmissionQueue, waiting: Waiting) -> None:
         line = self.lines.get((waiting.envelope.dialog, waiting.envelope.from_target), [])
         if line and line[0] is waiting:
             line.pop(0)
-            self.route(waiting.envelope, self.instances[waiting.instance], inside=waiting.inside, home=waiting.home)
+            place = self.instances[waiting.instance]
+            self.routing.route(waiting.envelope, place, inside=waiting.inside, home=waiting.home)
 
-    return _router("behind_a_delayed_message_forgotten", _retry=retry)
+    return _router("behind_a_delayed_message_forgotten", TransmissionQueue, _retry=retry)
 
 
 def later_messages_pass_a_delayed_one() -> ReferenceImplementation:
     """A message SENT while an earlier one of its conversation is delayed is routed at once, not queued behind it,
     so it can arrive first (the stage found an outside broker delivering a delayed conversation as [1, 2, 3, 0])."""
 
-    def submit(self: Router, env: Envelope, origin: Instance, home: str) -> None:
+    def submit(self: TransmissionQueue, env: Envelope, origin: Instance, home: str) -> None:
         line = self.lines.get((env.dialog, env.from_target))
         if line and line[0].status != DELAYED:
             self._wait(env, origin, True, home, BEHIND)
             return
-        self.route(env, origin, inside=True, home=home)
+        self.routing.route(env, origin, inside=True, home=home)
 
-    return _router("later_messages_pass_a_delayed_one", submit=submit)
+    return _router("later_messages_pass_a_delayed_one", TransmissionQueue, submit=submit)
 
 
 def forwarder_fails_on_a_held_message() -> ReferenceImplementation:
     """Fails when it tries again to send a message it holds for another instance: the crash the stage found in an
     outside forwarder. No scenario can fail it, since it answers nothing wrong: it stops answering (CRASHES)."""
 
-    def retry(self: Router, waiting: Waiting) -> None:
+    def retry(self: TransmissionQueue, waiting: Waiting) -> None:
         if not waiting.inside:
             raise RuntimeError(f"the forwarder failed on {waiting.envelope.dialog}, a message it holds")
-        Router._retry(self, waiting)
+        TransmissionQueue._retry(self, waiting)
 
-    return _router("forwarder_fails_on_a_held_message", _retry=retry)
+    return _router("forwarder_fails_on_a_held_message", TransmissionQueue, _retry=retry)
 
 
 def transmission_queue_always_empty() -> ReferenceImplementation:
     """sys.transmission_queue never lists the messages that wait in it (the forwarder's memory is shown right)."""
 
-    def rows(self: Router, forwarded: bool = False) -> list[dict[str, object]]:
-        return Router.transmission_rows(self, forwarded=True) if forwarded else []
+    def rows(self: TransmissionQueue, forwarded: bool = False) -> list[dict[str, object]]:
+        return TransmissionQueue.transmission_rows(self, forwarded=True) if forwarded else []
 
-    return _router("transmission_queue_always_empty", transmission_rows=rows)
+    return _router("transmission_queue_always_empty", TransmissionQueue, transmission_rows=rows)
 
 
 def every_reply_numbered_0() -> ReferenceImplementation:
@@ -273,19 +280,19 @@ def pinning_ignored() -> ReferenceImplementation:
 
 
 def msdb_for_local_conversations() -> ReferenceImplementation:
-    return _router("msdb_for_local_conversations", table_for=_msdb_for_everything)
+    return _router("msdb_for_local_conversations", Routing, table_for=_msdb_for_everything)
 
 
 def locate_ignores_broker_instance() -> ReferenceImplementation:
-    return _router("locate_ignores_broker_instance", locate=staticmethod(_ignores_broker))
+    return _router("locate_ignores_broker_instance", Routing, locate=staticmethod(_ignores_broker))
 
 
 def never_retries_delayed() -> ReferenceImplementation:
-    def delay(self: Router, env: Envelope, at: Instance, inside: bool, home: str | None, why: str) -> None:
+    def delay(self: Routing, env: Envelope, at: Instance, inside: bool, home: str | None, why: str) -> None:
         self._emit(Kind.CONVERSATION_DELAYED, at, env, {"step": why})
-        self._wait(env, at, inside, home, "delayed")
+        self.queue._wait(env, at, inside, home, "delayed")
 
-    return _router("never_retries_delayed", _delay=delay)
+    return _router("never_retries_delayed", Routing, _delay=delay)
 
 
 def last_choices() -> ReferenceImplementation:
@@ -317,8 +324,8 @@ def answer_rematches_at_once() -> ReferenceImplementation:
             self, at_ms: int, instance: str, database: str | None, route: dict[str, Any]
         ) -> None:
             super().answer_routing_request(at_ms, instance, database, route)
-            for head in self.router.heads(DELAYED):
-                self.router._retry(head)
+            for head in self.router.queue.heads(DELAYED):
+                self.router.queue._retry(head)
             self.clock.run_pending()
 
     return ReferenceImplementation(broker_class=Eager, name="wrong variant: answer_rematches_at_once")
@@ -336,7 +343,9 @@ def _step_3_keeps_every_broker_instance(
 
 def step_3_keeps_every_broker_instance() -> ReferenceImplementation:
     """Picks a broker instance at step 3, then keeps the routes of every broker instance as candidates."""
-    return _router("step_3_keeps_every_broker_instance", match=staticmethod(_step_3_keeps_every_broker_instance))
+    return _router(
+        "step_3_keeps_every_broker_instance", Routing, match=staticmethod(_step_3_keeps_every_broker_instance)
+    )
 
 
 def _case_blind(
@@ -353,7 +362,7 @@ def _case_blind(
 
 def service_names_matched_without_case() -> ReferenceImplementation:
     """Matches a route's service name to the conversation's whatever their case."""
-    return _router("service_names_matched_without_case", match=staticmethod(_case_blind))
+    return _router("service_names_matched_without_case", Routing, match=staticmethod(_case_blind))
 
 
 def _catch_all_with_a_broker_instance(
@@ -368,7 +377,7 @@ def _catch_all_with_a_broker_instance(
 
 def catch_all_with_a_broker_instance() -> ReferenceImplementation:
     """Takes a route that names a broker instance but no service as a catch-all at step 5."""
-    return _router("catch_all_with_a_broker_instance", match=staticmethod(_catch_all_with_a_broker_instance))
+    return _router("catch_all_with_a_broker_instance", Routing, match=staticmethod(_catch_all_with_a_broker_instance))
 
 
 def _step_3_despite_the_broker_instance(
@@ -383,7 +392,9 @@ def _step_3_despite_the_broker_instance(
 
 def step_3_despite_the_broker_instance() -> ReferenceImplementation:
     """Applies step 3 to a conversation that names a broker instance."""
-    return _router("step_3_despite_the_broker_instance", match=staticmethod(_step_3_despite_the_broker_instance))
+    return _router(
+        "step_3_despite_the_broker_instance", Routing, match=staticmethod(_step_3_despite_the_broker_instance)
+    )
 
 
 def _local_before_mirror_where_held(routes: list[Route], has: bool, chooser: Chooser) -> r.Choice | None:
@@ -395,19 +406,13 @@ def _local_before_mirror_where_held(routes: list[Route], has: bool, chooser: Cho
 
 def local_before_mirror_where_held() -> ReferenceImplementation:
     """Chooses a LOCAL route before a mirrored one when this instance holds the service."""
-    return _router("local_before_mirror_where_held", choose=staticmethod(_local_before_mirror_where_held))
+    return _router("local_before_mirror_where_held", Routing, choose=staticmethod(_local_before_mirror_where_held))
 
 
 def hops_counted_by_each_forwarder() -> ReferenceImplementation:
     """Each forwarder counts only the times it forwarded a message itself, not how often it was forwarded."""
 
-    class PerForwarder(Router):
-        def route(
-            self, env: Envelope, at: Instance, *, inside: bool, home: str | None, via_transport: bool = False
-        ) -> None:
-            self.__dict__["here"] = at.name
-            super().route(env, at, inside=inside, home=home, via_transport=via_transport)
-
+    class PerForwarder(Forwarding):
         def _counts(self) -> dict[tuple[object, ...], int]:
             counts: dict[tuple[object, ...], int] = self.__dict__.setdefault("forwarded_here", {})
             return counts
@@ -419,18 +424,28 @@ def hops_counted_by_each_forwarder() -> ReferenceImplementation:
             here = self._counts().get(self._place(env, self.__dict__.get("here", "")), 0)
             return here + 1 > self.params.forward_hop_limit
 
+    class NotesWhere(Routing):
+        def route(
+            self, env: Envelope, at: Instance, *, inside: bool, home: str | None, via_transport: bool = False
+        ) -> None:
+            self.forwarding.__dict__["here"] = at.name
+            super().route(env, at, inside=inside, home=home, via_transport=via_transport)
+
+    class CountsHere(Transmission):
         def _transmit(self, env: Envelope, at: Instance, address: str | None, inside: bool, home: str | None) -> None:
             if inside:
                 super()._transmit(env, at, address, inside, home)
                 return
-            place = self._place(env, at.name)
-            env.hops = self._counts().get(place, 0)
+            forwarder = cast(PerForwarder, self.forwarding)
+            place = forwarder._place(env, at.name)
+            env.hops = forwarder._counts().get(place, 0)
             target = self.by_address(address) if address else None
             if target is not None and address is not None and self.transport.ready(at.name, address):
-                self._counts()[place] = env.hops + 1  # before it goes on: the next forwarder may route it at once
+                forwarder._counts()[place] = env.hops + 1  # before it goes on: the next forwarder may route it at once
             super()._transmit(env, at, address, inside, home)
 
-    return _implementation("hops_counted_by_each_forwarder", router_class=PerForwarder)
+    router = router_with(PerForwarder, NotesWhere, CountsHere)
+    return _implementation("hops_counted_by_each_forwarder", router_class=router)
 
 
 VARIANTS = [

@@ -18,10 +18,11 @@ import pytest
 
 from sbtck.engine import Broker
 from sbtck.engine.choosing import Addresses, FirstChooser
-from sbtck.engine.router import Router
+from sbtck.engine.routing_attempt import Routing
 from sbtck.iut.reference import ReferenceImplementation, reference
 from sbtck.workloads.generate import GENERATOR_VERSION, generate
 from sbtck.workloads.trace import run
+from tests.variants.rooms import router_with
 
 PINNED = Path(__file__).with_name("trace_hashes.json")
 # capabilities -> seeds; "" draws within every capability
@@ -67,7 +68,7 @@ class _Forgets(dict):  # type: ignore[type-arg]
         pass
 
 
-class _MatchesEveryTime(Router):
+class _MatchesEveryTime(Routing):
     """Routes every message from scratch: what the router would do without the decisions it keeps."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -94,7 +95,7 @@ def test_the_decisions_the_router_keeps_change_no_trace(chooser: type[FirstChoos
     The worlds create, alter and drop routes, give them lifetimes, answer routing requests and fail over
     mirrors, so each way a kept decision stops holding is met; the 60-conversation worlds route for minutes.
     """
-    fresh = type("MatchesEveryTime", (Broker,), {"router_class": _MatchesEveryTime})
+    fresh = type("MatchesEveryTime", (Broker,), {"router_class": router_with(_MatchesEveryTime)})
     worlds = [generate(seed) for seed in range(40)]
     worlds += [generate(seed, capabilities=["routing"]) for seed in range(20)]
     worlds += [generate(seed, LONG_CONVERSATIONS) for seed in LONG_SEEDS]
