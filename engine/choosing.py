@@ -125,8 +125,9 @@ ROUTED_AGAIN, PAIR_ASKED_AGAIN = "routed again", "its pair asked again"
 # or the target's instance, where no route matched it yet; or its origin's own, handled there as from outside
 # (RTX-2)) is held at its origin behind it, or routed and sent on:
 # the routing document marks "the conversation" delayed where matching found no route, and no document says that
-# an instance the conversation passed through on its way holds its later messages for it (one reading for a whole
-# run: held, the reference's first)
+# an instance the conversation passed through on its way holds its later messages for it, or sends them on to wait
+# behind it where it waits: no document says, so it is asked of each such message (a broker may hold behind one
+# waiting at its own instance, RTX-2, and send on past one at another), the reference's first held
 HELD_ELSEWHERE = "held_elsewhere"
 HELD_AT_ITS_ORIGIN, SENT_ON = "held at its origin", "routed and sent on"
 # and whether a message arriving from outside where an earlier message of its conversation waits (delayed, or for
@@ -204,12 +205,12 @@ READINGS = frozenset(
         FORWARD_SPAN,
         QUIET_SPAN,
         PRINCIPAL_RETRY,
-        HELD_ELSEWHERE,
     }
 )
 # the kinds whose options are offered in the reference's order of preference, not compared by name
 OFFERED_IN_ORDER = READINGS | {
     GROUP,
+    HELD_ELSEWHERE,
     WAITER,
     RECLASSIFIED,
     RECLASSIFIED_NEXT,

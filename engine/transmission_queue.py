@@ -21,7 +21,6 @@ from sbtck.engine.choosing import (
     SENT_ON,
     WAITS_BEHIND_IT,
     WAITS_FOR_ITS_TIME_OUT,
-    Reading,
 )
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
@@ -83,7 +82,10 @@ class TransmissionQueue(Room):
         self.lines: dict[tuple[str, bool], list[Waiting]] = {}
         # the order of each wait and route change: a dialog waiting since before a change is touched by it
         self._order = 0
-        self.held_elsewhere = Reading(HELD_ELSEWHERE, HELD_AT_ITS_ORIGIN, SENT_ON)
+        # has any message been sent on past one held elsewhere (HELD_ELSEWHERE)? Then a line may hold its
+        # conversation's waits at several instances, each instance's first routed on its own; until then only a
+        # line's first is ever routed (the reference, which holds every such message, never leaves that)
+        self.any_sent_on = False
         self._retry_at = 0  # where in its line the wait being retried stood: waiting again, it stands there again
         # the waits routed again by their time-out at this instant, by instant: a notification at the same instant
         # may come before them (TIME_OUT_AND_NOTIFICATION)
@@ -107,17 +109,23 @@ class TransmissionQueue(Room):
             return
         # held here: behind one in this instance's transmission queue, not one handled here as from outside (RTX-2)
         here = any(w.place == (origin.name, True) for w in line)
-        if not here and self.held_elsewhere.taken is None:
-            self._about(env, origin.name, HELD_ELSEWHERE)  # the reading is asked here: of this message, now
-        if here or self.held_elsewhere.of(self.chooser) != SENT_ON:
+        if here or not self._sends_on(env, origin.name):
             self._wait(env, origin, True, home, BEHIND)
             return
         self.routing.route(env, origin, inside=True, home=home)
 
+    def _sends_on(self, env: Envelope, instance: str) -> bool:
+        """HELD_ELSEWHERE, asked of ENV at INSTANCE now: is it routed and sent on past the earlier message of its
+        conversation that waits at another place only, rather than held here for it?"""
+        self._about(env, instance, HELD_ELSEWHERE)
+        if self.chooser.choose(HELD_ELSEWHERE, [HELD_AT_ITS_ORIGIN, SENT_ON]) != SENT_ON:
+            return False
+        self.any_sent_on = True
+        return True
+
     def _sent_on(self) -> bool:
-        """HELD_ELSEWHERE read as SENT_ON: a line may hold a conversation's waits at several instances, each
-        instance's first routed on its own (otherwise only a line's first is ever routed)."""
-        return self.held_elsewhere.taken == SENT_ON
+        """Has any message been sent on past one held elsewhere, so that a line may wait at several places?"""
+        return self.any_sent_on
 
     def _follows_at_once(self, nxt: Waiting) -> bool:
         """AHEAD_GOES_ON: a message delayed by its own matching behind the one that went on follows it at once, or
@@ -133,9 +141,7 @@ class TransmissionQueue(Room):
         held = next((w for w in line[start:] if w.place == gone.place), None)
         if held is None or held.status != BEHIND or not held.inside:
             return None
-        if self.held_elsewhere.taken is None:
-            self._about(held.envelope, held.instance, HELD_ELSEWHERE)
-        return held if self.held_elsewhere.of(self.chooser) == SENT_ON else None
+        return held if self._sends_on(held.envelope, held.instance) else None
 
     def _follows(self, gone: Waiting, nxt: Waiting) -> bool:
         """Does NXT, next in line, follow GONE at once? Where the line holds one instance's waits and those held
