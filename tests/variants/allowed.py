@@ -62,7 +62,7 @@ from sbtck.engine.model import Database, Envelope, Instance, Route
 from sbtck.engine.receiving import Receiving, Wait
 from sbtck.engine.routing_attempt import Routing
 from sbtck.engine.transmission import Transmission
-from sbtck.engine.transmission_queue import CONNECTING, DELAYED, FAILED, NO_PRINCIPAL, Waiting
+from sbtck.engine.transmission_queue import CONNECTING, DELAYED, FAILED, NO_PRINCIPAL, TransmissionQueue, Waiting
 from sbtck.engine.transmitter import Transmitter
 from sbtck.engine.transport import Link, NotifiedTransport, Transport
 from sbtck.iut.reference import ReferenceImplementation
@@ -314,6 +314,7 @@ ALLOWED = [
     "resumes_a_failed_dialog_waiting_otherwise",
     "a_group_with_a_mirrored_member_is_mirrored",
     "sends_on_past_a_message_held_elsewhere",
+    "holds_behind_its_own_instance_and_sends_on_past_another",
     "follows_a_deleted_message_at_once",
     "sends_on_and_matches_each_arrival_on_its_own",
     "retries_each_delayed_arrival_on_its_own",
@@ -738,6 +739,27 @@ def sends_on_past_a_message_held_elsewhere() -> ReferenceImplementation:
     """A message SENT while an earlier one of its conversation waits at another instance only is routed and sent
     on; it waits behind that message where it finds it waiting."""
     return _engine("sends on past a message held elsewhere", chooser_class=_SendsOnPastAMessageHeldElsewhere)
+
+
+class _HoldsOnlyBehindItsOwnInstance(TransmissionQueue):
+    def _sends_on(self, env: Envelope, instance: str) -> bool:
+        # held where the earlier message waits at this very instance (handled as from outside, RTX-2); sent on
+        # past one at another instance: the reading is the broker's, message by message
+        line = self.lines.get((env.dialog, env.from_target), [])
+        if any(w.place == (instance, False) for w in line):
+            return False
+        self.any_sent_on = True
+        return True
+
+
+def holds_behind_its_own_instance_and_sends_on_past_another() -> ReferenceImplementation:
+    """HELD_ELSEWHERE taken message by message: a message SENT while an earlier one of its conversation waits at
+    this instance as from outside (RTX-2) is held behind it; one SENT while it waits at another instance only is
+    routed and sent on to wait behind it there."""
+    return _engine(
+        "holds behind its own instance, sends on past another",
+        router_class=router_with(_HoldsOnlyBehindItsOwnInstance),
+    )
 
 
 class _FollowsADeletedMessageAtOnce(FirstChooser):
