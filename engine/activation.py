@@ -23,9 +23,12 @@ from sbtck.engine.choosing import (
     ENDS_WITH_IT,
     LOOK_FIRST,
     NEXT_READER,
+    NOTIFICATION_AND_RECEIVE,
+    NOTIFIED_FIRST,
     ONCE_SETTLED,
     QUIET_SPAN,
     READER_FIRST,
+    RECEIVED_FIRST,
     RUNS_OUT,
     STEP_FIRST,
     STEP_ORDER,
@@ -81,6 +84,9 @@ class ActivatedTask:
     after_the_others: bool = False
     # started, its first RECEIVE not yet issued: a monitor looking at the trigger can see it so
     starting: bool = True
+    # its first RECEIVE came before the notification the look that started it raised (NOTIFICATION_AND_RECEIVE),
+    # and so ends none of that notification's time-out
+    before_the_notification: bool = False
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -110,6 +116,8 @@ class QueueMonitors:
         self.last_empty: dict[QueueRef, int] = {}  # per queue, its last empty result, with or without a monitor
         self.monitors: dict[QueueRef, QueueMonitor] = {}
         self.tasks: dict[QueueRef, list[ActivatedTask]] = {key: [] for key in ctx.queues}
+        # a procedure's first RECEIVE that came before its look's notification is being issued (ends no time-out)
+        self._sparing = False
         self._ordinals: dict[QueueRef, int] = {key: 0 for key in ctx.queues}
 
     # ------------------------------------------------------------ existence
@@ -242,9 +250,10 @@ class QueueMonitors:
         self.log.add(
             {"rule": reason, "trigger": trigger, **queue.key.fields(), "at_ms": now, "kind": Kind.ACTIVATION_NECESSARY}
         )
+        started: ActivatedTask | None = None
         if self.internal(queue):
             if self.internal_occurs(queue):
-                self.start_procedure(queue, monitor)
+                started = self.start_procedure(queue, monitor)
             else:
                 self.log.add(
                     {
@@ -257,6 +266,8 @@ class QueueMonitors:
         if queue.notifications:
             if self.external_occurs(monitor):
                 self.notify(queue, monitor)
+                if started is not None and started.procedure.receives:
+                    started.before_the_notification = self._received_first(started)
             else:
                 self.log.add(
                     {
@@ -266,6 +277,11 @@ class QueueMonitors:
                         "kind": Kind.ACTIVATION_WITHHELD,
                     }
                 )
+
+    def _received_first(self, task: ActivatedTask) -> bool:
+        """NOTIFICATION_AND_RECEIVE, asked where one look started TASK and raised the queue's notification."""
+        self.chooser.about(task.key.instance, {"session": task.session.name, "at_ms": self.clock.now_ms})
+        return self.chooser.choose(NOTIFICATION_AND_RECEIVE, [NOTIFIED_FIRST, RECEIVED_FIRST]) == RECEIVED_FIRST
 
     def notify(self, queue: Queue, monitor: QueueMonitor) -> None:
         now = self.clock.now_ms
@@ -291,7 +307,7 @@ class QueueMonitors:
         self.evaluate(queue, TIME_OUT)
 
     # ----------------------------------------------------------- procedures
-    def start_procedure(self, queue: Queue, monitor: QueueMonitor) -> None:
+    def start_procedure(self, queue: Queue, monitor: QueueMonitor) -> ActivatedTask:
         name = queue.activation.procedure_name or ""
         self._ordinals[queue.key] += 1
         ordinal = self._ordinals[queue.key]
@@ -310,6 +326,7 @@ class QueueMonitors:
             }
         )
         self.clock.soon(lambda: self._next_receive(task))
+        return task
 
     def _running(self, task: ActivatedTask) -> bool:
         return task in self.tasks[task.key]
@@ -319,13 +336,17 @@ class QueueMonitors:
         if not self._running(task) or not task.procedure.receives:
             return
         self.receiving.begin(task.session)
-        self.receiving.receive(
-            task.session,
-            task.key,
-            top=task.procedure.receive_top,
-            waitfor_ms=task.procedure.waitfor_ms,
-            on_result=lambda rows, group: self._received(task, rows),
-        )
+        self._sparing, task.before_the_notification = task.before_the_notification, False
+        try:
+            self.receiving.receive(
+                task.session,
+                task.key,
+                top=task.procedure.receive_top,
+                waitfor_ms=task.procedure.waitfor_ms,
+                on_result=lambda rows, group: self._received(task, rows),
+            )
+        finally:
+            self._sparing = False
 
     def _received(self, task: ActivatedTask, rows: list[Message]) -> None:
         if not rows:
@@ -423,7 +444,7 @@ class QueueMonitors:
     def receive_called(self, queue: Queue) -> None:
         """ACT-13: an application calling RECEIVE ends the notification's time-out."""
         monitor = self.monitors.get(queue.key)
-        if monitor is not None and monitor.notified_until_ms is not None:
+        if monitor is not None and monitor.notified_until_ms is not None and not self._sparing:
             monitor.cancel_time_out()
             monitor.notified_until_ms = None
 

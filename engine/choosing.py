@@ -177,6 +177,13 @@ AS_DUE, AFTER_THE_OTHERS = "as due", "after the other steps of its instant"
 # and queue (the options in the reference's order of preference: the step first)
 TIMER_AND_STEP = "timer_and_step"
 STEP_FIRST, TIMER_FIRST = "the procedure's step first", "the timer notification's look first"
+# where one look both starts a queue's activation procedure and raises its QUEUE_ACTIVATION notification (a queue
+# with STATUS = ON and an event notification), which comes first at that instant: the notification, whose time-out
+# the procedure's first RECEIVE then ends ("Once an application calls RECEIVE on the queue"), or the procedure's
+# first RECEIVE, so that the time-out begun after it runs on. The documents order neither. Asked of each such look
+# (the reference's first: the notification)
+NOTIFICATION_AND_RECEIVE = "notification_and_first_receive"
+NOTIFIED_FIRST, RECEIVED_FIRST = "the notification first", "the procedure's first RECEIVE first"
 # whether a group of identical routes (RTC-0: alike in broker instance, service name and address, mirror address
 # aside) "specifies a mirror address" (RTC-1) when only some of its members do: the documents do not say. As the
 # member that names it by default (the first by name, the reference's pick), or as any member that specifies one,
@@ -218,6 +225,7 @@ OFFERED_IN_ORDER = READINGS | {
     TIMER_AND_STEP,
     ARRIVAL_LOOK,
     STEP_ORDER,
+    NOTIFICATION_AND_RECEIVE,
     MIXED_GROUP,
     BEHIND_A_DELETED,
     ARRIVES_BEHIND,
