@@ -39,11 +39,13 @@ from sbtck.engine.choosing import (
     NEXT_READER,
     NOT_A_RECEIVE,
     NOT_REPORTED,
+    NOTIFICATION_AND_RECEIVE,
     NOTIFICATION_FIRST,
     OWN_ADDRESS,
     PAIR_ASKED_AGAIN,
     PRINCIPAL_RETRY,
     READER_FIRST,
+    RECEIVED_FIRST,
     RETRIED_BEHIND,
     SENT_ON,
     STEP_ORDER,
@@ -323,6 +325,7 @@ ALLOWED = [
     "chooses_again_past_an_unreported_local_route",
     "lets_a_waiting_reader_take_an_arrival_before_it_looks",
     "looks_at_the_trigger_taking_an_instants_steps_in_another_order",
+    "receives_before_the_notification_of_its_look",
 ]
 
 
@@ -718,6 +721,19 @@ class _TimerBeforeTheStep(FirstChooser):
 def looks_at_the_timer_before_a_step() -> ReferenceImplementation:
     """A timer notification and an activated procedure's step of one instant: the monitor's look comes first."""
     return _engine("a timer notification's look before a procedure's step", chooser_class=_TimerBeforeTheStep)
+
+
+class _ReceivesBeforeItsNotification(FirstChooser):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return RECEIVED_FIRST if kind == NOTIFICATION_AND_RECEIVE else super().choose(kind, options, addresses)
+
+
+def receives_before_the_notification_of_its_look() -> ReferenceImplementation:
+    """One look starts a queue's procedure and raises its QUEUE_ACTIVATION notification: the procedure's first
+    RECEIVE comes first, so the notification's time-out, begun after it, runs on."""
+    return _engine(
+        "the procedure's first RECEIVE before its look's notification", chooser_class=_ReceivesBeforeItsNotification
+    )
 
 
 class _AnyMirroredMemberMirrors(FirstChooser):
