@@ -121,6 +121,12 @@ REPORTED_FIRST, NOT_REPORTED = "reported as chosen first", "not reported"
 # while the route it chose stands (one reading for a whole run, the reference's first)
 PRINCIPAL_RETRY = "principal_retry"
 ROUTED_AGAIN, PAIR_ASKED_AGAIN = "routed again", "its pair asked again"
+# whether a mirrored route keeps the principal it learnt once that principal is lost (RTR-4), taking it for the
+# principal still, to be found lost again at the next message or retry, or forgets it, so that both addresses are
+# asked anew as at first use (RTR-2): RTR-5 retries "o endereço da principal e o endereço do parceiro" and says no
+# more of what the route remembers (one reading for a whole run, the reference's first: kept)
+LOST_PRINCIPAL = "lost_principal"
+KEPT, FORGOTTEN = "kept until the partner claims the role", "forgotten"
 # whether a message SENT while an earlier message of its conversation waits at another instance only (a forwarder
 # or the target's instance, where no route matched it yet; or its origin's own, handled there as from outside
 # (RTX-2)) is held at its origin behind it, or routed and sent on:
@@ -212,6 +218,7 @@ READINGS = frozenset(
         FORWARD_SPAN,
         QUIET_SPAN,
         PRINCIPAL_RETRY,
+        LOST_PRINCIPAL,
     }
 )
 # the kinds whose options are offered in the reference's order of preference, not compared by name

@@ -10,6 +10,9 @@ from sbtck import catalogue
 from sbtck.engine.choosing import (
     AT_ONCE_FROM_OUTSIDE,
     AT_ONCE_THROUGH_THE_DISPATCHER,
+    FORGOTTEN,
+    KEPT,
+    LOST_PRINCIPAL,
     LOST_PRINCIPAL_TOO,
     OVER_THE_NETWORK,
     OWN_ADDRESS,
@@ -46,6 +49,7 @@ class Transmission(Room):
         self.lost: dict[tuple[str, bool, int], bool] = {}
         self.own_address = Reading(OWN_ADDRESS, OVER_THE_NETWORK, AT_ONCE_FROM_OUTSIDE, AT_ONCE_THROUGH_THE_DISPATCHER)
         self.principal_retry = Reading(PRINCIPAL_RETRY, ROUTED_AGAIN, PAIR_ASKED_AGAIN)
+        self.lost_principal = Reading(LOST_PRINCIPAL, KEPT, FORGOTTEN)
         self.principals: dict[tuple[str, str], str] = {}
         # the mirrored route each message waiting for its principal chose, by its wait's order
         self.awaiting_principal: dict[int, Route] = {}
@@ -151,6 +155,8 @@ class Transmission(Room):
                 env,
                 {"route": route.name, "address": known, "answer": self.claims_principal(known, route, env)},
             )
+            if self.lost_principal.of(self.chooser) == FORGOTTEN:
+                del self.principals[key]  # the next message or retry asks both, as at first use
         # RTR-2: the first time, both addresses are asked; afterwards only the partner (RTR-4: the principal lost,
         # the message goes to the partner once it claims the role, and waits until one does)
         claiming = [address for address in to_ask if self._probe(at, env, route, address)]
