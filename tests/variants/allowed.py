@@ -30,10 +30,12 @@ from sbtck.engine.choosing import (
     CHECK_MOMENT,
     CHOSEN_AGAIN,
     FOLLOWS_AT_ONCE,
+    FORGOTTEN,
     GCG_READING,
     HELD_ELSEWHERE,
     LOCAL_MISS,
     LOCAL_PASSED_OVER,
+    LOST_PRINCIPAL,
     MATCHED_ON_ITS_OWN,
     MIXED_GROUP,
     NEXT_READER,
@@ -326,6 +328,7 @@ ALLOWED = [
     "lets_a_waiting_reader_take_an_arrival_before_it_looks",
     "looks_at_the_trigger_taking_an_instants_steps_in_another_order",
     "receives_before_the_notification_of_its_look",
+    "forgets_a_lost_principal",
 ]
 
 
@@ -734,6 +737,17 @@ def receives_before_the_notification_of_its_look() -> ReferenceImplementation:
     return _engine(
         "the procedure's first RECEIVE before its look's notification", chooser_class=_ReceivesBeforeItsNotification
     )
+
+
+class _ForgetsALostPrincipal(FirstChooser):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return FORGOTTEN if kind == LOST_PRINCIPAL else super().choose(kind, options, addresses)
+
+
+def forgets_a_lost_principal() -> ReferenceImplementation:
+    """A mirrored route whose principal is lost (RTR-4) forgets it: its next message or retry asks both addresses
+    anew, as at first use, instead of taking the lost one for the principal until the partner claims the role."""
+    return _engine("forgets a lost principal", chooser_class=_ForgetsALostPrincipal)
 
 
 class _AnyMirroredMemberMirrors(FirstChooser):
