@@ -14,8 +14,10 @@ from sbtck.contract import QueueRef
 from sbtck.engine.choosing import (
     A_WAITING_READER,
     AFTER_THE_OTHERS,
+    AFTER_THE_WAITFORS,
     ARRIVAL_LOOK,
     AS_DUE,
+    AS_SET,
     AT_THE_TRIGGER,
     CHECK_MOMENT,
     DROPPED_TIME_OUT,
@@ -37,6 +39,7 @@ from sbtck.engine.choosing import (
     THE_QUEUES,
     TIMER_AND_STEP,
     TIMER_FIRST,
+    WAITFOR_AND_STEP,
     Chooser,
     FirstChooser,
     Reading,
@@ -84,6 +87,8 @@ class ActivatedTask:
     after_the_others: bool = False
     # started, its first RECEIVE not yet issued: a monitor looking at the trigger can see it so
     starting: bool = True
+    # its step waits for the WAITFORs on its queue ending at its instant (WAITFOR_AND_STEP)
+    after_the_time_outs: bool = False
     # its first RECEIVE came before the notification the look that started it raised (NOTIFICATION_AND_RECEIVE),
     # and so ends none of that notification's time-out
     before_the_notification: bool = False
@@ -377,7 +382,13 @@ class QueueMonitors:
             due = self.clock.soon(lambda: self._worked(task))
             task.cancel_work = lambda: setattr(due, "cancelled", True)
             return
+        if not task.after_the_time_outs and self._time_outs_first(task):
+            task.after_the_time_outs = True
+            due = self.clock.soon(lambda: self._worked(task))
+            task.cancel_work = lambda: setattr(due, "cancelled", True)
+            return
         task.step_due_ms, task.after_the_timer, task.after_the_others = None, False, False
+        task.after_the_time_outs = False
         if self.check_moment.of(self.chooser) == ONCE_SETTLED:
             self._commit_and_receive(task, at_once=False)
             return
@@ -400,6 +411,14 @@ class QueueMonitors:
             return False
         self.chooser.about(task.key.instance, {"step_order": task.session.name, "at_ms": now})
         return self.chooser.choose(STEP_ORDER, [AS_DUE, AFTER_THE_OTHERS]) == AFTER_THE_OTHERS
+
+    def _time_outs_first(self, task: ActivatedTask) -> bool:
+        """WAITFOR_AND_STEP, asked where TASK's step comes first and a WAITFOR on its queue ends at this instant."""
+        ending = self.receiving.ending_now(task.key)
+        if not ending:
+            return False
+        self.chooser.about(task.key.instance, {"session": task.session.name, "at_ms": self.clock.now_ms})
+        return self.chooser.choose(WAITFOR_AND_STEP, [AS_SET, AFTER_THE_WAITFORS]) == AFTER_THE_WAITFORS
 
     def _commit_and_receive(self, task: ActivatedTask, at_once: bool) -> None:
         # a choice only while a reader waits on the queue: else the procedure gets the group again either way

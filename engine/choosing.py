@@ -183,6 +183,17 @@ AS_DUE, AFTER_THE_OTHERS = "as due", "after the other steps of its instant"
 # and queue (the options in the reference's order of preference: the step first)
 TIMER_AND_STEP = "timer_and_step"
 STEP_FIRST, TIMER_FIRST = "the procedure's step first", "the timer notification's look first"
+# where a session's WAITFOR ends (its RECEIVE returning empty) at an instant that holds other work too (an arrival,
+# a procedure's step, a timer notification), whether that work comes first and may still serve it: the documents
+# give a WAITFOR's last instant no order against the rest. Asked of each such end (the reference's first: as it was
+# set, before what was set after it)
+WAITFOR_END = "waitfor_end"
+AS_SET, AFTER_THE_REST = "as it was set", "after the rest of its instant"
+# and, from the other side, whether an activated procedure's step (its commit and next RECEIVE) on a queue where a
+# session's WAITFOR ends at the same instant comes after that end. Asked of each such step (the reference's first:
+# as it was set)
+WAITFOR_AND_STEP = "waitfor_and_step"
+AFTER_THE_WAITFORS = "after the WAITFORs ending at its instant"
 # where one look both starts a queue's activation procedure and raises its QUEUE_ACTIVATION notification (a queue
 # with STATUS = ON and an event notification), which comes first at that instant: the notification, whose time-out
 # the procedure's first RECEIVE then ends ("Once an application calls RECEIVE on the queue"), or the procedure's
@@ -233,6 +244,8 @@ OFFERED_IN_ORDER = READINGS | {
     ARRIVAL_LOOK,
     STEP_ORDER,
     NOTIFICATION_AND_RECEIVE,
+    WAITFOR_END,
+    WAITFOR_AND_STEP,
     MIXED_GROUP,
     BEHIND_A_DELETED,
     ARRIVES_BEHIND,
