@@ -18,6 +18,8 @@ from sbtck.engine.activation import ActivatedTask, QueueMonitor, QueueMonitors
 from sbtck.engine.broker import ConnectsWhenNotified
 from sbtck.engine.choosing import (
     AFTER_THE_OTHERS,
+    AFTER_THE_REST,
+    AFTER_THE_WAITFORS,
     AHEAD_GOES_ON,
     ARRIVAL_LOOK,
     ARRIVES_BEHIND,
@@ -55,6 +57,8 @@ from sbtck.engine.choosing import (
     TIME_OUT_AND_NOTIFICATION,
     TIMER_AND_STEP,
     TIMER_FIRST,
+    WAITFOR_AND_STEP,
+    WAITFOR_END,
     WAITS_FOR_ITS_TIME_OUT,
     Addresses,
     Chooser,
@@ -329,6 +333,8 @@ ALLOWED = [
     "looks_at_the_trigger_taking_an_instants_steps_in_another_order",
     "receives_before_the_notification_of_its_look",
     "forgets_a_lost_principal",
+    "ends_a_waitfor_after_the_rest_of_its_instant",
+    "takes_a_step_after_the_waitfors_ending_at_its_instant",
 ]
 
 
@@ -748,6 +754,27 @@ def forgets_a_lost_principal() -> ReferenceImplementation:
     """A mirrored route whose principal is lost (RTR-4) forgets it: its next message or retry asks both addresses
     anew, as at first use, instead of taking the lost one for the principal until the partner claims the role."""
     return _engine("forgets a lost principal", chooser_class=_ForgetsALostPrincipal)
+
+
+class _EndsAWaitforLast(FirstChooser):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return AFTER_THE_REST if kind == WAITFOR_END else super().choose(kind, options, addresses)
+
+
+def ends_a_waitfor_after_the_rest_of_its_instant() -> ReferenceImplementation:
+    """A WAITFOR ending at an instant that holds other work too ends after that work, which may still serve it."""
+    return _engine("ends a WAITFOR after the rest of its instant", chooser_class=_EndsAWaitforLast)
+
+
+class _StepsAfterTheWaitfors(FirstChooser):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return AFTER_THE_WAITFORS if kind == WAITFOR_AND_STEP else super().choose(kind, options, addresses)
+
+
+def takes_a_step_after_the_waitfors_ending_at_its_instant() -> ReferenceImplementation:
+    """An activated procedure's step on a queue where a session's WAITFOR ends at the same instant comes after
+    that end."""
+    return _engine("takes a step after the WAITFORs ending at its instant", chooser_class=_StepsAfterTheWaitfors)
 
 
 class _AnyMirroredMemberMirrors(FirstChooser):
