@@ -285,7 +285,9 @@ class QueueMonitors:
 
     def _received_first(self, task: ActivatedTask) -> bool:
         """NOTIFICATION_AND_RECEIVE, asked where one look started TASK and raised the queue's notification."""
-        self.chooser.about(task.key.instance, {"session": task.session.name, "at_ms": self.clock.now_ms})
+        self.chooser.about(
+            task.key.instance, {"notification_and_receive": task.session.name, "at_ms": self.clock.now_ms}
+        )
         return self.chooser.choose(NOTIFICATION_AND_RECEIVE, [NOTIFIED_FIRST, RECEIVED_FIRST]) == RECEIVED_FIRST
 
     def notify(self, queue: Queue, monitor: QueueMonitor) -> None:
@@ -417,7 +419,7 @@ class QueueMonitors:
         ending = self.receiving.ending_now(task.key)
         if not ending:
             return False
-        self.chooser.about(task.key.instance, {"session": task.session.name, "at_ms": self.clock.now_ms})
+        self.chooser.about(task.key.instance, {"waitfor_and_step": task.session.name, "at_ms": self.clock.now_ms})
         return self.chooser.choose(WAITFOR_AND_STEP, [AS_SET, AFTER_THE_WAITFORS]) == AFTER_THE_WAITFORS
 
     def _commit_and_receive(self, task: ActivatedTask, at_once: bool) -> None:

@@ -330,7 +330,7 @@ class Receiving:
         if wait.session.wait is not wait:
             return
         if not wait.after_the_rest and self.clock.more_due_now():
-            self.chooser.about(wait.queue.instance, {"session": wait.session.name, "at_ms": self.clock.now_ms})
+            self.chooser.about(wait.queue.instance, {"waitfor_end": wait.session.name, "at_ms": self.clock.now_ms})
             if self.chooser.choose(WAITFOR_END, [AS_SET, AFTER_THE_REST]) == AFTER_THE_REST:
                 wait.after_the_rest = True
                 self.clock.settle(lambda: self._time_out(wait))

@@ -66,8 +66,10 @@ from sbtck.agreement import (
 from sbtck.engine import EngineParams
 from sbtck.engine.choosing import (
     A_WAITING_READER,
+    AFTER_THE_REST,
     AHEAD_GOES_ON,
     ARRIVES_BEHIND,
+    AS_SET,
     BEHIND_A_DELETED,
     BROKER_INSTANCE,
     CHOSEN_AGAIN,
@@ -98,6 +100,7 @@ from sbtck.engine.choosing import (
     TIME_OUT_AND_NOTIFICATION,
     TIME_OUT_FIRST,
     WAITER,
+    WAITFOR_END,
     WAITS_FOR_ITS_TIME_OUT,
     Addresses,
     FirstChooser,
@@ -352,8 +355,12 @@ class FollowingChooser:
             return
         # which of two things of an instant came first: no event names it, so the reference's order leads and the
         # search tries the other
-        if "timer_and_step" in message or "arrival_look" in message or "step_order" in message:
+        if any(k in message for k in _ORDER_OF_AN_INSTANT):
             self.current = {}
+            return
+        if "waitfor_end" in message:  # a WAITFOR that ends after the rest of its instant, if served at its end
+            served = self.received.get((str(message["waitfor_end"]), message.get("at_ms")))
+            self.current = {WAITFOR_END: AFTER_THE_REST if served else AS_SET}
             return
         if "waiter" in message:  # which waiting session is served first: read in choose, from the options
             self.serving = (str(message["waiter"]), message.get("at_ms"))
@@ -472,6 +479,8 @@ _FOLLOWED = _READING | {_TRANSMITTED, _PENDING, _MATCHED, _CHOSEN, _RECLASSIFIED
 # the choices about a message waiting behind an earlier one of its conversation, and the pick that routing it at
 # that instant shows: sent on at its SEND, matched on its own as it arrives or at its own time-out, following a
 # deleted one, or the one ahead that went on, at once
+# the choices of which of two things of an instant came first that no event names
+_ORDER_OF_AN_INSTANT = ("timer_and_step", "arrival_look", "step_order", "waitfor_and_step", "notification_and_receive")
 _ROUTED_THEN = {
     HELD_ELSEWHERE: SENT_ON,
     ARRIVES_BEHIND: MATCHED_ON_ITS_OWN,
