@@ -75,11 +75,13 @@ class Wait:
         on_result: Callable[[list[Message], str | None], None],
         cancel_deadline: Callable[[], None] = _no_deadline,
         result: tuple[list[dict[str, Any]], str | None] | None = None,
+        deadline_ms: int | None = None,
+        after_the_rest: bool = False,
     ) -> None:
         self.session, self.queue, self.statement, self.top = session, queue, statement, top
         self.where_dialog, self.where_group = where_dialog, where_group
         self.on_result, self.cancel_deadline, self.result = on_result, cancel_deadline, result
-        self.deadline_ms, self.after_the_rest = None, False
+        self.deadline_ms, self.after_the_rest = deadline_ms, after_the_rest
 
     @property
     def has_where(self) -> bool:
