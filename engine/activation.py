@@ -192,11 +192,12 @@ class QueueMonitors:
         return not has_where
 
     # ----------------------------------------------------------- evaluation
-    def on_timer(self) -> None:
-        """PER-1A: on every timer notification each queue monitor looks at its queue; before a procedure's step
-        due at the same instant, where the run takes the look first (TIMER_AND_STEP), else as any trigger."""
+    def on_timer(self, instance: str | None = None) -> None:
+        """PER-1A: on every timer notification each queue monitor (of INSTANCE, when named) looks at its queue;
+        before a procedure's step due at the same instant, where the run takes the look first (TIMER_AND_STEP),
+        else as any trigger."""
         now = self.clock.now_ms
-        for key in list(self.monitors):
+        for key in [k for k in self.monitors if instance in (None, k.instance)]:
             due = [t for t in self.tasks[key] if t.step_due_ms == now]
             if any(t.after_the_timer for t in due) or (due and self._timer_first(key)):
                 self._evaluate(self.queues[key], TIMER, False)

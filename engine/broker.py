@@ -9,7 +9,17 @@ from sbtck.contract import Event, QueueRef
 from sbtck.engine import views
 from sbtck.engine.activation import ARRIVAL, QueueMonitors
 from sbtck.engine.administration import Administration
-from sbtck.engine.choosing import STALE_SPAN, Chooser, FirstChooser, Span
+from sbtck.engine.choosing import (
+    INSTANCE_BY_INSTANCE,
+    INSTANCE_ORDER,
+    STALE_SPAN,
+    TASK_BY_TASK,
+    TIMER_ORDER,
+    Chooser,
+    FirstChooser,
+    Reading,
+    Span,
+)
 from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context, command
@@ -95,6 +105,8 @@ class Broker(QueueStatements, Administration):
         for queue in self.queues.values():
             self.monitors.sync(queue)
         self.monitors.timer_pending = self._timer_pending
+        self.chooser = chooser
+        self.timer_order = Reading(TIMER_ORDER, TASK_BY_TASK, INSTANCE_BY_INSTANCE)
         self._schedule_timer()
 
     # ------------------------------------------------------------------ time
@@ -127,8 +139,13 @@ class Broker(QueueStatements, Administration):
             self.log.add(
                 {"instance": name, "number": number, "tasks": names[:], "at_ms": now, "kind": Kind.TIMER_NOTIFICATION}
             )
-        for task in tasks:
-            task.run(self)
+        if len(self.instances) < 2 or self.timer_order.of(self.chooser) == TASK_BY_TASK:
+            for task in tasks:
+                task.run(self, None)
+        else:
+            for name in self.chooser.order(INSTANCE_ORDER, list(self.instances)):
+                for task in tasks:
+                    task.run(self, name)
         self._schedule_timer()
 
     def _expected(self, dialog: str, from_target: bool) -> int:

@@ -207,6 +207,15 @@ NOTIFIED_FIRST, RECEIVED_FIRST = "the notification first", "the procedure's firs
 # named then by such a member. Asked at each choosing where such a group is among the candidates
 MIXED_GROUP = "mixed_identical_group"
 AS_ITS_FIRST_MEMBER, AS_ANY_MIRRORED_MEMBER = "as its first member", "as any member with a mirror address"
+# how the timer notifications of one instant run where the topology has several instances: each instance has its
+# own timer ("SSB receives notifications every 5 seconds from the SQL engine's timer framework"), and the documents
+# order neither the instances nor one instance's tasks against another's. Task by task across the instances (the
+# reference's first: every instance's dispatcher, then every instance's transport, ...), or instance by instance,
+# each running all its tasks before the next (one reading for a whole run), then in which order of the instances
+# (INSTANCE_ORDER, asked of each such notification: the topology's order first)
+TIMER_ORDER = "timer_order"
+TASK_BY_TASK, INSTANCE_BY_INSTANCE = "task by task across the instances", "instance by instance"
+INSTANCE_ORDER = "instance_order"
 # how many task handlers an instance starts (PER-1B: it "creates up to 2 times the number of CPU's task-handlers"):
 # asked of each instance as it starts, its options counts from twice its CPUs down to one, the reference's first
 TASK_HANDLERS = "task_handlers"
@@ -230,6 +239,7 @@ READINGS = frozenset(
         QUIET_SPAN,
         PRINCIPAL_RETRY,
         LOST_PRINCIPAL,
+        TIMER_ORDER,
     }
 )
 # the kinds whose options are offered in the reference's order of preference, not compared by name
@@ -246,6 +256,7 @@ OFFERED_IN_ORDER = READINGS | {
     NOTIFICATION_AND_RECEIVE,
     WAITFOR_END,
     WAITFOR_AND_STEP,
+    INSTANCE_ORDER,
     MIXED_GROUP,
     BEHIND_A_DELETED,
     ARRIVES_BEHIND,
