@@ -35,6 +35,8 @@ from sbtck.engine.choosing import (
     FORGOTTEN,
     GCG_READING,
     HELD_ELSEWHERE,
+    INSTANCE_BY_INSTANCE,
+    INSTANCE_ORDER,
     LOCAL_MISS,
     LOCAL_PASSED_OVER,
     LOST_PRINCIPAL,
@@ -57,6 +59,7 @@ from sbtck.engine.choosing import (
     TIME_OUT_AND_NOTIFICATION,
     TIMER_AND_STEP,
     TIMER_FIRST,
+    TIMER_ORDER,
     WAITFOR_AND_STEP,
     WAITFOR_END,
     WAITS_FOR_ITS_TIME_OUT,
@@ -335,6 +338,8 @@ ALLOWED = [
     "forgets_a_lost_principal",
     "ends_a_waitfor_after_the_rest_of_its_instant",
     "takes_a_step_after_the_waitfors_ending_at_its_instant",
+    "runs_each_instances_timer_tasks_in_turn",
+    "runs_each_instances_timer_tasks_in_topology_order",
 ]
 
 
@@ -545,11 +550,11 @@ class _ExclusiveTransport(Transport):
     def suppressed(self, link: Link) -> bool:
         return self.clock.now_ms <= self.suppressed_until.get(link, 0)
 
-    def close_idle(self) -> None:
+    def close_idle(self, instance: str | None = None) -> None:
         for conn in self.connections.values():
             conn.last_activity_ms += 1
         try:
-            super().close_idle()
+            super().close_idle(instance)
         finally:
             for conn in self.connections.values():
                 conn.last_activity_ms -= 1
@@ -568,12 +573,12 @@ class _ExclusiveDispatcher(Dispatcher):
 
 
 class _ExclusiveForwarding(Forwarding):
-    def forget_stale_forwarded(self) -> None:
+    def forget_stale_forwarded(self, instance: str | None = None) -> None:
         held = [w for line in self.queue.lines.values() for w in line if not w.inside]
         for waiting in held:
             waiting.received_ms += 1
         try:
-            super().forget_stale_forwarded()
+            super().forget_stale_forwarded(instance)
         finally:
             for waiting in held:
                 waiting.received_ms -= 1
@@ -775,6 +780,30 @@ def takes_a_step_after_the_waitfors_ending_at_its_instant() -> ReferenceImplemen
     """An activated procedure's step on a queue where a session's WAITFOR ends at the same instant comes after
     that end."""
     return _engine("takes a step after the WAITFORs ending at its instant", chooser_class=_StepsAfterTheWaitfors)
+
+
+class _InstanceByInstanceLastFirst(FirstChooser):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return INSTANCE_BY_INSTANCE if kind == TIMER_ORDER else super().choose(kind, options, addresses)
+
+    def order(self, kind: str, options: list[str]) -> list[str]:
+        return list(reversed(options)) if kind == INSTANCE_ORDER else super().order(kind, options)
+
+
+def runs_each_instances_timer_tasks_in_turn() -> ReferenceImplementation:
+    """The timer notifications of one instant run instance by instance, each instance running all its tasks before
+    the next, the topology's last instance first (each instance has its own timer)."""
+    return _engine("runs each instance's timer tasks in turn", chooser_class=_InstanceByInstanceLastFirst)
+
+
+class _InstanceByInstance(FirstChooser):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return INSTANCE_BY_INSTANCE if kind == TIMER_ORDER else super().choose(kind, options, addresses)
+
+
+def runs_each_instances_timer_tasks_in_topology_order() -> ReferenceImplementation:
+    """The timer notifications of one instant run instance by instance, in the topology's order."""
+    return _engine("runs each instance's timer tasks in topology order", chooser_class=_InstanceByInstance)
 
 
 class _AnyMirroredMemberMirrors(FirstChooser):
