@@ -39,6 +39,10 @@ def _profile(folder: Path) -> Path:
     return path
 
 
+# the module's tests share its runs (a mixed run: most of a minute): on one worker, made once
+pytestmark = pytest.mark.xdist_group("outputs")
+
+
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory: pytest.TempPathFactory) -> Run:
     folder = tmp_path_factory.mktemp("mixed")

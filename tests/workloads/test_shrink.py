@@ -27,6 +27,8 @@ VARIANTS = (
         if v not in periodic.NOT_IN_WORLDS | periodic.RARE_IN_MIXED_WORLDS
     ]
 )
+# the module's tests share the reproducers, minutes to make: on one worker, made once (scripts/test.sh's loadgroup)
+pytestmark = pytest.mark.xdist_group("shrink")
 # every variant shows in the first worlds; the stage is not asked to be lucky. The rarest is a dispatcher counting
 # its 10 seconds from the SEND (3 worlds in the first 1,000 of generator 4, the first at seed 63): it needs a message
 # delayed on its way and then held by a stopped dispatcher
