@@ -11,7 +11,7 @@ from sbtck.engine.activation import ARRIVAL, QueueMonitors
 from sbtck.engine.administration import Administration
 from sbtck.engine.choosing import (
     INSTANCE_BY_INSTANCE,
-    INSTANCE_ORDER,
+    LAST_INSTANCE_FIRST,
     STALE_SPAN,
     TASK_BY_TASK,
     TIMER_ORDER,
@@ -106,7 +106,7 @@ class Broker(QueueStatements, Administration):
             self.monitors.sync(queue)
         self.monitors.timer_pending = self._timer_pending
         self.chooser = chooser
-        self.timer_order = Reading(TIMER_ORDER, TASK_BY_TASK, INSTANCE_BY_INSTANCE)
+        self.timer_order = Reading(TIMER_ORDER, TASK_BY_TASK, INSTANCE_BY_INSTANCE, LAST_INSTANCE_FIRST)
         self._schedule_timer()
 
     # ------------------------------------------------------------------ time
@@ -139,11 +139,13 @@ class Broker(QueueStatements, Administration):
             self.log.add(
                 {"instance": name, "number": number, "tasks": names[:], "at_ms": now, "kind": Kind.TIMER_NOTIFICATION}
             )
-        if len(self.instances) < 2 or self.timer_order.of(self.chooser) == TASK_BY_TASK:
+        order = TASK_BY_TASK if len(self.instances) < 2 else self.timer_order.of(self.chooser)
+        if order == TASK_BY_TASK:
             for task in tasks:
                 task.run(self, None)
         else:
-            for name in self.chooser.order(INSTANCE_ORDER, list(self.instances)):
+            names = list(self.instances)
+            for name in reversed(names) if order == LAST_INSTANCE_FIRST else names:
                 for task in tasks:
                     task.run(self, name)
         self._schedule_timer()

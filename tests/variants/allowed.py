@@ -36,7 +36,7 @@ from sbtck.engine.choosing import (
     GCG_READING,
     HELD_ELSEWHERE,
     INSTANCE_BY_INSTANCE,
-    INSTANCE_ORDER,
+    LAST_INSTANCE_FIRST,
     LOCAL_MISS,
     LOCAL_PASSED_OVER,
     LOST_PRINCIPAL,
@@ -784,10 +784,7 @@ def takes_a_step_after_the_waitfors_ending_at_its_instant() -> ReferenceImplemen
 
 class _InstanceByInstanceLastFirst(FirstChooser):
     def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
-        return INSTANCE_BY_INSTANCE if kind == TIMER_ORDER else super().choose(kind, options, addresses)
-
-    def order(self, kind: str, options: list[str]) -> list[str]:
-        return list(reversed(options)) if kind == INSTANCE_ORDER else super().order(kind, options)
+        return LAST_INSTANCE_FIRST if kind == TIMER_ORDER else super().choose(kind, options, addresses)
 
 
 def runs_each_instances_timer_tasks_in_turn() -> ReferenceImplementation:
