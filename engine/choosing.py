@@ -207,6 +207,11 @@ NOTIFIED_FIRST, RECEIVED_FIRST = "the notification first", "the procedure's firs
 # named then by such a member. Asked at each choosing where such a group is among the candidates
 MIXED_GROUP = "mixed_identical_group"
 AS_ITS_FIRST_MEMBER, AS_ANY_MIRRORED_MEMBER = "as its first member", "as any member with a mirror address"
+# which reason a message buffered in the dispatcher is deleted for where it is both out of order and stale (PER-1C:
+# "deletes all out-of-order and stale messages", no priority given): out of order (the reference's first) or stale.
+# Asked of each such message there and then
+DELETED_AS = "deleted_as"
+OUT_OF_ORDER, STALE = "out of order", "stale"
 # how the timer notifications of one instant run where the topology has several instances: each instance has its
 # own timer ("SSB receives notifications every 5 seconds from the SQL engine's timer framework"), and the documents
 # order neither the instances nor one instance's tasks against another's. Task by task across the instances (the
@@ -257,6 +262,7 @@ OFFERED_IN_ORDER = READINGS | {
     NOTIFICATION_AND_RECEIVE,
     WAITFOR_END,
     WAITFOR_AND_STEP,
+    DELETED_AS,
     MIXED_GROUP,
     BEHIND_A_DELETED,
     ARRIVES_BEHIND,

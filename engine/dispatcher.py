@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sbtck.engine.choosing import STALE_SPAN, Chooser, FirstChooser, Span
+from sbtck.engine.choosing import DELETED_AS, OUT_OF_ORDER, STALE, STALE_SPAN, Chooser, FirstChooser, Span
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.model import Database, Envelope, Instance
@@ -129,12 +129,21 @@ class Dispatcher:
             keep = []
             for item in line:
                 if not self._in_order(key, item) and not self._follows(key, item, line):
-                    self._emit(Kind.DISPATCHER_DELETED, item, reason="out of order")
+                    self._emit(Kind.DISPATCHER_DELETED, item, reason=self._out_of_order_as(item, stale))
                 elif self.staleness.over(self.clock.now_ms, item.arrived_ms + stale, self.chooser):
-                    self._emit(Kind.DISPATCHER_DELETED, item, reason="stale")
+                    self._emit(Kind.DISPATCHER_DELETED, item, reason=STALE)
                 else:
                     keep.append(item)
             line[:] = keep
+
+    def _out_of_order_as(self, item: Buffered, stale: int) -> str:
+        """DELETED_AS: an out-of-order message that is stale too is deleted for either reason."""
+        if item.arrived_ms + stale > self.clock.now_ms:  # not stale, whatever a span's last instant reads
+            return OUT_OF_ORDER
+        if not self.staleness.over(self.clock.now_ms, item.arrived_ms + stale, self.chooser):
+            return OUT_OF_ORDER
+        self.chooser.about(self.instance.name, {**item.envelope.fields(), "at_ms": self.clock.now_ms, DELETED_AS: True})
+        return self.chooser.choose(DELETED_AS, [OUT_OF_ORDER, STALE])
 
     def _follows(self, key: tuple[str, bool], item: Buffered, line: list[Buffered]) -> bool:
         """In order once the messages buffered before it are saved: no gap in between."""

@@ -74,6 +74,7 @@ from sbtck.engine.choosing import (
     BROKER_INSTANCE,
     CHOSEN_AGAIN,
     DATABASE_ORDER,
+    DELETED_AS,
     DROPPED,
     FOLLOWS_AT_ONCE,
     HELD_ELSEWHERE,
@@ -208,6 +209,8 @@ class FollowingChooser:
         self.chosen: set[tuple[Instant, str]] = set()
         # LOCAL_MISS's: the messages dropped, by instance and instant
         self.dropped: set[Instant] = set()
+        # DELETED_AS's: the reason the dispatcher gave for each message it deleted, by instance and instant
+        self.deleted_as: dict[Instant, str] = {}
         self.feed(events or [])
 
     def feed(self, events: list[dict[str, Any]]) -> None:
@@ -234,6 +237,8 @@ class FollowingChooser:
                 self.routed.add(instant)
             if kind == Kind.MESSAGE_DROPPED:
                 self.dropped.add(instant)
+            if kind == _DELETED:
+                self.deleted_as[instant] = str(e.get("reason"))
             if kind == _TRANSMITTED and e.get("address"):
                 self.went.setdefault(key, {})[WENT_TO] = self._went_then(instant, str(e["address"]).upper())
             elif kind in _HERE and e.get("database"):
@@ -336,6 +341,10 @@ class FollowingChooser:
         if message.get(LOCAL_MISS):  # a LOCAL route that found no service: dropped there then, or chosen again
             instant = (_key(instance, message), message.get("at_ms"))
             self.current = {LOCAL_MISS: DROPPED if instant in self.dropped else CHOSEN_AGAIN}
+            return
+        if message.get(DELETED_AS):  # out of order and stale: the reason the implementation gave then
+            reason = self.deleted_as.get((_key(instance, message), message.get("at_ms")))
+            self.current = {DELETED_AS: reason} if reason else {}
             return
         if message.get(LOCAL_PASSED_OVER):  # the LOCAL route chosen again past: reported if the implementation did
             instant = (_key(instance, message), message.get("at_ms"))
@@ -492,7 +501,8 @@ _ROUTED_THEN = {
 _LEFT_THEN = {AHEAD_GOES_ON: WAITS_FOR_ITS_TIME_OUT}
 # (delivered or dropped there then: routed, LOCAL or to a drop)
 _ROUTED = frozenset({_MATCHED, _CHOSEN, _TRANSMITTED, Kind.CONVERSATION_DELAYED, Kind.MESSAGE_DROPPED, *_HERE})
-_FOLLOWED |= _HERE | _BEGUN | _PROBED_KINDS | _ROUTED
+_DELETED = Kind.DISPATCHER_DELETED
+_FOLLOWED |= _HERE | _BEGUN | _PROBED_KINDS | _ROUTED | {_DELETED}
 
 
 def _pending_address(status: object) -> str | None:
