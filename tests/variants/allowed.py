@@ -31,6 +31,7 @@ from sbtck.engine.choosing import (
     BROKEN_NOTICED,
     CHECK_MOMENT,
     CHOSEN_AGAIN,
+    DELETED_AS,
     FOLLOWS_AT_ONCE,
     FORGOTTEN,
     GCG_READING,
@@ -54,6 +55,7 @@ from sbtck.engine.choosing import (
     RECEIVED_FIRST,
     RETRIED_BEHIND,
     SENT_ON,
+    STALE,
     STEP_ORDER,
     THE_COMMITTER,
     TIME_OUT_AND_NOTIFICATION,
@@ -340,6 +342,7 @@ ALLOWED = [
     "takes_a_step_after_the_waitfors_ending_at_its_instant",
     "runs_each_instances_timer_tasks_in_turn",
     "runs_each_instances_timer_tasks_in_topology_order",
+    "deletes_a_stale_message_out_of_order_as_stale",
 ]
 
 
@@ -801,6 +804,16 @@ class _InstanceByInstance(FirstChooser):
 def runs_each_instances_timer_tasks_in_topology_order() -> ReferenceImplementation:
     """The timer notifications of one instant run instance by instance, in the topology's order."""
     return _engine("runs each instance's timer tasks in topology order", chooser_class=_InstanceByInstance)
+
+
+class _DeletesAsStale(FirstChooser):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return STALE if kind == DELETED_AS else super().choose(kind, options, addresses)
+
+
+def deletes_a_stale_message_out_of_order_as_stale() -> ReferenceImplementation:
+    """A buffered message both out of order and stale is deleted as stale (PER-1C gives neither reason first)."""
+    return _engine("deletes a stale message out of order as stale", chooser_class=_DeletesAsStale)
 
 
 class _AnyMirroredMemberMirrors(FirstChooser):
