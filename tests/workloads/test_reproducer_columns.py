@@ -48,3 +48,17 @@ def test_a_kind_an_implementation_may_leave_out_is_not_stated_where_it_did() -> 
     # an implementation that reports them is held to them, as the stage holds it
     then = then_steps(expected, [*got, {**bcn, "at_ms": 30_000}], EVERYTHING | {"periodic_tasks"}, 0)
     assert "broker configuration notification" in then
+
+
+def test_a_kind_reported_at_start_as_the_documents_allow_is_not_stated_absent() -> None:
+    """database_broker_started may be reported at start or not (protocol.md): a broker that reports it there, where
+    the reference does not, is not told the log has none (the eighth clean-room author's world 10770)."""
+    arrived = {"kind": "message_arrived", "instance": "sql1", "dialog": "D1", "message_sequence_number": 0}
+    started = {"kind": "database_broker_started", "at_ms": 0, "instance": "sql1", "database": "db"}
+    expected = [{**arrived, "at_ms": 10_000}]
+    got = [started, {**arrived, "at_ms": 20_000}]
+    then = then_steps(expected, got, EVERYTHING | {"periodic_tasks"}, 0)
+    assert "message arrived" in then and "database broker started" not in then
+    # reported later, where the reference reports none, it is stated absent
+    then = then_steps(expected, [*got, {**started, "at_ms": 15_000}], EVERYTHING | {"periodic_tasks"}, 0)
+    assert 'has no "database broker started" events' in then
