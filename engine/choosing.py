@@ -135,6 +135,10 @@ KEPT, FORGOTTEN = "kept until the partner claims the role", "forgotten"
 # behind it where it waits: no document says, so it is asked of each such message (a broker may hold behind one
 # waiting at its own instance, RTX-2, and send on past one at another), the reference's first held
 HELD_ELSEWHERE = "held_elsewhere"
+# and which of the two a broker does where nothing shows otherwise: one reading for a whole run, offered first at
+# each message (a broker mostly does one thing; the search then departs from it message by message only where the
+# implementation's events show it did)
+HELD_ELSEWHERE_MOSTLY = "held_elsewhere_mostly"
 HELD_AT_ITS_ORIGIN, SENT_ON = "held at its origin", "routed and sent on"
 # and whether a message arriving from outside where an earlier message of its conversation waits (delayed, or for
 # its connection) waits behind it, or is matched on its own, as any message that arrives (and then waits in line
@@ -246,6 +250,7 @@ READINGS = frozenset(
         PRINCIPAL_RETRY,
         LOST_PRINCIPAL,
         TIMER_ORDER,
+        HELD_ELSEWHERE_MOSTLY,
     }
 )
 # the kinds whose options are offered in the reference's order of preference, not compared by name

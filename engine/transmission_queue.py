@@ -16,11 +16,13 @@ from sbtck.engine.choosing import (
     FOLLOWS_AT_ONCE,
     HELD_AT_ITS_ORIGIN,
     HELD_ELSEWHERE,
+    HELD_ELSEWHERE_MOSTLY,
     MATCHED_ON_ITS_OWN,
     RETRIED_BEHIND,
     SENT_ON,
     WAITS_BEHIND_IT,
     WAITS_FOR_ITS_TIME_OUT,
+    Reading,
 )
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
@@ -86,6 +88,7 @@ class TransmissionQueue(Room):
         # conversation's waits at several instances, each instance's first routed on its own; until then only a
         # line's first is ever routed (the reference, which holds every such message, never leaves that)
         self.any_sent_on = False
+        self.held_elsewhere_mostly = Reading(HELD_ELSEWHERE_MOSTLY, HELD_AT_ITS_ORIGIN, SENT_ON)
         self._retry_at = 0  # where in its line the wait being retried stood: waiting again, it stands there again
         # the waits routed again by their time-out at this instant, by instant: a notification at the same instant
         # may come before them (TIME_OUT_AND_NOTIFICATION)
@@ -117,8 +120,10 @@ class TransmissionQueue(Room):
     def _sends_on(self, env: Envelope, instance: str) -> bool:
         """HELD_ELSEWHERE, asked of ENV at INSTANCE now: is it routed and sent on past the earlier message of its
         conversation that waits at another place only, rather than held here for it?"""
+        mostly = self.held_elsewhere_mostly.of(self.chooser)
         self._about(env, instance, HELD_ELSEWHERE)
-        if self.chooser.choose(HELD_ELSEWHERE, [HELD_AT_ITS_ORIGIN, SENT_ON]) != SENT_ON:
+        other = SENT_ON if mostly == HELD_AT_ITS_ORIGIN else HELD_AT_ITS_ORIGIN
+        if self.chooser.choose(HELD_ELSEWHERE, [mostly, other]) != SENT_ON:
             return False
         self.any_sent_on = True
         return True
