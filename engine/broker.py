@@ -11,7 +11,6 @@ from sbtck.engine.activation import ARRIVAL, QueueMonitors
 from sbtck.engine.administration import Administration
 from sbtck.engine.choosing import (
     INSTANCE_BY_INSTANCE,
-    LAST_INSTANCE_FIRST,
     STALE_SPAN,
     TASK_BY_TASK,
     TIMER_ORDER,
@@ -106,7 +105,7 @@ class Broker(QueueStatements, Administration):
             self.monitors.sync(queue)
         self.monitors.timer_pending = self._timer_pending
         self.chooser = chooser
-        self.timer_order = Reading(TIMER_ORDER, TASK_BY_TASK, INSTANCE_BY_INSTANCE, LAST_INSTANCE_FIRST)
+        self.timer_order = Reading(TIMER_ORDER, TASK_BY_TASK, INSTANCE_BY_INSTANCE)
         self._schedule_timer()
 
     # ------------------------------------------------------------------ time
@@ -144,8 +143,7 @@ class Broker(QueueStatements, Administration):
             for task in tasks:
                 task.run(self, None)
         else:
-            names = list(self.instances)
-            for name in reversed(names) if order == LAST_INSTANCE_FIRST else names:
+            for name in self.instances:
                 for task in tasks:
                     task.run(self, name)
         self._schedule_timer()

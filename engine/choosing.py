@@ -219,13 +219,13 @@ OUT_OF_ORDER, STALE = "out of order", "stale"
 # how the timer notifications of one instant run where the topology has several instances: each instance has its
 # own timer ("SSB receives notifications every 5 seconds from the SQL engine's timer framework"), and the documents
 # order neither the instances nor one instance's tasks against another's. Task by task across the instances (the
-# reference's first: every instance's dispatcher, then every instance's transport, ...), or instance by instance,
-# each running all its tasks before the next, in the topology's order or the reverse (one reading for a whole run:
-# an order free at each notification would be a point of the search's tree every 5 seconds, more than its budget)
+# reference's first: every instance's dispatcher, then every instance's transport, ...), or instance by instance in
+# the topology's order, each running all its tasks before the next (one reading for a whole run). Not searched: other
+# orders of the instances, or an order that changes from one notification to the next: each reading more doubles
+# the search's tree for a wrong broker (an order asked at each notification spent its budget on every world)
 TIMER_ORDER = "timer_order"
 TASK_BY_TASK = "task by task across the instances"
 INSTANCE_BY_INSTANCE = "instance by instance, in the topology's order"
-LAST_INSTANCE_FIRST = "instance by instance, the topology's last first"
 # how many task handlers an instance starts (PER-1B: it "creates up to 2 times the number of CPU's task-handlers"):
 # asked of each instance as it starts, its options counts from twice its CPUs down to one, the reference's first
 TASK_HANDLERS = "task_handlers"

@@ -37,7 +37,6 @@ from sbtck.engine.choosing import (
     GCG_READING,
     HELD_ELSEWHERE,
     INSTANCE_BY_INSTANCE,
-    LAST_INSTANCE_FIRST,
     LOCAL_MISS,
     LOCAL_PASSED_OVER,
     LOST_PRINCIPAL,
@@ -340,7 +339,6 @@ ALLOWED = [
     "forgets_a_lost_principal",
     "ends_a_waitfor_after_the_rest_of_its_instant",
     "takes_a_step_after_the_waitfors_ending_at_its_instant",
-    "runs_each_instances_timer_tasks_in_turn",
     "runs_each_instances_timer_tasks_in_topology_order",
     "deletes_a_stale_message_out_of_order_as_stale",
 ]
@@ -783,17 +781,6 @@ def takes_a_step_after_the_waitfors_ending_at_its_instant() -> ReferenceImplemen
     """An activated procedure's step on a queue where a session's WAITFOR ends at the same instant comes after
     that end."""
     return _engine("takes a step after the WAITFORs ending at its instant", chooser_class=_StepsAfterTheWaitfors)
-
-
-class _InstanceByInstanceLastFirst(FirstChooser):
-    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
-        return LAST_INSTANCE_FIRST if kind == TIMER_ORDER else super().choose(kind, options, addresses)
-
-
-def runs_each_instances_timer_tasks_in_turn() -> ReferenceImplementation:
-    """The timer notifications of one instant run instance by instance, each instance running all its tasks before
-    the next, the topology's last instance first (each instance has its own timer)."""
-    return _engine("runs each instance's timer tasks in turn", chooser_class=_InstanceByInstanceLastFirst)
 
 
 class _InstanceByInstance(FirstChooser):
