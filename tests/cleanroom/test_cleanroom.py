@@ -46,9 +46,14 @@ BROKERS: dict[str, dict[str, str]] = {
         "decision trace": f"cmd:{PYTHON} {HERE / 'cr4' / 'broker.py'}",
         "black box": f"cmd:env SBTCK_CR7_NO_TRACE=1 {PYTHON} {HERE / 'cr4' / 'broker.py'}",
     },
+    # an eighth author's (stop 55), from the docs of protocol 2.2 and a frozen copy of the kit: every capability
+    "cr5": {
+        "decision trace": f"cmd:{PYTHON} {HERE / 'cr5' / 'broker.py'}",
+        "black box": f"cmd:env SBTCK_CR8_NO_TRACE=1 {PYTHON} {HERE / 'cr5' / 'broker.py'}",
+    },
 }
 # the areas each is judged in, by turns: those of what it declares
-AREAS_OF = {"cr1": AREAS, "cr2": ("routing", "activation"), "cr3": AREAS, "cr4": AREAS}
+AREAS_OF = {"cr1": AREAS, "cr2": ("routing", "activation"), "cr3": AREAS, "cr4": AREAS, "cr5": AREAS}
 # the worlds (of the first WORLDS) the stage still fails a broker in, each with where the question stands: a world
 # failing that is not listed fails the test, and a listed world that passes is reported so the list only shrinks
 KNOWN: dict[tuple[str, str], dict[int, str]] = {}
