@@ -120,8 +120,8 @@ class TransmissionQueue(Room):
     def _sends_on(self, env: Envelope, instance: str) -> bool:
         """HELD_ELSEWHERE, asked of ENV at INSTANCE now: is it routed and sent on past the earlier message of its
         conversation that waits at another place only, rather than held here for it?"""
+        self._about(env, instance, HELD_ELSEWHERE)  # the reading, asked first here, is read as this message shows
         mostly = self.held_elsewhere_mostly.of(self.chooser)
-        self._about(env, instance, HELD_ELSEWHERE)
         other = SENT_ON if mostly == HELD_AT_ITS_ORIGIN else HELD_AT_ITS_ORIGIN
         if self.chooser.choose(HELD_ELSEWHERE, [mostly, other]) != SENT_ON:
             return False

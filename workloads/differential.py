@@ -78,6 +78,7 @@ from sbtck.engine.choosing import (
     DROPPED,
     FOLLOWS_AT_ONCE,
     HELD_ELSEWHERE,
+    HELD_ELSEWHERE_MOSTLY,
     LOCAL_MISS,
     LOCAL_PASSED_OVER,
     LOST_PRINCIPAL_TOO,
@@ -361,6 +362,8 @@ class FollowingChooser:
             routed = (_key(instance, message), message.get("at_ms")) in self.routed
             picked = _ROUTED_THEN[asked] if routed else _LEFT_THEN.get(asked)
             self.current = {asked: picked} if picked else {}
+            if asked == HELD_ELSEWHERE and routed:  # and the run's reading, where it is asked first, as it shows
+                self.current[HELD_ELSEWHERE_MOSTLY] = SENT_ON
             return
         # which of two things of an instant came first: no event names it, so the reference's order leads and the
         # search tries the other
