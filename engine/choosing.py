@@ -249,15 +249,15 @@ READINGS = frozenset(
         FORWARD_SPAN,
         QUIET_SPAN,
         PRINCIPAL_RETRY,
-        LOST_PRINCIPAL,
-        TIMER_ORDER,
     }
 )
+# readings asked once for a run that cost the search a pick to depart from, not none: each free reading doubles the
+# tree of every world the search explores (design.md, decision 12)
+COSTLY_READINGS = frozenset({LOST_PRINCIPAL, TIMER_ORDER, HELD_ELSEWHERE_MOSTLY})
 # the kinds whose options are offered in the reference's order of preference, not compared by name
-OFFERED_IN_ORDER = READINGS | {
+OFFERED_IN_ORDER = READINGS | COSTLY_READINGS | {
     GROUP,
     HELD_ELSEWHERE,
-    HELD_ELSEWHERE_MOSTLY,
     WAITER,
     RECLASSIFIED,
     RECLASSIFIED_NEXT,

@@ -133,6 +133,8 @@ ALLOWED_WORLDS = {
     "a_group_with_a_mirrored_member_is_mirrored": range(760, 790),
     # a message waiting for a principal: 10 of the first 600 worlds, the first at 157
     "asks_the_pair_again_every_7_seconds": range(150, 210),
+    # a principal lost and asked again: 6 of the first 1,000 worlds, the first at 355
+    "forgets_a_lost_principal": range(350, 410),
 }
 # choices no world of the generator shows yet (a blind spot of generator 4): nothing to check the stage on
 NOT_IN_WORLDS = {
