@@ -14,10 +14,8 @@ from sbtck.contract import QueueRef
 from sbtck.engine.choosing import (
     A_WAITING_READER,
     AFTER_THE_OTHERS,
-    AFTER_THE_WAITFORS,
     ARRIVAL_LOOK,
     AS_DUE,
-    AS_SET,
     AT_THE_TRIGGER,
     CHECK_MOMENT,
     DROPPED_TIME_OUT,
@@ -25,12 +23,9 @@ from sbtck.engine.choosing import (
     ENDS_WITH_IT,
     LOOK_FIRST,
     NEXT_READER,
-    NOTIFICATION_AND_RECEIVE,
-    NOTIFIED_FIRST,
     ONCE_SETTLED,
     QUIET_SPAN,
     READER_FIRST,
-    RECEIVED_FIRST,
     RUNS_OUT,
     STEP_FIRST,
     STEP_ORDER,
@@ -39,7 +34,6 @@ from sbtck.engine.choosing import (
     THE_QUEUES,
     TIMER_AND_STEP,
     TIMER_FIRST,
-    WAITFOR_AND_STEP,
     Chooser,
     FirstChooser,
     Reading,
@@ -87,11 +81,6 @@ class ActivatedTask:
     after_the_others: bool = False
     # started, its first RECEIVE not yet issued: a monitor looking at the trigger can see it so
     starting: bool = True
-    # its step waits for the WAITFORs on its queue ending at its instant (WAITFOR_AND_STEP)
-    after_the_time_outs: bool = False
-    # its first RECEIVE came before the notification the look that started it raised (NOTIFICATION_AND_RECEIVE),
-    # and so ends none of that notification's time-out
-    before_the_notification: bool = False
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -121,8 +110,6 @@ class QueueMonitors:
         self.last_empty: dict[QueueRef, int] = {}  # per queue, its last empty result, with or without a monitor
         self.monitors: dict[QueueRef, QueueMonitor] = {}
         self.tasks: dict[QueueRef, list[ActivatedTask]] = {key: [] for key in ctx.queues}
-        # a procedure's first RECEIVE that came before its look's notification is being issued (ends no time-out)
-        self._sparing = False
         self._ordinals: dict[QueueRef, int] = {key: 0 for key in ctx.queues}
 
     # ------------------------------------------------------------ existence
@@ -192,12 +179,11 @@ class QueueMonitors:
         return not has_where
 
     # ----------------------------------------------------------- evaluation
-    def on_timer(self, instance: str | None = None) -> None:
-        """PER-1A: on every timer notification each queue monitor (of INSTANCE, when named) looks at its queue;
-        before a procedure's step due at the same instant, where the run takes the look first (TIMER_AND_STEP),
-        else as any trigger."""
+    def on_timer(self) -> None:
+        """PER-1A: on every timer notification each queue monitor looks at its queue; before a procedure's step
+        due at the same instant, where the run takes the look first (TIMER_AND_STEP), else as any trigger."""
         now = self.clock.now_ms
-        for key in [k for k in self.monitors if instance in (None, k.instance)]:
+        for key in list(self.monitors):
             due = [t for t in self.tasks[key] if t.step_due_ms == now]
             if any(t.after_the_timer for t in due) or (due and self._timer_first(key)):
                 self._evaluate(self.queues[key], TIMER, False)
@@ -256,10 +242,9 @@ class QueueMonitors:
         self.log.add(
             {"rule": reason, "trigger": trigger, **queue.key.fields(), "at_ms": now, "kind": Kind.ACTIVATION_NECESSARY}
         )
-        started: ActivatedTask | None = None
         if self.internal(queue):
             if self.internal_occurs(queue):
-                started = self.start_procedure(queue, monitor)
+                self.start_procedure(queue, monitor)
             else:
                 self.log.add(
                     {
@@ -272,8 +257,6 @@ class QueueMonitors:
         if queue.notifications:
             if self.external_occurs(monitor):
                 self.notify(queue, monitor)
-                if started is not None and started.procedure.receives:
-                    started.before_the_notification = self._received_first(started)
             else:
                 self.log.add(
                     {
@@ -283,13 +266,6 @@ class QueueMonitors:
                         "kind": Kind.ACTIVATION_WITHHELD,
                     }
                 )
-
-    def _received_first(self, task: ActivatedTask) -> bool:
-        """NOTIFICATION_AND_RECEIVE, asked where one look started TASK and raised the queue's notification."""
-        self.chooser.about(
-            task.key.instance, {"notification_and_receive": task.session.name, "at_ms": self.clock.now_ms}
-        )
-        return self.chooser.choose(NOTIFICATION_AND_RECEIVE, [NOTIFIED_FIRST, RECEIVED_FIRST]) == RECEIVED_FIRST
 
     def notify(self, queue: Queue, monitor: QueueMonitor) -> None:
         now = self.clock.now_ms
@@ -315,7 +291,7 @@ class QueueMonitors:
         self.evaluate(queue, TIME_OUT)
 
     # ----------------------------------------------------------- procedures
-    def start_procedure(self, queue: Queue, monitor: QueueMonitor) -> ActivatedTask:
+    def start_procedure(self, queue: Queue, monitor: QueueMonitor) -> None:
         name = queue.activation.procedure_name or ""
         self._ordinals[queue.key] += 1
         ordinal = self._ordinals[queue.key]
@@ -334,7 +310,6 @@ class QueueMonitors:
             }
         )
         self.clock.soon(lambda: self._next_receive(task))
-        return task
 
     def _running(self, task: ActivatedTask) -> bool:
         return task in self.tasks[task.key]
@@ -344,17 +319,13 @@ class QueueMonitors:
         if not self._running(task) or not task.procedure.receives:
             return
         self.receiving.begin(task.session)
-        self._sparing, task.before_the_notification = task.before_the_notification, False
-        try:
-            self.receiving.receive(
-                task.session,
-                task.key,
-                top=task.procedure.receive_top,
-                waitfor_ms=task.procedure.waitfor_ms,
-                on_result=lambda rows, group: self._received(task, rows),
-            )
-        finally:
-            self._sparing = False
+        self.receiving.receive(
+            task.session,
+            task.key,
+            top=task.procedure.receive_top,
+            waitfor_ms=task.procedure.waitfor_ms,
+            on_result=lambda rows, group: self._received(task, rows),
+        )
 
     def _received(self, task: ActivatedTask, rows: list[Message]) -> None:
         if not rows:
@@ -385,13 +356,7 @@ class QueueMonitors:
             due = self.clock.soon(lambda: self._worked(task))
             task.cancel_work = lambda: setattr(due, "cancelled", True)
             return
-        if not task.after_the_time_outs and self._time_outs_first(task):
-            task.after_the_time_outs = True
-            due = self.clock.soon(lambda: self._worked(task))
-            task.cancel_work = lambda: setattr(due, "cancelled", True)
-            return
         task.step_due_ms, task.after_the_timer, task.after_the_others = None, False, False
-        task.after_the_time_outs = False
         if self.check_moment.of(self.chooser) == ONCE_SETTLED:
             self._commit_and_receive(task, at_once=False)
             return
@@ -414,14 +379,6 @@ class QueueMonitors:
             return False
         self.chooser.about(task.key.instance, {"step_order": task.session.name, "at_ms": now})
         return self.chooser.choose(STEP_ORDER, [AS_DUE, AFTER_THE_OTHERS]) == AFTER_THE_OTHERS
-
-    def _time_outs_first(self, task: ActivatedTask) -> bool:
-        """WAITFOR_AND_STEP, asked where TASK's step comes first and a WAITFOR on its queue ends at this instant."""
-        ending = self.receiving.ending_now(task.key)
-        if not ending:
-            return False
-        self.chooser.about(task.key.instance, {"waitfor_and_step": task.session.name, "at_ms": self.clock.now_ms})
-        return self.chooser.choose(WAITFOR_AND_STEP, [AS_SET, AFTER_THE_WAITFORS]) == AFTER_THE_WAITFORS
 
     def _commit_and_receive(self, task: ActivatedTask, at_once: bool) -> None:
         # a choice only while a reader waits on the queue: else the procedure gets the group again either way
@@ -466,7 +423,7 @@ class QueueMonitors:
     def receive_called(self, queue: Queue) -> None:
         """ACT-13: an application calling RECEIVE ends the notification's time-out."""
         monitor = self.monitors.get(queue.key)
-        if monitor is not None and monitor.notified_until_ms is not None and not self._sparing:
+        if monitor is not None and monitor.notified_until_ms is not None:
             monitor.cancel_time_out()
             monitor.notified_until_ms = None
 

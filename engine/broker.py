@@ -9,16 +9,7 @@ from sbtck.contract import Event, QueueRef
 from sbtck.engine import views
 from sbtck.engine.activation import ARRIVAL, QueueMonitors
 from sbtck.engine.administration import Administration
-from sbtck.engine.choosing import (
-    INSTANCE_BY_INSTANCE,
-    STALE_SPAN,
-    TASK_BY_TASK,
-    TIMER_ORDER,
-    Chooser,
-    FirstChooser,
-    Reading,
-    Span,
-)
+from sbtck.engine.choosing import STALE_SPAN, Chooser, FirstChooser, Span
 from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context, command
@@ -104,8 +95,6 @@ class Broker(QueueStatements, Administration):
         for queue in self.queues.values():
             self.monitors.sync(queue)
         self.monitors.timer_pending = self._timer_pending
-        self.chooser = chooser
-        self.timer_order = Reading(TIMER_ORDER, TASK_BY_TASK, INSTANCE_BY_INSTANCE)
         self._schedule_timer()
 
     # ------------------------------------------------------------------ time
@@ -138,14 +127,8 @@ class Broker(QueueStatements, Administration):
             self.log.add(
                 {"instance": name, "number": number, "tasks": names[:], "at_ms": now, "kind": Kind.TIMER_NOTIFICATION}
             )
-        order = TASK_BY_TASK if len(self.instances) < 2 else self.timer_order.of(self.chooser)
-        if order == TASK_BY_TASK:
-            for task in tasks:
-                task.run(self, None)
-        else:
-            for name in self.instances:
-                for task in tasks:
-                    task.run(self, name)
+        for task in tasks:
+            task.run(self)
         self._schedule_timer()
 
     def _expected(self, dialog: str, from_target: bool) -> int:

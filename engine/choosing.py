@@ -188,24 +188,6 @@ AS_DUE, AFTER_THE_OTHERS = "as due", "after the other steps of its instant"
 # and queue (the options in the reference's order of preference: the step first)
 TIMER_AND_STEP = "timer_and_step"
 STEP_FIRST, TIMER_FIRST = "the procedure's step first", "the timer notification's look first"
-# where a session's WAITFOR ends (its RECEIVE returning empty) at an instant that holds other work too (an arrival,
-# a procedure's step, a timer notification), whether that work comes first and may still serve it: the documents
-# give a WAITFOR's last instant no order against the rest. Asked of each such end (the reference's first: as it was
-# set, before what was set after it)
-WAITFOR_END = "waitfor_end"
-AS_SET, AFTER_THE_REST = "as it was set", "after the rest of its instant"
-# and, from the other side, whether an activated procedure's step (its commit and next RECEIVE) on a queue where a
-# session's WAITFOR ends at the same instant comes after that end. Asked of each such step (the reference's first:
-# as it was set)
-WAITFOR_AND_STEP = "waitfor_and_step"
-AFTER_THE_WAITFORS = "after the WAITFORs ending at its instant"
-# where one look both starts a queue's activation procedure and raises its QUEUE_ACTIVATION notification (a queue
-# with STATUS = ON and an event notification), which comes first at that instant: the notification, whose time-out
-# the procedure's first RECEIVE then ends ("Once an application calls RECEIVE on the queue"), or the procedure's
-# first RECEIVE, so that the time-out begun after it runs on. The documents order neither. Asked of each such look
-# (the reference's first: the notification)
-NOTIFICATION_AND_RECEIVE = "notification_and_first_receive"
-NOTIFIED_FIRST, RECEIVED_FIRST = "the notification first", "the procedure's first RECEIVE first"
 # whether a group of identical routes (RTC-0: alike in broker instance, service name and address, mirror address
 # aside) "specifies a mirror address" (RTC-1) when only some of its members do: the documents do not say. As the
 # member that names it by default (the first by name, the reference's pick), or as any member that specifies one,
@@ -217,16 +199,6 @@ AS_ITS_FIRST_MEMBER, AS_ANY_MIRRORED_MEMBER = "as its first member", "as any mem
 # Asked of each such message there and then
 DELETED_AS = "deleted_as"
 OUT_OF_ORDER, STALE = "out of order", "stale"
-# how the timer notifications of one instant run where the topology has several instances: each instance has its
-# own timer ("SSB receives notifications every 5 seconds from the SQL engine's timer framework"), and the documents
-# order neither the instances nor one instance's tasks against another's. Task by task across the instances (the
-# reference's first: every instance's dispatcher, then every instance's transport, ...), or instance by instance in
-# the topology's order, each running all its tasks before the next (one reading for a whole run). Not searched: other
-# orders of the instances, or an order that changes from one notification to the next: each reading more doubles
-# the search's tree for a wrong broker (an order asked at each notification spent its budget on every world)
-TIMER_ORDER = "timer_order"
-TASK_BY_TASK = "task by task across the instances"
-INSTANCE_BY_INSTANCE = "instance by instance, in the topology's order"
 # how many task handlers an instance starts (PER-1B: it "creates up to 2 times the number of CPU's task-handlers"):
 # asked of each instance as it starts, its options counts from twice its CPUs down to one, the reference's first
 TASK_HANDLERS = "task_handlers"
@@ -253,31 +225,32 @@ READINGS = frozenset(
 )
 # readings asked once for a run that cost the search a pick to depart from, not none: each free reading doubles the
 # tree of every world the search explores (design.md, decision 12)
-COSTLY_READINGS = frozenset({LOST_PRINCIPAL, TIMER_ORDER, HELD_ELSEWHERE_MOSTLY})
+COSTLY_READINGS = frozenset({LOST_PRINCIPAL, HELD_ELSEWHERE_MOSTLY})
 # the kinds whose options are offered in the reference's order of preference, not compared by name
-OFFERED_IN_ORDER = READINGS | COSTLY_READINGS | {
-    GROUP,
-    HELD_ELSEWHERE,
-    WAITER,
-    RECLASSIFIED,
-    RECLASSIFIED_NEXT,
-    TASK_HANDLERS,
-    TIMER_AND_STEP,
-    ARRIVAL_LOOK,
-    STEP_ORDER,
-    NOTIFICATION_AND_RECEIVE,
-    WAITFOR_END,
-    WAITFOR_AND_STEP,
-    DELETED_AS,
-    MIXED_GROUP,
-    BEHIND_A_DELETED,
-    ARRIVES_BEHIND,
-    RETRIED_BEHIND,
-    AHEAD_GOES_ON,
-    LOCAL_MISS,
-    LOCAL_PASSED_OVER,
-    TIME_OUT_AND_NOTIFICATION,
-}
+OFFERED_IN_ORDER = (
+    READINGS
+    | COSTLY_READINGS
+    | {
+        GROUP,
+        HELD_ELSEWHERE,
+        WAITER,
+        RECLASSIFIED,
+        RECLASSIFIED_NEXT,
+        TASK_HANDLERS,
+        TIMER_AND_STEP,
+        ARRIVAL_LOOK,
+        STEP_ORDER,
+        DELETED_AS,
+        MIXED_GROUP,
+        BEHIND_A_DELETED,
+        ARRIVES_BEHIND,
+        RETRIED_BEHIND,
+        AHEAD_GOES_ON,
+        LOCAL_MISS,
+        LOCAL_PASSED_OVER,
+        TIME_OUT_AND_NOTIFICATION,
+    }
+)
 # the readings that are open only to an implementation without this capability (a rule of it otherwise)
 OPEN_WITHOUT = {RECLASSIFYING: "periodic_tasks"}
 # the choices that show only to an implementation with this capability: without it, no trace tells one pick from

@@ -8,7 +8,7 @@ it ran, so a scenario can ask what happened at which notification.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -184,67 +184,61 @@ class Maintenance:
 
 
 # ------------------------------------------------------------------ the tasks, one function each
-# Each task runs for every instance (INSTANCE is None: task by task across them, TIMER_ORDER) or for one instance
-# (instance by instance).
 
 
-def _of(names: Iterable[str], instance: str | None) -> list[str]:
-    return [name for name in names if instance in (None, name)]
-
-
-def queue_monitors(parts: Parts, instance: str | None) -> None:
+def queue_monitors(parts: Parts) -> None:
     """PER-1A: every queue monitor looks at its queue."""
-    parts.monitors.on_timer(instance)
+    parts.monitors.on_timer()
 
 
-def task_handlers(parts: Parts, instance: str | None) -> None:
+def task_handlers(parts: Parts) -> None:
     """PER-1B: task handlers that failed to start are started again."""
-    for name in _of(parts.maintenance.state, instance):
+    for name in parts.maintenance.state:
         parts.maintenance.restart_handlers(name)
 
 
-def message_dispatcher(parts: Parts, instance: str | None) -> None:
+def message_dispatcher(parts: Parts) -> None:
     """PER-1C: each instance's dispatcher sweeps its buffers."""
-    for name in _of(parts.dispatchers, instance):
-        parts.dispatchers[name].sweep()
+    for dispatcher in parts.dispatchers.values():
+        dispatcher.sweep()
 
 
-def transport_connections(parts: Parts, instance: str | None) -> None:
+def transport_connections(parts: Parts) -> None:
     """PER-2A: connect where messages wait for a connection, and send."""
-    parts.router.connect_and_send(instance)
+    parts.router.connect_and_send()
 
 
-def transmitter(parts: Parts, instance: str | None) -> None:
+def transmitter(parts: Parts) -> None:
     """PER-2B: messages waiting in the transmission queue are classified again."""
-    for name in _of(parts.maintenance.state, instance):
+    for name in parts.maintenance.state:
         parts.router.reclassify(name)
 
 
-def idle_connections(parts: Parts, instance: str | None) -> None:
+def idle_connections(parts: Parts) -> None:
     """PER-5A: connections idle for too long are closed."""
-    parts.transport.close_idle(instance)
+    parts.transport.close_idle()
 
 
-def forwarder(parts: Parts, instance: str | None) -> None:
+def forwarder(parts: Parts) -> None:
     """PER-5B: forwarded messages kept too long in memory are dropped."""
-    parts.router.forget_stale_forwarded(instance)
+    parts.router.forget_stale_forwarded()
 
 
-def broker_start(parts: Parts, instance: str | None) -> None:
+def broker_start(parts: Parts) -> None:
     """PER-5C: databases whose broker failed to start try again."""
-    for name in _of(parts.maintenance.state, instance):
+    for name in parts.maintenance.state:
         parts.maintenance.restart_brokers(name)
 
 
-def broker_configuration_notification(parts: Parts, instance: str | None) -> None:
+def broker_configuration_notification(parts: Parts) -> None:
     """PER-5D: the Broker Configuration Notification goes to BCN clients."""
-    for name in _of(parts.maintenance.state, instance):
+    for name in parts.maintenance.state:
         parts.maintenance.notify_configuration(name)
 
 
-def acknowledged_message_cleanup(parts: Parts, instance: str | None) -> None:
+def acknowledged_message_cleanup(parts: Parts) -> None:
     """PER-5E: the clean-up of acknowledged messages runs again where it stopped."""
-    for name in _of(parts.maintenance.state, instance):
+    for name in parts.maintenance.state:
         parts.maintenance.resume_ack_cleanup(name)
 
 
@@ -255,7 +249,7 @@ class Task:
     name: str
     every: int
     rule: str
-    run: Callable[[Parts, str | None], None]
+    run: Callable[[Parts], None]
 
 
 # In this order they run on a notification that is a multiple of ``every``.

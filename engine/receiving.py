@@ -9,13 +9,10 @@ from typing import TYPE_CHECKING, Any
 from sbtck.contract import QueueRef
 from sbtck.engine.choosing import (
     A_RECEIVE,
-    AFTER_THE_REST,
-    AS_SET,
     GCG_READING,
     GROUP,
     NOT_A_RECEIVE,
     WAITER,
-    WAITFOR_END,
     Chooser,
     FirstChooser,
 )
@@ -60,9 +57,6 @@ class Wait:
     cancel_deadline: Callable[[], None] = _no_deadline
     # the rows (as a session sees them) and the conversation group the statement returned, once it has
     result: tuple[list[dict[str, Any]], str | None] | None = None
-    # when its WAITFOR ends, and whether that end waits for the rest of its instant (WAITFOR_END)
-    deadline_ms: int | None = None
-    after_the_rest: bool = False
 
     def __init__(
         self,
@@ -75,13 +69,10 @@ class Wait:
         on_result: Callable[[list[Message], str | None], None],
         cancel_deadline: Callable[[], None] = _no_deadline,
         result: tuple[list[dict[str, Any]], str | None] | None = None,
-        deadline_ms: int | None = None,
-        after_the_rest: bool = False,
     ) -> None:
         self.session, self.queue, self.statement, self.top = session, queue, statement, top
         self.where_dialog, self.where_group = where_dialog, where_group
         self.on_result, self.cancel_deadline, self.result = on_result, cancel_deadline, result
-        self.deadline_ms, self.after_the_rest = deadline_ms, after_the_rest
 
     @property
     def has_where(self) -> bool:
@@ -136,8 +127,7 @@ class Receiving:
             return wait
         session.wait = wait
         self.waits[key].append(wait)
-        wait.deadline_ms = self.clock.now_ms + waitfor_ms
-        due = self.clock.at(wait.deadline_ms, lambda: self._time_out(wait))
+        due = self.clock.at(self.clock.now_ms + waitfor_ms, lambda: self._time_out(wait))
         wait.cancel_deadline = lambda: setattr(due, "cancelled", True)
         self.log.add(
             {
@@ -329,20 +319,8 @@ class Receiving:
         return True
 
     def _time_out(self, wait: Wait) -> None:
-        if wait.session.wait is not wait:
-            return
-        if not wait.after_the_rest and self.clock.more_due_now():
-            self.chooser.about(wait.queue.instance, {"waitfor_end": wait.session.name, "at_ms": self.clock.now_ms})
-            if self.chooser.choose(WAITFOR_END, [AS_SET, AFTER_THE_REST]) == AFTER_THE_REST:
-                wait.after_the_rest = True
-                self.clock.settle(lambda: self._time_out(wait))
-                return
-        self._finish(wait, [], None)
-
-    def ending_now(self, key: QueueRef) -> list[Wait]:
-        """The waits on KEY whose WAITFOR ends at this instant and has not ended yet."""
-        now = self.clock.now_ms
-        return [w for w in self.waits[key] if w.deadline_ms == now]
+        if wait.session.wait is wait:
+            self._finish(wait, [], None)
 
     def _finish(self, wait: Wait, rows: list[Message], group: str | None) -> None:
         if wait.session.wait is wait:

@@ -52,16 +52,15 @@ class Transmitter(Room):
         self.reclassifying: str | None = None  # RECLASSIFYING, asked at the first reclassification
         self.acknowledgement_reading = Reading(ACKNOWLEDGEMENT_READING, SENT_AFTER, ROUTED_AFTER)
 
-    def connect_and_send(self, instance: str | None = None) -> None:
-        """PER-2A: connect to destinations with pending messages that are not suppressed, then send (from
-        INSTANCE, when named)."""
-        waiting = self.queue.heads(CONNECTING, instance=instance)
+    def connect_and_send(self) -> None:
+        """PER-2A: connect to destinations with pending messages that are not suppressed, then send."""
+        waiting = self.queue.heads(CONNECTING)
         opened = set(self.transport.connect_pending([(w.instance, str(w.address).upper()) for w in waiting]))
         for head in waiting:
             if (head.instance, str(head.address).upper()) in opened:
                 self.once_connected(head)
         if not self.params.principal_retry_s:  # else each at its own time (_ask_again)
-            for head in self.queue.heads(NO_PRINCIPAL, instance=instance):
+            for head in self.queue.heads(NO_PRINCIPAL):
                 self.queue._retry(head, self.transmission._standing(head))  # RTR-5: both addresses are tried again
 
     def once_connected(self, head: Waiting) -> None:

@@ -115,13 +115,11 @@ class Transport:
                 opened.append(link)
         return opened
 
-    def close_idle(self, instance: str | None = None) -> None:
-        """PER-5A: connections idle for the past 90 seconds close (INSTANCE's, when named)."""
+    def close_idle(self) -> None:
+        """PER-5A: connections idle for the past 90 seconds close."""
         limit = int(self.params.connection_idle_close_s * 1000)
         for link, conn in list(self.connections.items()):
-            if instance in (None, link[0]) and self.idleness.over(
-                self.clock.now_ms, conn.last_activity_ms + limit, self.chooser
-            ):
+            if self.idleness.over(self.clock.now_ms, conn.last_activity_ms + limit, self.chooser):
                 del self.connections[link]
                 self._emit(Kind.CONNECTION_CLOSED, link, reason="idle")
         if self.broken:

@@ -66,10 +66,8 @@ from sbtck.agreement import (
 from sbtck.engine import EngineParams
 from sbtck.engine.choosing import (
     A_WAITING_READER,
-    AFTER_THE_REST,
     AHEAD_GOES_ON,
     ARRIVES_BEHIND,
-    AS_SET,
     BEHIND_A_DELETED,
     BROKER_INSTANCE,
     CHOSEN_AGAIN,
@@ -102,7 +100,6 @@ from sbtck.engine.choosing import (
     TIME_OUT_AND_NOTIFICATION,
     TIME_OUT_FIRST,
     WAITER,
-    WAITFOR_END,
     WAITS_FOR_ITS_TIME_OUT,
     Addresses,
     FirstChooser,
@@ -370,10 +367,6 @@ class FollowingChooser:
         if any(k in message for k in _ORDER_OF_AN_INSTANT):
             self.current = {}
             return
-        if "waitfor_end" in message:  # a WAITFOR that ends after the rest of its instant, if served at its end
-            served = self.received.get((str(message["waitfor_end"]), message.get("at_ms")))
-            self.current = {WAITFOR_END: AFTER_THE_REST if served else AS_SET}
-            return
         if "waiter" in message:  # which waiting session is served first: read in choose, from the options
             self.serving = (str(message["waiter"]), message.get("at_ms"))
             self.current = {}
@@ -492,7 +485,7 @@ _FOLLOWED = _READING | {_TRANSMITTED, _PENDING, _MATCHED, _CHOSEN, _RECLASSIFIED
 # that instant shows: sent on at its SEND, matched on its own as it arrives or at its own time-out, following a
 # deleted one, or the one ahead that went on, at once
 # the choices of which of two things of an instant came first that no event names
-_ORDER_OF_AN_INSTANT = ("timer_and_step", "arrival_look", "step_order", "waitfor_and_step", "notification_and_receive")
+_ORDER_OF_AN_INSTANT = ("timer_and_step", "arrival_look", "step_order")
 _ROUTED_THEN = {
     HELD_ELSEWHERE: SENT_ON,
     ARRIVES_BEHIND: MATCHED_ON_ITS_OWN,

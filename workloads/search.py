@@ -87,8 +87,8 @@ from sbtck.workloads.trace import Trace, execute
 
 # how many whole runs of the world the branches may cost together before it is undecided: a correct
 # implementation takes one, a wrong one the whole tree, most of whose branches differ at their own new pick. 64 until
-# stop 55, whose new choices (TIMER_ORDER above all, a reading that doubles the tree) left four wrong variants of
-# tests/workloads/test_shrink.py undecided in 1,000 worlds; each is found again at 128
+# stop 55, whose new choices (LOST_PRINCIPAL, a reading at each lost principal, doubles the tree there) left the
+# wrong variant never_asks_a_lost_principal_again undecided in world 383 (tests/workloads/test_search.py)
 BUDGET = 128
 
 

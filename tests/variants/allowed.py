@@ -18,8 +18,6 @@ from sbtck.engine.activation import ActivatedTask, QueueMonitor, QueueMonitors
 from sbtck.engine.broker import ConnectsWhenNotified
 from sbtck.engine.choosing import (
     AFTER_THE_OTHERS,
-    AFTER_THE_REST,
-    AFTER_THE_WAITFORS,
     AHEAD_GOES_ON,
     ARRIVAL_LOOK,
     ARRIVES_BEHIND,
@@ -36,7 +34,6 @@ from sbtck.engine.choosing import (
     FORGOTTEN,
     GCG_READING,
     HELD_ELSEWHERE,
-    INSTANCE_BY_INSTANCE,
     LOCAL_MISS,
     LOCAL_PASSED_OVER,
     LOST_PRINCIPAL,
@@ -45,13 +42,11 @@ from sbtck.engine.choosing import (
     NEXT_READER,
     NOT_A_RECEIVE,
     NOT_REPORTED,
-    NOTIFICATION_AND_RECEIVE,
     NOTIFICATION_FIRST,
     OWN_ADDRESS,
     PAIR_ASKED_AGAIN,
     PRINCIPAL_RETRY,
     READER_FIRST,
-    RECEIVED_FIRST,
     RETRIED_BEHIND,
     SENT_ON,
     STALE,
@@ -60,9 +55,6 @@ from sbtck.engine.choosing import (
     TIME_OUT_AND_NOTIFICATION,
     TIMER_AND_STEP,
     TIMER_FIRST,
-    TIMER_ORDER,
-    WAITFOR_AND_STEP,
-    WAITFOR_END,
     WAITS_FOR_ITS_TIME_OUT,
     Addresses,
     Chooser,
@@ -335,11 +327,7 @@ ALLOWED = [
     "chooses_again_past_an_unreported_local_route",
     "lets_a_waiting_reader_take_an_arrival_before_it_looks",
     "looks_at_the_trigger_taking_an_instants_steps_in_another_order",
-    "receives_before_the_notification_of_its_look",
     "forgets_a_lost_principal",
-    "ends_a_waitfor_after_the_rest_of_its_instant",
-    "takes_a_step_after_the_waitfors_ending_at_its_instant",
-    "runs_each_instances_timer_tasks_in_topology_order",
     "deletes_a_stale_message_out_of_order_as_stale",
 ]
 
@@ -551,11 +539,11 @@ class _ExclusiveTransport(Transport):
     def suppressed(self, link: Link) -> bool:
         return self.clock.now_ms <= self.suppressed_until.get(link, 0)
 
-    def close_idle(self, instance: str | None = None) -> None:
+    def close_idle(self) -> None:
         for conn in self.connections.values():
             conn.last_activity_ms += 1
         try:
-            super().close_idle(instance)
+            super().close_idle()
         finally:
             for conn in self.connections.values():
                 conn.last_activity_ms -= 1
@@ -574,12 +562,12 @@ class _ExclusiveDispatcher(Dispatcher):
 
 
 class _ExclusiveForwarding(Forwarding):
-    def forget_stale_forwarded(self, instance: str | None = None) -> None:
+    def forget_stale_forwarded(self) -> None:
         held = [w for line in self.queue.lines.values() for w in line if not w.inside]
         for waiting in held:
             waiting.received_ms += 1
         try:
-            super().forget_stale_forwarded(instance)
+            super().forget_stale_forwarded()
         finally:
             for waiting in held:
                 waiting.received_ms -= 1
@@ -738,19 +726,6 @@ def looks_at_the_timer_before_a_step() -> ReferenceImplementation:
     return _engine("a timer notification's look before a procedure's step", chooser_class=_TimerBeforeTheStep)
 
 
-class _ReceivesBeforeItsNotification(FirstChooser):
-    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
-        return RECEIVED_FIRST if kind == NOTIFICATION_AND_RECEIVE else super().choose(kind, options, addresses)
-
-
-def receives_before_the_notification_of_its_look() -> ReferenceImplementation:
-    """One look starts a queue's procedure and raises its QUEUE_ACTIVATION notification: the procedure's first
-    RECEIVE comes first, so the notification's time-out, begun after it, runs on."""
-    return _engine(
-        "the procedure's first RECEIVE before its look's notification", chooser_class=_ReceivesBeforeItsNotification
-    )
-
-
 class _ForgetsALostPrincipal(FirstChooser):
     def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
         return FORGOTTEN if kind == LOST_PRINCIPAL else super().choose(kind, options, addresses)
@@ -760,37 +735,6 @@ def forgets_a_lost_principal() -> ReferenceImplementation:
     """A mirrored route whose principal is lost (RTR-4) forgets it: its next message or retry asks both addresses
     anew, as at first use, instead of taking the lost one for the principal until the partner claims the role."""
     return _engine("forgets a lost principal", chooser_class=_ForgetsALostPrincipal)
-
-
-class _EndsAWaitforLast(FirstChooser):
-    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
-        return AFTER_THE_REST if kind == WAITFOR_END else super().choose(kind, options, addresses)
-
-
-def ends_a_waitfor_after_the_rest_of_its_instant() -> ReferenceImplementation:
-    """A WAITFOR ending at an instant that holds other work too ends after that work, which may still serve it."""
-    return _engine("ends a WAITFOR after the rest of its instant", chooser_class=_EndsAWaitforLast)
-
-
-class _StepsAfterTheWaitfors(FirstChooser):
-    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
-        return AFTER_THE_WAITFORS if kind == WAITFOR_AND_STEP else super().choose(kind, options, addresses)
-
-
-def takes_a_step_after_the_waitfors_ending_at_its_instant() -> ReferenceImplementation:
-    """An activated procedure's step on a queue where a session's WAITFOR ends at the same instant comes after
-    that end."""
-    return _engine("takes a step after the WAITFORs ending at its instant", chooser_class=_StepsAfterTheWaitfors)
-
-
-class _InstanceByInstance(FirstChooser):
-    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
-        return INSTANCE_BY_INSTANCE if kind == TIMER_ORDER else super().choose(kind, options, addresses)
-
-
-def runs_each_instances_timer_tasks_in_topology_order() -> ReferenceImplementation:
-    """The timer notifications of one instant run instance by instance, in the topology's order."""
-    return _engine("runs each instance's timer tasks in topology order", chooser_class=_InstanceByInstance)
 
 
 class _DeletesAsStale(FirstChooser):
