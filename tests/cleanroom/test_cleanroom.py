@@ -56,7 +56,11 @@ BROKERS: dict[str, dict[str, str]] = {
 AREAS_OF = {"cr1": AREAS, "cr2": ("routing", "activation"), "cr3": AREAS, "cr4": AREAS, "cr5": AREAS}
 # the worlds (of the first WORLDS) the stage still fails a broker in, each with where the question stands: a world
 # failing that is not listed fails the test, and a listed world that passes is reported so the list only shrinks
-KNOWN: dict[tuple[str, str], dict[int, str]] = {}
+K1 = (
+    "the instances' timer notifications of one instant run instance by instance in this broker, and the kit searches"
+    " task by task only (cr4/NOTES.md K1: the kit is wrong; TIMER_ORDER waits on branch search-wide)"
+)
+KNOWN: dict[tuple[str, str], dict[int, str]] = {("cr4", "decision trace"): {267: K1}, ("cr4", "black box"): {267: K1}}
 # the scenarios a broker fails where the documents make it wrong (decided by the team; its NOTES.md says so too)
 WRONG: dict[str, dict[str, str]] = {}
 CASES = [(name, mode) for name, modes in BROKERS.items() for mode in modes]
