@@ -52,10 +52,6 @@ class Clockwork:
         """
         self._settling.append(action)
 
-    def more_due_now(self) -> bool:
-        """Is other work due at this instant, set or settling (a cancelled item may count: it only asks more)?"""
-        return bool(self._settling) or bool(self._agenda and self._agenda[0][0] <= self.now_ms)
-
     def run_until(self, until_ms: int) -> None:
         """Run everything due up to and including ``until_ms``, then stand there."""
         if until_ms < self.now_ms:
