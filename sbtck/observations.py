@@ -218,7 +218,7 @@ SESSION = _f(
     "string",
     EXACT,
     "the session, as the scenario named it; an activated task's session is QUEUE#N",
-    form="NAME#N",
+    form="NAME or QUEUE#N",
 )
 TASK = _f("task", "integer", EXACT, "the activated task's number for its queue, from 1", why="exit_procedure names it")
 SPID = _f(
