@@ -217,7 +217,8 @@ def _field(f: Field) -> str:
     if f.values:
         return f"`{f.name}` ({f.compared}: " + ", ".join(f"`{v}`" for v in f.values) + ")"
     if f.form:
-        return f"`{f.name}` ({f.compared}: `{f.form}`, NAME a name of the scenario, N a number)"
+        queue = ", QUEUE a queue's name" if "QUEUE" in f.form else ""
+        return f"`{f.name}` ({f.compared}: `{f.form}`, NAME a name of the scenario{queue}, N a number)"
     if f.name in ("rule", "step"):
         return f"`{f.name}` ({f.compared}: a rule id of `spec/rules.yaml`)"
     return f"`{f.name}` ({f.compared})"

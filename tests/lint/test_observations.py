@@ -177,7 +177,8 @@ def _of_the_scenario(value: str, names: set[str], form: str) -> bool:
     if value in names:
         return True
     for option in form.split(" or ") if form else ():
-        pattern = re.escape(option).replace("NAME", "(.+)").replace("N", "[0-9]+").replace("\\#", "#")
+        pattern = re.escape(option).replace("NAME", "(.+)").replace("QUEUE", "(.+)").replace("N", "[0-9]+")
+        pattern = pattern.replace("\\#", "#")
         found = re.fullmatch(pattern, value)
         if found is not None and all(g in names for g in found.groups()):
             return True
