@@ -199,6 +199,13 @@ AS_ITS_FIRST_MEMBER, AS_ANY_MIRRORED_MEMBER = "as its first member", "as any mem
 # Asked of each such message there and then
 DELETED_AS = "deleted_as"
 OUT_OF_ORDER, STALE = "out of order", "stale"
+# whether messages waiting for a connection go on it as soon as a SEND opens it (a connection opened when the
+# transport connects at a SEND, PER-2A), or wait until the transmitter is next notified, as they would had no SEND
+# opened it: PER-2A says the transmitter, "once notified", connects to destinations "that have pending messages",
+# and nothing keeps a pending message off a connection that is already open. Asked at each such opening (the
+# reference's first: at the next notification)
+PENDING_ON_OPEN = "pending_on_open"
+AT_THE_NEXT_NOTIFICATION, ON_IT_AT_ONCE = "at the next notification", "on it at once"
 # how many task handlers an instance starts (PER-1B: it "creates up to 2 times the number of CPU's task-handlers"):
 # asked of each instance as it starts, its options counts from twice its CPUs down to one, the reference's first
 TASK_HANDLERS = "task_handlers"
@@ -241,6 +248,7 @@ OFFERED_IN_ORDER = (
         ARRIVAL_LOOK,
         STEP_ORDER,
         DELETED_AS,
+        PENDING_ON_OPEN,
         MIXED_GROUP,
         BEHIND_A_DELETED,
         ARRIVES_BEHIND,

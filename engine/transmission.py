@@ -10,14 +10,17 @@ from sbtck import catalogue
 from sbtck.engine.choosing import (
     AT_ONCE_FROM_OUTSIDE,
     AT_ONCE_THROUGH_THE_DISPATCHER,
+    AT_THE_NEXT_NOTIFICATION,
     FORGOTTEN,
     KEPT,
     LOST_PRINCIPAL,
     LOST_PRINCIPAL_TOO,
+    ON_IT_AT_ONCE,
     OVER_THE_NETWORK,
     OWN_ADDRESS,
     PAIR_ASKED_AGAIN,
     PARTNER_ALONE,
+    PENDING_ON_OPEN,
     PRINCIPAL_RETRY,
     PROBES,
     ROUTED_AGAIN,
@@ -68,6 +71,9 @@ class Transmission(Room):
                 env, at, inside=False, home=None, via_transport=reading == AT_ONCE_THROUGH_THE_DISPATCHER
             )
             return
+        # a connection this message opens, if it does: what waits for it may go on it too (PENDING_ON_OPEN)
+        link = (at.name, address.upper()) if address is not None else None
+        opens = link is not None and link not in self.transport.connections
         if target is None or address is None or not self.transport.ready(at.name, address):
             if not inside and target is not None and self.forwarding.forward_reported.of(self.chooser) == WHEN_DECIDED:
                 place = (env.dialog, env.from_target, env.sequence, at.name)
@@ -94,9 +100,21 @@ class Transmission(Room):
             if not self.lost[lost]:
                 del self.lost[lost]
             self._emit(Kind.MESSAGE_LOST_IN_TRANSIT, at, env, {"address": target.address})
+        else:
+            # RTX-2: an address that resolves to this very instance arrives as from outside, through msdb.sys.routes
+            self.routing.route(env, target, inside=False, home=None, via_transport=True)
+        if opens and link is not None:
+            self._pending_on_open(*link)
+
+    def _pending_on_open(self, instance: str, address: str) -> None:
+        """PENDING_ON_OPEN: the messages waiting for the connection this SEND opened go on it now, or when notified."""
+        heads = [w for w in self.queue.heads(CONNECTING, instance=instance) if str(w.address).upper() == address]
+        if not heads:
             return
-        # RTX-2: an address that resolves to this very instance arrives as from outside, through msdb.sys.routes
-        self.routing.route(env, target, inside=False, home=None, via_transport=True)
+        self.chooser.about(instance, {"address": address, "at_ms": self.clock.now_ms, PENDING_ON_OPEN: True})
+        if self.chooser.choose(PENDING_ON_OPEN, [AT_THE_NEXT_NOTIFICATION, ON_IT_AT_ONCE]) == ON_IT_AT_ONCE:
+            for head in heads:
+                self.transmitter.once_connected(head)
 
     def _send_again(self, kept: Envelope, at: Instance, address: str | None, home: str | None, wait_ms: int) -> None:
         if (kept.dialog, kept.from_target, kept.sequence) in self.arrivals.arrived:

@@ -43,8 +43,10 @@ from sbtck.engine.choosing import (
     NOT_A_RECEIVE,
     NOT_REPORTED,
     NOTIFICATION_FIRST,
+    ON_IT_AT_ONCE,
     OWN_ADDRESS,
     PAIR_ASKED_AGAIN,
+    PENDING_ON_OPEN,
     PRINCIPAL_RETRY,
     READER_FIRST,
     RETRIED_BEHIND,
@@ -329,6 +331,7 @@ ALLOWED = [
     "looks_at_the_trigger_taking_an_instants_steps_in_another_order",
     "forgets_a_lost_principal",
     "deletes_a_stale_message_out_of_order_as_stale",
+    "sends_what_waits_on_a_connection_a_send_opens",
 ]
 
 
@@ -745,6 +748,17 @@ class _DeletesAsStale(FirstChooser):
 def deletes_a_stale_message_out_of_order_as_stale() -> ReferenceImplementation:
     """A buffered message both out of order and stale is deleted as stale (PER-1C gives neither reason first)."""
     return _engine("deletes a stale message out of order as stale", chooser_class=_DeletesAsStale)
+
+
+class _SendsOnAConnectionOnceOpen(FirstChooser):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return ON_IT_AT_ONCE if kind == PENDING_ON_OPEN else super().choose(kind, options, addresses)
+
+
+def sends_what_waits_on_a_connection_a_send_opens() -> ReferenceImplementation:
+    """Messages waiting for a connection go on it as soon as another message's SEND opens it, not only once the
+    transmitter is next notified (PER-2A: "once notified" it connects to destinations with pending messages)."""
+    return _engine("sends what waits on a connection a SEND opens", chooser_class=_SendsOnAConnectionOnceOpen)
 
 
 class _AnyMirroredMemberMirrors(FirstChooser):

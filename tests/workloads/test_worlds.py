@@ -135,6 +135,8 @@ ALLOWED_WORLDS = {
     "asks_the_pair_again_every_7_seconds": range(150, 210),
     # a principal lost and asked again: 6 of the first 1,000 worlds, the first at 355
     "forgets_a_lost_principal": range(350, 410),
+    # messages waiting for a connection another dialog's SEND opens: 1 of the first 10,000 worlds, at 6130
+    "sends_what_waits_on_a_connection_a_send_opens": range(6120, 6140),
 }
 # choices no world of the generator shows yet (a blind spot of generator 4): nothing to check the stage on
 NOT_IN_WORLDS = {
