@@ -85,6 +85,7 @@ from sbtck.engine.choosing import (
     NOT_REPORTED,
     NOTIFICATION_FIRST,
     PARTNER_ALONE,
+    PENDING_ON_OPEN,
     PROBES,
     RECLASSIFIED,
     RECLASSIFIED_NEXT,
@@ -348,6 +349,9 @@ class FollowingChooser:
             instant = (_key(instance, message), message.get("at_ms"))
             reported = (instant, str(message.get("route"))) in self.chosen
             self.current = {LOCAL_PASSED_OVER: REPORTED_FIRST if reported else NOT_REPORTED}
+            return
+        if message.get(PENDING_ON_OPEN):  # about a connection, not a message: the reference's first, then the other
+            self.current = {}
             return
         if message.get(TIME_OUT_AND_NOTIFICATION):  # the notification first, if its reclassification named it
             listed = self.listed.get((instance, message.get("at_ms")), set())
