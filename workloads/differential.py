@@ -68,6 +68,8 @@ from sbtck.engine.choosing import (
     A_WAITING_READER,
     AHEAD_GOES_ON,
     ARRIVES_BEHIND,
+    AS_ANY_MIRRORED_MEMBER,
+    AS_ITS_FIRST_MEMBER,
     BEHIND_A_DELETED,
     BROKER_INSTANCE,
     CHOSEN_AGAIN,
@@ -81,6 +83,7 @@ from sbtck.engine.choosing import (
     LOCAL_PASSED_OVER,
     LOST_PRINCIPAL_TOO,
     MATCHED_ON_ITS_OWN,
+    MIXED_GROUP,
     NEXT_READER,
     NOT_REPORTED,
     NOTIFICATION_FIRST,
@@ -272,6 +275,11 @@ class FollowingChooser:
                 continue
             elif kind == _CHOSEN:
                 attempts[-1][ROUTE] = str(e.get("route"))
+                # a group of identical routes of mixed mirror addresses: taken as specifying one where the
+                # implementation chose at RTC-1 (a guess where another mirrored route was chosen: the search tries both)
+                if e.get("step"):
+                    mirrored = e["step"] == "RTC-1"
+                    attempts[-1][MIXED_GROUP] = AS_ANY_MIRRORED_MEMBER if mirrored else AS_ITS_FIRST_MEMBER
                 self.chosen.add((instant, str(e.get("route"))))
             elif kind in _HERE and e.get("database"):
                 attempts[-1].setdefault(DATABASE_ORDER, str(e["database"]))

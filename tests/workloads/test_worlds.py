@@ -222,6 +222,21 @@ def test_the_following_chooser_takes_the_implementations_allowed_pick_for_the_sa
     assert chooser.choose(ROUTE, ["A", "B"]) == "A"
 
 
+def test_the_following_chooser_reads_a_mixed_group_as_mirrored_where_the_route_was_chosen_at_rtc_1() -> None:
+    """cr4's K3 (world 777): the group named by its mirrored member and chosen at RTC-1 is the other reading."""
+    message = {"dialog": "D1", "message_sequence_number": 0, "from_target": False}
+    matched = {"kind": Kind.ROUTES_MATCHED, "instance": "sql1", **message, "step": "RTM-2"}
+    options = [ch.AS_ITS_FIRST_MEMBER, ch.AS_ANY_MIRRORED_MEMBER]
+    for chosen_at, reading in (("RTC-1", ch.AS_ANY_MIRRORED_MEMBER), ("RTC-3", ch.AS_ITS_FIRST_MEMBER)):
+        chosen = {"kind": Kind.ROUTE_CHOSEN, "instance": "sql1", **message, "route": "R4", "step": chosen_at}
+        chooser = FollowingChooser([matched, chosen])
+        chooser.about("sql1", message)
+        assert chooser.order(ch.MIXED_GROUP, options)[0] == reading, chosen_at
+    chooser = FollowingChooser([matched, {**chosen, "step": None}])  # no step reported: the reference's first
+    chooser.about("sql1", message)
+    assert chooser.order(ch.MIXED_GROUP, options) == options
+
+
 def test_the_following_chooser_reads_who_was_asked_after_losing_the_principal_from_the_probes() -> None:
     message = {"dialog": "L1", "message_sequence_number": 0, "from_target": False, "instance": "sql1"}
     pair = {ch.PARTNER_ALONE: ("B",), ch.LOST_PRINCIPAL_TOO: ("A", "B")}
