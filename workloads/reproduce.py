@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from sbtck.agreement import canonical, compared, once_an_instant
+from sbtck.agreement import canonical, compared, held, once_an_instant
 from sbtck.errors import DeclarationError, NoStepFor
 from sbtck.observations import DECISION_FIELDS, DECISION_TRACE, MAY_OMIT, MAY_REPORT_AT_START, reported_by
 from sbtck.steps import phrases
@@ -124,10 +124,17 @@ def step(op: dict[str, Any], start_ms: int) -> str | None:
 
 
 def stated(events: list[dict[str, Any]], capabilities: frozenset[str], reasoning: bool = False) -> list[dict[str, Any]]:
-    """The events a reproducer states: what an implementation with these capabilities reports, less DECISION_TRACE,
-    a report of what an instant came to once (as the Then step reads the log)."""
+    """The events a reproducer states: what an implementation with these capabilities reports, less DECISION_TRACE
+    and the reports whose presence and moment are not compared (as the stage does not), a report of what an instant
+    came to once (as the Then step reads the log)."""
     return once_an_instant(
-        [e for e in events if (reasoning or e["kind"] not in DECISION_TRACE) and reported_by(e["kind"], capabilities)]
+        [
+            e
+            for e in events
+            if (reasoning or e["kind"] not in DECISION_TRACE)
+            and held(e["kind"])
+            and reported_by(e["kind"], capabilities)
+        ]
     )
 
 

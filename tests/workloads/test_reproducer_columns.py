@@ -62,3 +62,18 @@ def test_a_kind_reported_at_start_as_the_documents_allow_is_not_stated_absent() 
     # reported later, where the reference reports none, it is stated absent
     then = then_steps(expected, [*got, {**started, "at_ms": 15_000}], EVERYTHING | {"periodic_tasks"}, 0)
     assert 'has no "database broker started" events' in then
+
+
+def test_a_report_whose_presence_is_not_compared_is_not_stated() -> None:
+    """routing_retried's presence and moment are not compared (protocol.md), so a reproducer never asks for it: a
+    broker that sends a message waiting for its connection where it was routed reports none when the connection opens
+    (the ninth clean-room author's D1, world 267)."""
+    arrived = {"kind": "message_arrived", "instance": "sql1", "dialog": "D1", "message_sequence_number": 0}
+    retried = {"kind": "routing_retried", "at_ms": 30_000, "instance": "sql1", "dialog": "D1"}
+    expected = [{**arrived, "at_ms": 10_000}, {**retried, "message_sequence_number": 3}]
+    got = [{**arrived, "at_ms": 20_000}]
+    then = then_steps(expected, got, EVERYTHING, 0)
+    assert "message arrived" in then and "routing retried" not in then
+    # nor stated absent where the implementation reports one the reference does not
+    then = then_steps(expected[:1], [*got, {**retried, "message_sequence_number": 3}], EVERYTHING, 0)
+    assert "routing retried" not in then
