@@ -337,6 +337,9 @@ class SetDispatcherSaving(Command):
 class LoseInTransit(Command):
     """A fault: the network loses the next transmission of this message, or with ``every`` every one from now on.
 
+    The transmission happens (``message_transmitted``) and is lost on the way (``message_lost_in_transit``): the
+    message never arrives.
+
     ``every`` is for a broker that sends a message again while it has not arrived, which the documents neither
     ask nor forbid: its copies are lost too, so the message never arrives.
     """

@@ -140,7 +140,9 @@ COLUMN_MEANINGS: dict[str, str] = {
     " arrival, if it waited from then); routing it again that leaves it waiting there keeps it",
     "remote_service_name": "the service the route is for, or null for any",
     "running_task_handlers": "task handlers running now (PER-1B)",
-    "state": "the monitor's state (INACTIVE, NOTIFIED, RECEIVES_OCCURRING) or the connection's (CONNECTED)",
+    "state": "the monitor's state: NOTIFIED while the time-out of a QUEUE_ACTIVATION notification it raised runs"
+    " (ACT-13), else RECEIVES_OCCURRING while procedures it started run or sessions wait in RECEIVE on the queue, else"
+    " INACTIVE; or the connection's (CONNECTED)",
     "task_handlers": "task handlers the instance starts and keeps running, up to 2 x CPUs (PER-1B)",
     "tasks_waiting": "sessions waiting in RECEIVE without WHERE or GET CONVERSATION GROUP on the queue",
     "to_service_name": "the service the message goes to",
