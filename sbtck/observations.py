@@ -575,7 +575,8 @@ RECORDS: dict[str, Record] = {
             (ROUTING, PERIODIC, TRACE),
             REPORT,
             moment="at each run of the transmitter's periodic task (every 2nd timer notification, PER-2B), naming"
-            " the dialogs it registered again, none as an empty list",
+            " the dialogs it registered again (a failed dialog it resumes among them, whether or not a message of"
+            " it waits), none as an empty list",
             evidences="PER-2B",
         ),
         Record(
