@@ -179,11 +179,14 @@ class QueueMonitors:
         return not has_where
 
     # ----------------------------------------------------------- evaluation
-    def on_timer(self) -> None:
-        """PER-1A: on every timer notification each queue monitor looks at its queue; before a procedure's step
-        due at the same instant, where the run takes the look first (TIMER_AND_STEP), else as any trigger."""
+    def on_timer(self, only: str | None = None) -> None:
+        """PER-1A: on every timer notification each queue monitor (of the instance ONLY names, if it names one)
+        looks at its queue; before a procedure's step due at the same instant, where the run takes the look first
+        (TIMER_AND_STEP), else as any trigger."""
         now = self.clock.now_ms
         for key in list(self.monitors):
+            if only is not None and key.instance != only:
+                continue
             due = [t for t in self.tasks[key] if t.step_due_ms == now]
             if any(t.after_the_timer for t in due) or (due and self._timer_first(key)):
                 self._evaluate(self.queues[key], TIMER, False)
@@ -370,10 +373,11 @@ class QueueMonitors:
             look()
 
     def _after_the_others(self, task: ActivatedTask) -> bool:
-        """STEP_ORDER, asked where the monitor looks at the trigger and other procedures of the queue end their work
-        at this instant too: each step, looked at when done, may come after theirs (once)."""
+        """STEP_ORDER, asked where other procedures of the queue end their work at this instant too: each step may
+        come after theirs (once). Whichever moment the monitor looks at, the order shows in which procedure's next
+        RECEIVE takes a group first."""
         now = self.clock.now_ms
-        if task.after_the_others or self.check_moment.of(self.chooser) == ONCE_SETTLED:
+        if task.after_the_others:
             return False
         if not any(t is not task and t.step_due_ms == now for t in self.tasks[task.key]):
             return False

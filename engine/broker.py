@@ -9,7 +9,15 @@ from sbtck.contract import Event, QueueRef
 from sbtck.engine import views
 from sbtck.engine.activation import ARRIVAL, QueueMonitors
 from sbtck.engine.administration import Administration
-from sbtck.engine.choosing import STALE_SPAN, Chooser, FirstChooser, Span
+from sbtck.engine.choosing import (
+    INSTANCE_BY_INSTANCE,
+    STALE_SPAN,
+    TASK_BY_TASK,
+    TIMER_ORDER,
+    Chooser,
+    FirstChooser,
+    Span,
+)
 from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context, command
@@ -74,6 +82,7 @@ class Broker(QueueStatements, Administration):
         self.arrived: set[tuple[str, bool, int]] = set()
         self._notification = 0
         chooser = chooser or self.chooser_class()
+        self.chooser = chooser
         ctx = Context(self.instances, self.queues, self.clock, self.log, self.params, chooser)
         self.monitors = self.monitors_class(ctx, self.procedure, self._new_session)
         self.receiving = self.receiving_class(ctx, self.monitors)
@@ -127,9 +136,27 @@ class Broker(QueueStatements, Administration):
             self.log.add(
                 {"instance": name, "number": number, "tasks": names[:], "at_ms": now, "kind": Kind.TIMER_NOTIFICATION}
             )
-        for task in tasks:
-            task.run(self)
+        if self._instance_by_instance():
+            for name in self.instances:
+                for task in tasks:
+                    task.run(self, name)
+        else:
+            for task in tasks:
+                task.run(self, None)
         self._schedule_timer()
+
+    def _instance_by_instance(self) -> bool:
+        """TIMER_ORDER, asked at each notification of several instances where the order can show: one instance's
+        tasks reach another's only by sending a message, and they send only what waits in a transmission queue or
+        forwarder or is buffered in a dispatcher."""
+        if len(self.instances) < 2:
+            return False
+        if not any(self.router.queue.lines.values()) and not any(
+            line for dispatcher in self.dispatchers.values() for line in dispatcher.buffers.values()
+        ):
+            return False
+        self.chooser.about("", {TIMER_ORDER: True, "at_ms": self.clock.now_ms})
+        return self.chooser.choose(TIMER_ORDER, [TASK_BY_TASK, INSTANCE_BY_INSTANCE]) == INSTANCE_BY_INSTANCE
 
     def _expected(self, dialog: str, from_target: bool) -> int:
         return self.conversations[dialog].received[int(from_target)]

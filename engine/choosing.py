@@ -177,9 +177,10 @@ TIME_OUT_FIRST, NOTIFICATION_FIRST = "the time-out first", "the notification fir
 # queue (the reference's first: the look)
 ARRIVAL_LOOK = "arrival_look"
 LOOK_FIRST, READER_FIRST = "the monitor's look first", "the waiting reader first"
-# and, so looking, which of the activated procedures of a queue whose work ends at one instant takes its step
-# (commit, next RECEIVE, the look at it) first: the documents give concurrent sessions no order. Asked of each such
-# step as it falls due: as due (the reference's first, in the order the steps were set), or after the others (once)
+# which of the activated procedures of a queue whose work ends at one instant takes its step (commit, next RECEIVE,
+# the look at it where the monitor looks at the trigger) first: the documents give concurrent sessions no order, and
+# it shows in which next RECEIVE takes a group first whenever the monitor looks. Asked of each such step as it falls
+# due: as due (the reference's first, in the order the steps were set), or after the others (once)
 STEP_ORDER = "step_order"
 AS_DUE, AFTER_THE_OTHERS = "as due", "after the other steps of its instant"
 # which comes first where a timer notification and an activated procedure's step (the end of its work: its commit
@@ -206,6 +207,16 @@ OUT_OF_ORDER, STALE = "out of order", "stale"
 # reference's first: at the next notification)
 PENDING_ON_OPEN = "pending_on_open"
 AT_THE_NEXT_NOTIFICATION, ON_IT_AT_ONCE = "at the next notification", "on it at once"
+# in which order the instances' periodic tasks run where their timer notifications fall on one instant: each
+# instance has its own timer ("SSB receives notifications every 5 seconds from the SQL engine's timer framework"),
+# and the documents order neither the instances nor one instance's tasks against another's. Task by task across the
+# instances (the reference's first), or each instance's tasks together, in the topology's order. Asked at each
+# notification of a world of several instances; it shows at that instant or not at all (SHOWS_AT_ITS_INSTANT)
+TIMER_ORDER = "timer_order"
+TASK_BY_TASK, INSTANCE_BY_INSTANCE = "task by task", "instance by instance"
+# the choices whose other option shows, if at all, in the events of the instant it was asked at: a search whose first
+# difference comes later need not try it (what that instant showed agreed)
+SHOWS_AT_ITS_INSTANT = frozenset({TIMER_ORDER})
 # how many task handlers an instance starts (PER-1B: it "creates up to 2 times the number of CPU's task-handlers"):
 # asked of each instance as it starts, its options counts from twice its CPUs down to one, the reference's first
 TASK_HANDLERS = "task_handlers"
@@ -249,6 +260,7 @@ OFFERED_IN_ORDER = (
         STEP_ORDER,
         DELETED_AS,
         PENDING_ON_OPEN,
+        TIMER_ORDER,
         MIXED_GROUP,
         BEHIND_A_DELETED,
         ARRIVES_BEHIND,

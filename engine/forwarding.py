@@ -57,15 +57,18 @@ class Forwarding(Room):
         self._about(env, at.name, ARRIVES_BEHIND)
         return self.chooser.choose(ARRIVES_BEHIND, [WAITS_BEHIND_IT, MATCHED_ON_ITS_OWN]) == WAITS_BEHIND_IT
 
-    def forget_stale_forwarded(self) -> None:
-        """PER-5B: a message not forwarded within 60 seconds of receipt is deleted."""
+    def forget_stale_forwarded(self, only: str | None = None) -> None:
+        """PER-5B: a message not forwarded within 60 seconds of receipt is deleted (by the instance ONLY names, if
+        it names one)."""
         limit = int(self.params.forward_stale_s * 1000)
         gone_from: list[list[Waiting]] = []
         for key, line in list(self.queue.lines.items()):
             for waiting in [
                 w
                 for w in line
-                if not w.inside and self.span.over(self.clock.now_ms, w.received_ms + limit, self.chooser)
+                if not w.inside
+                and only in (None, w.instance)
+                and self.span.over(self.clock.now_ms, w.received_ms + limit, self.chooser)
             ]:
                 line.remove(waiting)
                 gone_from.append(line)

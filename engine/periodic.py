@@ -186,59 +186,67 @@ class Maintenance:
 # ------------------------------------------------------------------ the tasks, one function each
 
 
-def queue_monitors(parts: Parts) -> None:
+# Each runs for the instance ONLY names, or for every instance (None): TIMER_ORDER runs an instant's tasks task by
+# task across the instances, or instance by instance.
+
+
+def _instances(parts: Parts, only: str | None) -> list[str]:
+    return list(parts.maintenance.state) if only is None else [only]
+
+
+def queue_monitors(parts: Parts, only: str | None) -> None:
     """PER-1A: every queue monitor looks at its queue."""
-    parts.monitors.on_timer()
+    parts.monitors.on_timer(only)
 
 
-def task_handlers(parts: Parts) -> None:
+def task_handlers(parts: Parts, only: str | None) -> None:
     """PER-1B: task handlers that failed to start are started again."""
-    for name in parts.maintenance.state:
+    for name in _instances(parts, only):
         parts.maintenance.restart_handlers(name)
 
 
-def message_dispatcher(parts: Parts) -> None:
+def message_dispatcher(parts: Parts, only: str | None) -> None:
     """PER-1C: each instance's dispatcher sweeps its buffers."""
-    for dispatcher in parts.dispatchers.values():
-        dispatcher.sweep()
+    for name in _instances(parts, only):
+        parts.dispatchers[name].sweep()
 
 
-def transport_connections(parts: Parts) -> None:
+def transport_connections(parts: Parts, only: str | None) -> None:
     """PER-2A: connect where messages wait for a connection, and send."""
-    parts.router.connect_and_send()
+    parts.router.connect_and_send(only)
 
 
-def transmitter(parts: Parts) -> None:
+def transmitter(parts: Parts, only: str | None) -> None:
     """PER-2B: messages waiting in the transmission queue are classified again."""
-    for name in parts.maintenance.state:
+    for name in _instances(parts, only):
         parts.router.reclassify(name)
 
 
-def idle_connections(parts: Parts) -> None:
+def idle_connections(parts: Parts, only: str | None) -> None:
     """PER-5A: connections idle for too long are closed."""
-    parts.transport.close_idle()
+    parts.transport.close_idle(only)
 
 
-def forwarder(parts: Parts) -> None:
+def forwarder(parts: Parts, only: str | None) -> None:
     """PER-5B: forwarded messages kept too long in memory are dropped."""
-    parts.router.forget_stale_forwarded()
+    parts.router.forget_stale_forwarded(only)
 
 
-def broker_start(parts: Parts) -> None:
+def broker_start(parts: Parts, only: str | None) -> None:
     """PER-5C: databases whose broker failed to start try again."""
-    for name in parts.maintenance.state:
+    for name in _instances(parts, only):
         parts.maintenance.restart_brokers(name)
 
 
-def broker_configuration_notification(parts: Parts) -> None:
+def broker_configuration_notification(parts: Parts, only: str | None) -> None:
     """PER-5D: the Broker Configuration Notification goes to BCN clients."""
-    for name in parts.maintenance.state:
+    for name in _instances(parts, only):
         parts.maintenance.notify_configuration(name)
 
 
-def acknowledged_message_cleanup(parts: Parts) -> None:
+def acknowledged_message_cleanup(parts: Parts, only: str | None) -> None:
     """PER-5E: the clean-up of acknowledged messages runs again where it stopped."""
-    for name in parts.maintenance.state:
+    for name in _instances(parts, only):
         parts.maintenance.resume_ack_cleanup(name)
 
 
@@ -249,7 +257,7 @@ class Task:
     name: str
     every: int
     rule: str
-    run: Callable[[Parts], None]
+    run: Callable[[Parts, str | None], None]
 
 
 # In this order they run on a notification that is a multiple of ``every``.

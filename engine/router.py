@@ -82,8 +82,8 @@ class Router:
     def acknowledged(self, dialog: str, broker_instance: str) -> None:
         self.transmitter.acknowledged(dialog, broker_instance)
 
-    def connect_and_send(self) -> None:
-        self.transmitter.connect_and_send()
+    def connect_and_send(self, only: str | None = None) -> None:
+        self.transmitter.connect_and_send(only)
 
     def reclassify(self, instance: str) -> None:
         self.transmitter.reclassify(instance)
@@ -94,8 +94,8 @@ class Router:
     def fail_dialog(self, dialog: str, reason: str, ends: Iterable[str] = ()) -> None:
         self.transmitter.fail_dialog(dialog, reason, ends)
 
-    def forget_stale_forwarded(self) -> None:
-        self.forwarding.forget_stale_forwarded()
+    def forget_stale_forwarded(self, only: str | None = None) -> None:
+        self.forwarding.forget_stale_forwarded(only)
 
     def by_address(self, address: str) -> Instance | None:
         return self.transmission.by_address(address)

@@ -52,15 +52,16 @@ class Transmitter(Room):
         self.reclassifying: str | None = None  # RECLASSIFYING, asked at the first reclassification
         self.acknowledgement_reading = Reading(ACKNOWLEDGEMENT_READING, SENT_AFTER, ROUTED_AFTER)
 
-    def connect_and_send(self) -> None:
-        """PER-2A: connect to destinations with pending messages that are not suppressed, then send."""
-        waiting = self.queue.heads(CONNECTING)
+    def connect_and_send(self, only: str | None = None) -> None:
+        """PER-2A: connect to destinations with pending messages that are not suppressed, then send (of the
+        instance ONLY names, if it names one)."""
+        waiting = self.queue.heads(CONNECTING, instance=only)
         opened = set(self.transport.connect_pending([(w.instance, str(w.address).upper()) for w in waiting]))
         for head in waiting:
             if (head.instance, str(head.address).upper()) in opened:
                 self.once_connected(head)
         if not self.params.principal_retry_s:  # else each at its own time (_ask_again)
-            for head in self.queue.heads(NO_PRINCIPAL):
+            for head in self.queue.heads(NO_PRINCIPAL, instance=only):
                 self.queue._retry(head, self.transmission._standing(head))  # RTR-5: both addresses are tried again
 
     def once_connected(self, head: Waiting) -> None:

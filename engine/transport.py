@@ -115,10 +115,12 @@ class Transport:
                 opened.append(link)
         return opened
 
-    def close_idle(self) -> None:
-        """PER-5A: connections idle for the past 90 seconds close."""
+    def close_idle(self, only: str | None = None) -> None:
+        """PER-5A: connections idle for the past 90 seconds close (of the instance ONLY names, if it names one)."""
         limit = int(self.params.connection_idle_close_s * 1000)
         for link, conn in list(self.connections.items()):
+            if only not in (None, link[0]):
+                continue
             if self.idleness.over(self.clock.now_ms, conn.last_activity_ms + limit, self.chooser):
                 del self.connections[link]
                 self._emit(Kind.CONNECTION_CLOSED, link, reason="idle")

@@ -103,6 +103,7 @@ from sbtck.engine.choosing import (
     THE_COMMITTER,
     TIME_OUT_AND_NOTIFICATION,
     TIME_OUT_FIRST,
+    TIMER_ORDER,
     WAITER,
     WAITS_FOR_ITS_TIME_OUT,
     Addresses,
@@ -497,7 +498,7 @@ _FOLLOWED = _READING | {_TRANSMITTED, _PENDING, _MATCHED, _CHOSEN, _RECLASSIFIED
 # that instant shows: sent on at its SEND, matched on its own as it arrives or at its own time-out, following a
 # deleted one, or the one ahead that went on, at once
 # the choices of which of two things of an instant came first that no event names
-_ORDER_OF_AN_INSTANT = ("timer_and_step", "arrival_look", "step_order")
+_ORDER_OF_AN_INSTANT = ("timer_and_step", "arrival_look", "step_order", TIMER_ORDER)
 _ROUTED_THEN = {
     HELD_ELSEWHERE: SENT_ON,
     ARRIVES_BEHIND: MATCHED_ON_ITS_OWN,

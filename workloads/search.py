@@ -40,7 +40,12 @@ What the search keeps true:
    a timer): a pick shows in the events of what it was about, so one about
    something that agrees there left no trace on what differs. A command
    whose answer itself differs (a refusal, a view's rows) counts every pick
-   of its step.
+   of its step. A pick whose other option shows at its own instant or not at
+   all (``SHOWS_AT_ITS_INSTANT``: the order of the instances' periodic tasks
+   at a notification) is tried again only where the difference is at its
+   instant: before it, what its instant showed agreed. It is asked at every
+   notification of a world of several instances where a message waits or is
+   buffered, and tried again at each it would double the tree.
 4. **Guided, not guessed.** The options at each point are ranked with the
    implementation's own pick first, as ``FollowingChooser`` reads it from the
    trace (its decision trace, or where its messages went), then in the
@@ -77,7 +82,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sbtck.engine.broker import CONNECTING_CHOICES
-from sbtck.engine.choosing import OPEN_WITH, OPEN_WITHOUT, READINGS, Addresses, FirstChooser
+from sbtck.engine.choosing import OPEN_WITH, OPEN_WITHOUT, READINGS, SHOWS_AT_ITS_INSTANT, Addresses, FirstChooser
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.workloads.differential import Carried, FollowingChooser, difference, reference_params
 from sbtck.workloads.generate import StageWorld
@@ -114,10 +119,11 @@ class Branch:
         self.subjects: list[str | None] = []
         self.subject: str | None = None
         self.readings: list[bool] = []  # whether each pick is a reading of the whole run (READINGS)
+        self.at_its_instant: list[bool] = []  # whether each pick shows at its own instant or not at all
         self.now: Callable[[], int] = lambda: -1
         self.reference_order = FirstChooser()
 
-    def take(self, width: int, reading: bool = False) -> int:
+    def take(self, width: int, reading: bool = False, kind: str = "") -> int:
         """The index of the next pick among WIDTH options: replayed, or the first (the guide's) when new."""
         n = len(self.taken)
         index = self.picks[n] if n < len(self.picks) else 0
@@ -126,6 +132,7 @@ class Branch:
         self.times.append(self.now())
         self.subjects.append(None if reading else self.subject)
         self.readings.append(reading)
+        self.at_its_instant.append(kind in SHOWS_AT_ITS_INSTANT)
         self.subject = None
         return index
 
@@ -149,14 +156,14 @@ class Branch:
             if reported is not None:
                 return reported
         ranked = self.ranked(kind, options, addresses)
-        return ranked[self.take(len(ranked), reading=kind in READINGS)]
+        return ranked[self.take(len(ranked), reading=kind in READINGS, kind=kind)]
 
     def order(self, kind: str, options: list[str]) -> list[str]:
         """An order is picked by its first option; the rest follow in the reference's order."""
         if len(options) < 2:
             return list(options)
         ranked = self.ranked(kind, options, None)
-        first = ranked[self.take(len(ranked))]
+        first = ranked[self.take(len(ranked), kind=kind)]
         return [first, *(o for o in self.reference_order.order(kind, options) if o != first)]
 
 
@@ -245,6 +252,8 @@ def search(
         for point in range(len(picks), len(branch.taken)):
             if branch.times[point] > latest:
                 break
+            if branch.at_its_instant[point] and branch.times[point] < latest:
+                continue  # its other option would have shown at its instant, where this branch agreed
             about = branch.subjects[point]
             at_the_instant = branch.times[point] == latest and ran.subjects is not None
             if at_the_instant and about is not None and about not in (ran.subjects or ()):

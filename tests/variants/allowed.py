@@ -34,6 +34,7 @@ from sbtck.engine.choosing import (
     FORGOTTEN,
     GCG_READING,
     HELD_ELSEWHERE,
+    INSTANCE_BY_INSTANCE,
     LOCAL_MISS,
     LOCAL_PASSED_OVER,
     LOST_PRINCIPAL,
@@ -57,6 +58,7 @@ from sbtck.engine.choosing import (
     TIME_OUT_AND_NOTIFICATION,
     TIMER_AND_STEP,
     TIMER_FIRST,
+    TIMER_ORDER,
     WAITS_FOR_ITS_TIME_OUT,
     Addresses,
     Chooser,
@@ -329,9 +331,11 @@ ALLOWED = [
     "chooses_again_past_an_unreported_local_route",
     "lets_a_waiting_reader_take_an_arrival_before_it_looks",
     "looks_at_the_trigger_taking_an_instants_steps_in_another_order",
+    "takes_an_instants_steps_in_another_order",
     "forgets_a_lost_principal",
     "deletes_a_stale_message_out_of_order_as_stale",
     "sends_what_waits_on_a_connection_a_send_opens",
+    "runs_each_instances_tasks_together",
 ]
 
 
@@ -542,11 +546,11 @@ class _ExclusiveTransport(Transport):
     def suppressed(self, link: Link) -> bool:
         return self.clock.now_ms <= self.suppressed_until.get(link, 0)
 
-    def close_idle(self) -> None:
+    def close_idle(self, only: str | None = None) -> None:
         for conn in self.connections.values():
             conn.last_activity_ms += 1
         try:
-            super().close_idle()
+            super().close_idle(only)
         finally:
             for conn in self.connections.values():
                 conn.last_activity_ms -= 1
@@ -565,12 +569,12 @@ class _ExclusiveDispatcher(Dispatcher):
 
 
 class _ExclusiveForwarding(Forwarding):
-    def forget_stale_forwarded(self) -> None:
+    def forget_stale_forwarded(self, only: str | None = None) -> None:
         held = [w for line in self.queue.lines.values() for w in line if not w.inside]
         for waiting in held:
             waiting.received_ms += 1
         try:
-            super().forget_stale_forwarded()
+            super().forget_stale_forwarded(only)
         finally:
             for waiting in held:
                 waiting.received_ms -= 1
@@ -750,6 +754,17 @@ def deletes_a_stale_message_out_of_order_as_stale() -> ReferenceImplementation:
     return _engine("deletes a stale message out of order as stale", chooser_class=_DeletesAsStale)
 
 
+class _EachInstancesTasksTogether(FirstChooser):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return INSTANCE_BY_INSTANCE if kind == TIMER_ORDER else super().choose(kind, options, addresses)
+
+
+def runs_each_instances_tasks_together() -> ReferenceImplementation:
+    """Where the instances' timer notifications fall on one instant, each instance runs all its periodic tasks
+    before the next instance runs any (each has its own timer; the documents order neither)."""
+    return _engine("runs each instance's periodic tasks together", chooser_class=_EachInstancesTasksTogether)
+
+
 class _SendsOnAConnectionOnceOpen(FirstChooser):
     def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
         return ON_IT_AT_ONCE if kind == PENDING_ON_OPEN else super().choose(kind, options, addresses)
@@ -881,6 +896,18 @@ def lets_a_waiting_reader_take_an_arrival_before_it_looks() -> ReferenceImplemen
     has the monitor look "whenever" the message arrives; the documents give the waiting session no order against it
     (a fifth clean-room author's reading)."""
     return _engine("a waiting reader before the monitor's look at an arrival", chooser_class=_ReaderBeforeTheLook)
+
+
+class _StepsAfterTheOthersOnceSettled(FirstChooser):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return AFTER_THE_OTHERS if kind == STEP_ORDER else super().choose(kind, options, addresses)
+
+
+def takes_an_instants_steps_in_another_order() -> ReferenceImplementation:
+    """Activated procedures whose work ends at one instant take their steps (commit, RECEIVE again) each after the
+    others, where the monitor looks once the instant has settled: the documents give concurrent sessions no order (a
+    ninth clean-room author's D2, world 871 of all three areas)."""
+    return _engine("takes an instant's steps in another order", chooser_class=_StepsAfterTheOthersOnceSettled)
 
 
 class _StepsAfterTheOthers(_LooksAtTheTrigger):

@@ -85,7 +85,7 @@ def forwarder_persists() -> ReferenceImplementation:
             return [] if forwarded else super().transmission_rows() + super().transmission_rows(forwarded=True)
 
     class Persisting(Forwarding):
-        def forget_stale_forwarded(self) -> None:
+        def forget_stale_forwarded(self, only: str | None = None) -> None:
             pass
 
     return _implementation("forwarder_persists", router_class=router_with(PersistingQueue, Persisting))
@@ -95,11 +95,11 @@ def forwarded_deleted_a_moment_early() -> ReferenceImplementation:
     """Deletes a forwarded message a millisecond before its 60 seconds are up."""
 
     class Early(Forwarding):
-        def forget_stale_forwarded(self) -> None:
+        def forget_stale_forwarded(self, only: str | None = None) -> None:
             for waiting in [w for line in self.queue.lines.values() for w in line if not w.inside]:
                 waiting.received_ms -= 1  # as if each had come a millisecond sooner
             try:
-                super().forget_stale_forwarded()
+                super().forget_stale_forwarded(only)
             finally:
                 for waiting in [w for line in self.queue.lines.values() for w in line if not w.inside]:
                     waiting.received_ms += 1
@@ -250,13 +250,13 @@ def closes_an_idle_connection_once() -> ReferenceImplementation:
     """Closes a connection idle for 90 seconds once; opened again, the same link is never closed for idleness."""
 
     class Once(Transport):
-        def close_idle(self) -> None:
+        def close_idle(self, only: str | None = None) -> None:
             closed: set[tuple[str, str]] = self.__dict__.setdefault("closed_once", set())
             kept = {link: conn for link, conn in self.connections.items() if link in closed}
             for link in kept:
                 del self.connections[link]
             try:
-                super().close_idle()
+                super().close_idle(only)
                 closed |= self.__dict__.setdefault("idle_closed_now", set())
             finally:
                 self.connections.update(kept)
@@ -329,10 +329,10 @@ def forwarder_counts_from_sending() -> ReferenceImplementation:
     """Counts a forwarded message's 60 seconds from its SEND, not from when the forwarder received it."""
 
     class FromSending(Forwarding):
-        def forget_stale_forwarded(self) -> None:
+        def forget_stale_forwarded(self, only: str | None = None) -> None:
             held = [w for line in self.queue.lines.values() for w in line if not w.inside]
             with _as_if_received_when_sent(held, "received_ms"):
-                super().forget_stale_forwarded()
+                super().forget_stale_forwarded(only)
 
     return _recording("forwarder_counts_from_sending", router_class=router_with(FromSending))
 

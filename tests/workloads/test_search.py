@@ -84,8 +84,9 @@ def test_a_wrong_broker_is_failed_only_once_every_branch_differed() -> None:
     assert not verdict.undecided and [v.rule for v in verdict.violations][:1] == ["RTR-3"]
     # many probing picks precede the difference: pruned at the instant that differs, a few branches decide it (the
     # readings open at that instant, RTE-04's and RTR-5's retry among them, each double what is tried there; since
-    # stop 55 LOST_PRINCIPAL too, whether the route keeps or forgets the principal it lost: 38 branches before, 72)
-    assert 1 < verdict.branches <= 80
+    # stop 55 LOST_PRINCIPAL too, whether the route keeps or forgets the principal it lost: 38 branches before, 72;
+    # since stop 56 the order of the instances' tasks at that notification (TIMER_ORDER) doubles them again: 138)
+    assert 1 < verdict.branches <= 150
 
 
 def test_a_search_that_runs_out_of_budget_is_undecided_never_failed() -> None:
