@@ -51,16 +51,17 @@ BROKERS: dict[str, dict[str, str]] = {
         "decision trace": f"cmd:{PYTHON} {HERE / 'cr5' / 'broker.py'}",
         "black box": f"cmd:env SBTCK_CR8_NO_TRACE=1 {PYTHON} {HERE / 'cr5' / 'broker.py'}",
     },
+    # a ninth author's (stop 56), from the docs of protocol 2.2 and an installed copy of the kit: every capability
+    "cr6": {
+        "decision trace": f"cmd:{PYTHON} {HERE / 'cr6' / 'broker.py'}",
+        "black box": f"cmd:env SBTCK_CR9_NO_TRACE=1 {PYTHON} {HERE / 'cr6' / 'broker.py'}",
+    },
 }
 # the areas each is judged in, by turns: those of what it declares
-AREAS_OF = {"cr1": AREAS, "cr2": ("routing", "activation"), "cr3": AREAS, "cr4": AREAS, "cr5": AREAS}
+AREAS_OF = {"cr1": AREAS, "cr2": ("routing", "activation"), "cr3": AREAS, "cr4": AREAS, "cr5": AREAS, "cr6": AREAS}
 # the worlds (of the first WORLDS) the stage still fails a broker in, each with where the question stands: a world
 # failing that is not listed fails the test, and a listed world that passes is reported so the list only shrinks
-K1 = (
-    "the instances' timer notifications of one instant run instance by instance in this broker, and the kit searches"
-    " task by task only (cr4/NOTES.md K1: the kit is wrong; TIMER_ORDER waits on branch search-wide)"
-)
-KNOWN: dict[tuple[str, str], dict[int, str]] = {("cr4", "decision trace"): {267: K1}, ("cr4", "black box"): {267: K1}}
+KNOWN: dict[tuple[str, str], dict[int, str]] = {}
 # the scenarios a broker fails where the documents make it wrong (decided by the team; its NOTES.md says so too)
 WRONG: dict[str, dict[str, str]] = {}
 CASES = [(name, mode) for name, modes in BROKERS.items() for mode in modes]
