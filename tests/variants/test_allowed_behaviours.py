@@ -1,4 +1,9 @@
-"""Every behaviour the documents allow passes the suite: each broker of allowed.py, as the opposite choices do."""
+"""Every behaviour the documents allow passes the suite: each broker of allowed.py, as the opposite choices do.
+
+Each is a whole run of the suite: a day's sample of them runs, another each day, and every one with
+``SBTCK_TEST_SAMPLE=all`` (tests/sampling.py). The stage's check of each (tests/workloads/test_worlds.py) runs every
+day.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,13 @@ import pytest
 
 from sbtck.reports import results
 from tests.helpers import sbtck
+from tests.sampling import sample
 from tests.variants import allowed
 
+PER_DAY = 24
 
-@pytest.mark.parametrize("name", allowed.ALLOWED)
+
+@pytest.mark.parametrize("name", sample(allowed.ALLOWED, PER_DAY, "allowed behaviours"))
 def test_the_suite_passes_on_an_allowed_behaviour(name: str, tmp_path: Path) -> None:
     run = sbtck("--iut", f"python:tests.variants.allowed:{name}", out=tmp_path)
     assert run.code == 0, run.output[-3000:]

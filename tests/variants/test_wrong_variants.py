@@ -2,7 +2,9 @@
 
 Each wrong broker runs the features of its own area first (``tests.variants.AREA:NAME`` runs ``features/AREA``,
 a third of the suite's cost), and the whole suite only where they do not catch it: a fault of one area's rules
-may show in another's scenarios (a routing fault in the periodic transport's).
+may show in another's scenarios (a routing fault in the periodic transport's). Every one runs with its decision
+trace each day; without it (what a real broker shows alone) a day's sample runs, another each day, and every one
+with ``SBTCK_TEST_SAMPLE=all`` (tests/sampling.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from sbtck.engine.params import PROFILE_PATH
 from sbtck.observations import TRACE
 from sbtck.reports import results
 from tests.helpers import ROOT, Run, sbtck
+from tests.sampling import sample
 from tests.variants import activation, periodic, routing
 
 ALL = (
@@ -66,7 +69,14 @@ def test_the_faults_only_a_trace_shows_are_wrong_variants() -> None:
     assert set(ALL) >= TRACE_ONLY
 
 
-@pytest.mark.parametrize("variant", [v for v in ALL if v not in TRACE_ONLY])
+# a day's sample of the black-box runs: each is the area's features once more, and the runs with the trace above
+# already hold every variant to the suite each day
+BLACK_BOX_PER_DAY = 30
+
+
+@pytest.mark.parametrize(
+    "variant", sample([v for v in ALL if v not in TRACE_ONLY], BLACK_BOX_PER_DAY, "wrong variants as black boxes")
+)
 def test_variant_fails_a_scenario_without_its_decision_trace(variant: str, tmp_path: Path) -> None:
     """Black box first: what a real broker shows catches each fault, without the engine's reasoning."""
     profile = without_decision_trace(tmp_path)
