@@ -4,6 +4,9 @@
 of an environment holding the kit and imports none of this until the kit is
 used; then ``start`` registers the kit's markers, its steps, the ``world``
 fixture and the ``Kit``, which records every scenario and writes the report.
+The implementation under test is ``suite_iut``'s, and ``suite_bdd`` holds what
+the Kit reads of pytest-bdd's scenarios: modules named so that the frozen
+clock leaves them on real time, as it does this one (sbtck/fixtures/clock.py).
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import difflib
-import functools
 import os
 import sys
 import time
@@ -24,10 +26,9 @@ from pytest_bdd.exceptions import StepDefinitionNotFoundError
 from pytest_bdd.scenario import scenario_wrapper_template_registry
 
 from sbtck import __version__, catalogue, config, tags
-from sbtck.contract import PROTOCOL_VERSION, REQUIRES_TAG, Command, Handshake, Response
+from sbtck.contract import PROTOCOL_VERSION, REQUIRES_TAG
 from sbtck.errors import (
     BuildFailed,
-    CannotStart,
     CheckFailed,
     ConfigError,
     DeclarationError,
@@ -39,16 +40,28 @@ from sbtck.errors import (
     RowsDiffer,
 )
 from sbtck.fixtures.clock import ScenarioClock
-from sbtck.iut import answers, protocol
-from sbtck.iut.implementation import Implementation
-from sbtck.iut.loader import factory_for, implementation_made
-from sbtck.iut.profile import CAPABILITIES, Profile, from_handshake, load_expectations, load_file
+from sbtck.iut.profile import CAPABILITIES, load_expectations
 from sbtck.reports import baseline, outfolder, results
 from sbtck.reports.publish import interrupted
 from sbtck.resources import features, kit_root
-from sbtck.steps.phrases import PHRASES, Phrase
 from sbtck.steps.vocabulary import STEP_MODULES
 from sbtck.steps.world import World
+from sbtck.suite_bdd import (
+    EXAMPLE_PARAM,
+    NOT_APPLICABLE_BECAUSE,
+    RECORD,
+    SAID,
+    STEP_AT,
+    STEP_STARTED,
+    WORLD,
+    feature_path,
+    identities,
+    identity,
+    tags_of,
+    template_of,
+    unknown_step,
+)
+from sbtck.suite_iut import UnderTest
 from sbtck.visible import visible
 
 
@@ -90,16 +103,11 @@ def start(config: pytest.Config) -> Kit:
 class Kit:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.spec: str = config.getoption("--sbtck-iut") or "reference"
         out = config.getoption("--sbtck-out")
         self._out_lock = contextlib.ExitStack()
         if out and not hasattr(config, "workerinput"):
             self._take(Path(out))
-        self.factory = factory_for(self.spec, Path(out) if out else None)
-        profile = config.getoption("--sbtck-profile")
-        self._profile_path = Path(profile) if profile else None
-        if self._profile_path is not None:
-            load_file(self._profile_path)
+        self.under_test = UnderTest(config)
         expectations = config.getoption("--sbtck-expectations")
         self.expected_failures = load_expectations(Path(expectations)) if expectations else frozenset()
         given = config.getoption("--sbtck-baseline")
@@ -115,21 +123,16 @@ class Kit:
         self.build_failed = False  # a builder of the report failed after results.json was written: exit 3
         self.build_interrupted = False  # a signal came while the report was built, after results.json: exit 2
         self.changes: baseline.Changes | None = None  # against --sbtck-baseline, once the session finished
-        self.handshake_fault: str | None = None
         # what a rerun of one scenario needs of this run's settings
         self.settings: dict[str, str | None] = {
-            "iut": self.spec,
-            "profile": profile,
+            "iut": self.under_test.spec,
+            "profile": config.getoption("--sbtck-profile"),
             "expectations": expectations,
             "features": os.environ.get("SBTCK_FEATURES", "").replace(os.pathsep, ",") or None,
         }
-        self._implementation: Implementation | None = None
-        self._profile: Profile | None = None
         self.records: list[results.ScenarioRecord] = []
         self.started = dt.datetime.now(dt.UTC)
         self.t0 = time.perf_counter()
-        # real time spent in the kit's scenarios so far: what the run's budget holds, not the session's other tests
-        self.spent_s = 0.0
 
     def _take(self, out: Path) -> None:
         """OUT is the kit's to write (sbtck run has checked it and holds its lock already; plain pytest has not)."""
@@ -144,77 +147,6 @@ class Kit:
         except OSError as exc:
             raise OutputError(f"--sbtck-out {out}: cannot write there ({exc.strerror or exc})") from None
 
-    @property
-    def implementation(self) -> Implementation:
-        if self._implementation is None:
-            try:
-                made = self.factory()
-            except ImplementationFault:
-                raise
-            except Exception as exc:  # the factory is the implementation's code: its failure is the IUT's error
-                raise ImplementationFault(
-                    f"--iut {self.spec}: the factory failed: {type(exc).__name__}: {exc}"
-                ) from None
-            # every answer is checked before a step reads it: a missing column is the implementation's named error
-            self._implementation = answers.Checked(implementation_made(self.spec, made))
-        return self._implementation
-
-    @property
-    def profile(self) -> Profile:
-        """The profile file's, or the handshake's; a handshake that cannot be used makes every scenario an error."""
-        if self._profile is None:
-            if self._profile_path is not None:
-                self._profile = load_file(self._profile_path)
-                self.handshake_fault = self._disagreement(self._profile)
-            else:
-                try:
-                    # an in-process handshake is held to the same declared shape as one over the protocol
-                    said = protocol.handshake_json(self.implementation.handshake())
-                    self.handshake = answers.handshake_from(said)
-                    self._profile = from_handshake(self.handshake)
-                except CannotStart as exc:  # the user's setup, not the implementation's conduct: no verdict at all
-                    raise self._cannot_start(exc) from None
-                except Exception as exc:  # the implementation's code or answer: every scenario's error, not the run's
-                    cause = str(exc).removeprefix(f"--iut {self.spec}: ")
-                    self.handshake_fault = f"--iut {self.spec}: no usable handshake: {cause}"
-                    self._profile = Profile(self.spec, self.spec, "", {}, frozenset(CAPABILITIES), frozenset())
-        return self._profile
-
-    def _cannot_start(self, exc: CannotStart) -> pytest.UsageError:
-        """The run's one line (exit status 2 under sbtck run): a scenario could not do better than err."""
-        return pytest.UsageError(f"--iut {self.spec}: {str(exc).removeprefix(f'--iut {self.spec}: ')}")
-
-    def _disagreement(self, profile: Profile) -> str | None:
-        """A profile that gives an open value other than the one the implementation declares would time every
-        scenario wrong: that is every scenario's error, naming both values (the handshake is not asked to agree
-        with a value it does not declare)."""
-        try:
-            declared = answers.handshake_from(protocol.handshake_json(self.implementation.handshake())).params
-        except CannotStart as exc:
-            raise self._cannot_start(exc) from None
-        except Exception:  # a broken handshake shows in the scenarios' own errors, not here
-            return None
-        differ = [
-            f"{name} = {profile.params[name]:g} in the profile, {value!r} in the handshake"
-            for name, value in declared.items()
-            if name in profile.params and isinstance(value, int | float) and value != profile.params[name]
-        ]
-        if not differ:
-            return None
-        return (
-            f"--sbtck-profile {profile.source} and the implementation's handshake disagree: {'; '.join(differ)}."
-            " The scenarios would time the implementation with a value it does not run: make them agree"
-        )
-
-    def feature_path(self, filename: str) -> str:
-        """The kit's features are ``features/AREA/NN_name.feature`` wherever the kit is installed (expectation
-        files name them so); any other feature file is named relative to the session's rootdir."""
-        path = Path(filename).resolve()
-        for base, prefix in ((features().resolve(), "features/"), (self.config.rootpath.resolve(), "")):
-            if path.is_relative_to(base):
-                return prefix + path.relative_to(base).as_posix()
-        return path.as_posix()
-
     # ------------------------------------------------------------ collection
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -223,24 +155,26 @@ class Kit:
         if self.dry_run:  # no handshake: nothing is started
             return
         for item in items:
-            template = _template(item)
+            template = template_of(item)
             if template is None:
                 continue
+            # asked only of a session with scenarios: a project's own tests start no implementation
+            profile = self.under_test.profile
             tags = template.tags | template.feature.tags
             missing = sorted(
                 t[len(REQUIRES_TAG) :]
                 for t in tags
                 if t.startswith(REQUIRES_TAG)
-                if t[len(REQUIRES_TAG) :].replace("-", "_") not in self.profile.capabilities
+                if t[len(REQUIRES_TAG) :].replace("-", "_") not in profile.capabilities
             )
             if missing:
                 # skipped as the scenario starts (pytest_bdd_before_scenario), not at collection: the reporting
                 # plugins of pytest-bdd (allure-pytest-bdd) record a scenario only once it has started
-                why = f"{results.NOT_APPLICABLE_PREFIX}{self.profile.name} does not declare {', '.join(missing)}"
+                why = f"{results.NOT_APPLICABLE_PREFIX}{profile.name} does not declare {', '.join(missing)}"
                 item.stash[NOT_APPLICABLE_BECAUSE] = why
-            sid = results.scenario_id(self.feature_path(template.feature.filename), _identity(item, template)[0])
+            sid = results.scenario_id(feature_path(self.config, template.feature.filename), identity(item, template)[0])
             # strict: an unexpected pass fails the run, as junit.xml and cucumber.json say it does
-            if sid in self.profile.expected_failures:
+            if sid in profile.expected_failures:
                 item.add_marker(pytest.mark.xfail(reason=results.LISTED_IN_PROFILE, strict=True))
             elif sid in self.expected_failures:
                 item.add_marker(pytest.mark.xfail(reason=results.LISTED_IN_EXPECTATIONS, strict=True))
@@ -249,12 +183,12 @@ class Kit:
         """Only the scenarios --sbtck-tags picks; a tag no scenario carries is bad input, never an empty run."""
         if self._tags is None:
             return
-        templates = [(item, _template(item)) for item in items]
-        known = {tag for _, t in templates if t is not None for tag in _tags_of(t)}
+        templates = [(item, template_of(item)) for item in items]
+        known = {tag for _, t in templates if t is not None for tag in tags_of(t)}
         wrong = tags.unknown(str(self.tags), self._tags, known) if known else None
         if wrong:
             raise pytest.UsageError(wrong)
-        kept = [item for item, t in templates if t is None or tags.matches(self._tags, _tags_of(t, item))]
+        kept = [item for item, t in templates if t is None or tags.matches(self._tags, tags_of(t, item))]
         if len(kept) < len(items):
             self.config.hook.pytest_deselected(items=[item for item in items if item not in kept])
             items[:] = kept
@@ -294,9 +228,9 @@ class Kit:
             templates = [t for feature in get_features(files) for t in feature.scenarios.values()]
         return len(
             {
-                results.scenario_id(self.feature_path(t.feature.filename), name)
+                results.scenario_id(feature_path(self.config, t.feature.filename), name)
                 for t in templates
-                for name, _, _ in _identities(t)
+                for name, _, _ in identities(t)
             }
         )
 
@@ -306,17 +240,17 @@ class Kit:
         if os.environ.get("SBTCK_FEATURES"):
             return
         known = {
-            results.scenario_id(self.feature_path(t.feature.filename), name)
+            results.scenario_id(feature_path(self.config, t.feature.filename), name)
             for t in scenario_wrapper_template_registry.values()
-            for name, _, _ in _identities(t)
+            for name, _, _ in identities(t)
         }
         if not known:
             return
         for where, listed in (
             (f"expectations {self.settings['expectations']}", self.expected_failures),
-            (f"profile {self._profile_path or 'of the handshake'}", frozenset() if self.dry_run else None),
+            (f"profile {self.under_test.profile_path or 'of the handshake'}", frozenset() if self.dry_run else None),
         ):
-            listed = self.profile.expected_failures if listed is None else listed
+            listed = self.under_test.profile.expected_failures if listed is None else listed
             unknown = sorted(set(listed) - known)
             if unknown:
                 near = difflib.get_close_matches(unknown[0], sorted(known), n=1)
@@ -331,7 +265,7 @@ class Kit:
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
         """Under --sbtck-dry-run, a scenario instead of running: each step has a definition, each topology loads."""
-        template = _template(pyfuncitem) if self.dry_run else None
+        template = template_of(pyfuncitem) if self.dry_run else None
         if template is None:
             return None
         from pytest_bdd.scenario import get_step_function
@@ -341,7 +275,7 @@ class Kit:
 
         callspec = getattr(pyfuncitem, "callspec", None)
         scenario = template.render(callspec.params.get(EXAMPLE_PARAM, {}) if callspec is not None else {})
-        path = self.feature_path(template.feature.filename)
+        path = feature_path(self.config, template.feature.filename)
         for step in scenario.steps:
             if get_step_function(pyfuncitem._request, step) is None:
                 said = unknown_step(f"{step.keyword} {step.name}", path, step.line_number)
@@ -357,13 +291,13 @@ class Kit:
     # ------------------------------------------------------------- recording
     @pytest.hookimpl(trylast=True)
     def pytest_bdd_before_scenario(self, request: pytest.FixtureRequest, feature: Any, scenario: Any) -> None:
-        template = _template(request.node)
+        template = template_of(request.node)
         name, line, example = (
-            _identity(request.node, template) if template is not None else (scenario.name, scenario.line_number, None)
+            identity(request.node, template) if template is not None else (scenario.name, scenario.line_number, None)
         )
         record = results.ScenarioRecord(
-            id=results.scenario_id(self.feature_path(feature.filename), name),
-            feature_path=self.feature_path(feature.filename),
+            id=results.scenario_id(feature_path(self.config, feature.filename), name),
+            feature_path=feature_path(self.config, feature.filename),
             feature_name=feature.name,
             name=name,
             line=line,
@@ -401,7 +335,7 @@ class Kit:
 
     @pytest.hookimpl
     def pytest_bdd_before_step(self, request: pytest.FixtureRequest, feature: Any, step: Any) -> None:
-        request.node.stash[STEP_AT] = (self.feature_path(feature.filename), step.line_number)
+        request.node.stash[STEP_AT] = (feature_path(self.config, feature.filename), step.line_number)
         # real time: freezegun leaves this module alone (sbtck/fixtures/clock.py)
         request.node.stash[STEP_STARTED] = time.perf_counter()
 
@@ -461,7 +395,7 @@ class Kit:
                 report.longrepr = f"{type(call.excinfo.value).__name__}: {call.excinfo.value}"
         record: results.ScenarioRecord | None = item.stash.get(RECORD, None)
         if record is None and (report.skipped or report.failed) and call.when == "setup":
-            template = _template(item)
+            template = template_of(item)
             if template is not None:
                 self.pytest_bdd_before_scenario(_Request(item), template.feature, template)  # type: ignore[arg-type]
                 record = item.stash.get(RECORD, None)
@@ -470,7 +404,7 @@ class Kit:
                     message = str(fault) if isinstance(fault, ImplementationFault) else str(report.longrepr)[-4000:]
                     record.failure = {"step": "", "line": record.line, "kind": results.ERROR, "message": message}
         if record is None or (call.when != "call" and not (report.skipped or report.failed)):
-            return _shown(report) if _template(item) is not None else report
+            return _shown(report) if template_of(item) is not None else report
         record.status, record.reason = _status(report, record)
         if record.status == results.FAILED and results.INFORMATIVE in record.tags:
             record.status, record.reason = results.DIFFERS, INFORMATIVE_REASON
@@ -478,7 +412,7 @@ class Kit:
             report.outcome, report.longrepr = "passed", None
         if record.status == results.FAILED and record.failure is not None:
             # a wrong answer is as much a reason to read what the implementation said as a fault (whose message has it)
-            tail = self._stderr_tail()
+            tail = self.under_test.stderr_tail()
             if tail:
                 record.failure["stderr"] = tail
         record.duration_s = round(report.duration, 4)
@@ -501,12 +435,6 @@ class Kit:
             world.forget()
             del item.stash[WORLD]
         return _shown(report)
-
-    def _stderr_tail(self) -> str:
-        """The end of the implementation's stderr, where it runs in a process of its own; "" in process."""
-        inner = getattr(self._implementation, "inner", self._implementation)
-        tail = getattr(inner, "stderr_tail", None)
-        return str(tail()) if callable(tail) else ""
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -558,15 +486,12 @@ class Kit:
         return (yield)
 
     def run_info(self) -> dict[str, Any]:
-        profile = self.profile
-        handshake = getattr(self, "handshake", None)
-        if handshake is None and self._implementation is not None:
-            with contextlib.suppress(ImplementationFault):
-                handshake = self._implementation.handshake()
+        profile = self.under_test.profile
+        handshake = self.under_test.handshake_said()
         return {
             "kit": {"name": "sbtck", "version": __version__},
             "implementation": {
-                "spec": self.spec,
+                "spec": self.under_test.spec,
                 "name": profile.name,
                 "version": profile.version,
                 "protocol": handshake.protocol if handshake else PROTOCOL_VERSION,
@@ -634,8 +559,7 @@ class Kit:
             terminalreporter.write_line(f"sbtck: against the baseline {self.baseline}: {self.changes.summary()}")
 
     def pytest_unconfigure(self) -> None:
-        if self._implementation is not None:
-            self._implementation.close()
+        self.under_test.close()
         self._out_lock.close()
 
 
@@ -650,77 +574,6 @@ def _shown(report: pytest.TestReport) -> pytest.TestReport:
         report.longrepr = visible(str(report.longrepr))
     report.sections = [(title, visible(content)) for title, content in report.sections]
     return report
-
-
-def _template(item: pytest.Item) -> Any:
-    """The pytest-bdd scenario ITEM runs, or None: an item of another kind may have no object, or one no weak
-    reference can name."""
-    obj = getattr(item, "obj", None)
-    try:
-        return scenario_wrapper_template_registry.get(obj)  # type: ignore[arg-type]
-    except TypeError:  # what no weak reference can name, None among them
-        return None
-
-
-def _tags_of(template: Any, item: pytest.Item | None = None) -> set[str]:
-    """A scenario's tags and its feature's; of ITEM, an outline's example, its Examples table's too."""
-    found = set(template.tags) | set(template.feature.tags) | {t for table in template.examples for t in table.tags}
-    if item is None or not template.examples:
-        return found
-    example = _identity(item, template)[2] or {}
-    tables = [table for table in template.examples for _ in table.as_contexts()]
-    index = int(example.get("index", 1)) - 1
-    return set(template.tags) | set(template.feature.tags) | set(tables[index].tags if index < len(tables) else ())
-
-
-# the argument through which pytest-bdd parametrizes a Scenario Outline's test with each example's values
-EXAMPLE_PARAM = "_pytest_bdd_example"
-
-
-def _identities(template: Any) -> list[tuple[str, int, dict[str, Any] | None]]:
-    """The name, line and example of each record TEMPLATE makes: one of a Scenario, one per example of a Scenario
-    Outline (across its Examples tables, in pytest-bdd's order of parametrization), at the example's row."""
-    examples = [(table, values) for table in template.examples for values in table.as_contexts()]
-    if not examples:
-        return [(template.name, template.line_number, None)]
-    rows = _example_rows(template.feature.filename, tuple(table.line_number for table in template.examples))
-    return [
-        (
-            results.example_name(template.render(values).name, index, values),
-            rows[index - 1] if index <= len(rows) else template.line_number,
-            {"index": index, "values": values},
-        )
-        for index, (_, values) in enumerate(examples, 1)
-    ]
-
-
-def _identity(item: pytest.Item, template: Any) -> tuple[str, int, dict[str, Any] | None]:
-    """The name, line and example of the record ITEM makes (pytest's index of its example picks which)."""
-    identities = _identities(template)
-    callspec = getattr(item, "callspec", None)
-    index = callspec.indices.get(EXAMPLE_PARAM, 0) if callspec is not None else 0
-    return identities[index] if index < len(identities) else identities[0]
-
-
-@functools.lru_cache(maxsize=256)
-def _example_rows(filename: str, tables: tuple[int | None, ...]) -> list[int]:
-    """The line of each example row of the Examples tables starting at TABLES (pytest-bdd keeps no row's line):
-    after each table's header row, the rows up to the first line that is neither a row, blank nor a comment."""
-    lines = Path(filename).read_text(encoding="utf-8").splitlines()
-    rows: list[int] = []
-    for start in tables:
-        if start is None:
-            continue
-        header = False
-        for number in range(start + 1, len(lines) + 1):
-            text = lines[number - 1].strip()
-            if text.startswith("|"):
-                if header:
-                    rows.append(number)
-                header = True
-            elif text and not text.startswith("#"):
-                break
-    return rows
 
 
 class _Request:
@@ -753,70 +606,6 @@ INFORMATIVE_REASON = (
 # how pytest words a strict xfail that passed
 XPASS_STRICT = "[XPASS(strict)]"
 KIT = pytest.StashKey[Kit]()
-RECORD = pytest.StashKey[results.ScenarioRecord]()
-WORLD = pytest.StashKey[World]()
-STEP_AT = pytest.StashKey[tuple[str, int]]()
-STEP_STARTED = pytest.StashKey[float]()
-SAID = pytest.StashKey[str]()
-NOT_APPLICABLE_BECAUSE = pytest.StashKey[str]()  # the kit's message for a step no definition reads
-
-
-def unknown_step(text: str, feature: str, line: int) -> str:
-    """What to say of a step no definition reads: where it is, and the kit's phrases nearest to it."""
-    keyword, _, words = text.partition(" ")
-    near = nearest_phrases(words)
-    return (
-        f"no step definition reads {keyword} {words!r} ({feature}, line {line})"
-        + ("; did you mean " + " or ".join(repr(p.example) for p in near) if near else "")
-        + ". The kit's phrases are listed in docs/steps.md (sbtck docs steps); a step of your own needs a step "
-        "definition in your conftest.py"
-    )
-
-
-def nearest_phrases(words: str, most: int = 3) -> list[Phrase]:
-    """The kit's phrases whose example reads most like WORDS, best first."""
-    examples = {phrase.example: phrase for phrase in PHRASES.values()}
-    return [examples[e] for e in difflib.get_close_matches(words, list(examples), n=most, cutoff=0.6)]
-
-
-# Budgets of real time, in seconds (0: none): an implementation that answers every request just within its
-# time-out (SBTCK_REQUEST_TIMEOUT) would otherwise hold a scenario for minutes and a run for hours. A scenario
-# past its budget, or begun past the run's, is an error naming the limit; the command under way ends first. The
-# run's budget counts the time spent in the kit's scenarios, so that other tests of a pytest session that also
-# collects the suite (a project's own, the kit's CI) never spend it.
-SCENARIO_BUDGET_S = float(os.environ.get("SBTCK_SCENARIO_BUDGET_S", "60"))
-RUN_BUDGET_S = float(os.environ.get("SBTCK_RUN_BUDGET_S", "3600"))
-
-
-class _Budgeted:
-    """The implementation for one scenario: a command past the scenario's or the run's budget is not sent."""
-
-    def __init__(self, inner: Implementation, run_left_s: float) -> None:
-        self.inner = inner
-        self.limits: list[tuple[float, str]] = []
-        if SCENARIO_BUDGET_S > 0:
-            limit = f"the scenario's budget of {SCENARIO_BUDGET_S:g} s of real time (SBTCK_SCENARIO_BUDGET_S)"
-            self.limits.append((time.perf_counter() + SCENARIO_BUDGET_S, limit))
-        if RUN_BUDGET_S > 0:
-            limit = f"the run's budget of {RUN_BUDGET_S:g} s (SBTCK_RUN_BUDGET_S)"
-            self.limits.append((time.perf_counter() + run_left_s, limit))
-        self.check()
-
-    def check(self) -> None:
-        now = time.perf_counter()
-        for deadline, limit in self.limits:
-            if now > deadline:
-                raise ImplementationFault(f"{limit} ran out: the implementation answers too slowly to be judged")
-
-    def handshake(self) -> Handshake:
-        return self.inner.handshake()
-
-    def execute(self, command: Command) -> Response:
-        self.check()
-        return self.inner.execute(command)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 @pytest.fixture
@@ -826,16 +615,16 @@ def world(request: pytest.FixtureRequest) -> Iterator[World]:
 
 def world_of(request: pytest.FixtureRequest) -> Iterator[World]:
     """The world of one scenario or test: the implementation under test, the profile, a frozen clock, the log."""
-    kit = request.config.stash[KIT]
-    profile = kit.profile  # tried once per run: a handshake fault is then every scenario's error
-    if kit.handshake_fault is not None:
-        raise ImplementationFault(kit.handshake_fault)
+    under_test = request.config.stash[KIT].under_test
+    profile = under_test.profile  # tried once per run: a handshake fault is then every scenario's error
+    if under_test.handshake_fault is not None:
+        raise ImplementationFault(under_test.handshake_fault)
     begun = time.perf_counter()
-    budgeted = _Budgeted(kit.implementation, RUN_BUDGET_S - kit.spent_s)
+    budgeted = under_test.budgeted()
     try:
         with ScenarioClock() as clock:
             w = World(budgeted, profile, clock, where=lambda: request.node.stash.get(STEP_AT, ("?", 0)))
             request.node.stash[WORLD] = w
             yield w
     finally:
-        kit.spent_s += time.perf_counter() - begun
+        under_test.spent_s += time.perf_counter() - begun
