@@ -200,3 +200,19 @@ def test_the_public_fixture_drives_an_implementation_from_a_plain_pytest_test(tm
     assert reference.returncode == 0, reference.stdout[-3000:]
     wrong = run("--sbtck-iut", "python:tests.variants.activation:ignores_max_queue_readers")
     assert wrong.returncode == 1 and "assert 5 == 3" in wrong.stdout, wrong.stdout[-3000:]
+
+
+def test_the_woken_plugins_modules_keep_real_time_under_a_scenarios_clock() -> None:
+    """They time the steps and hold the implementation to its budgets while a scenario's clock is frozen, which
+    only the modules freezegun leaves alone can: sbtck/fixtures/clock.py names them by the prefix sbtck.suite."""
+    import importlib
+
+    import freezegun.config
+
+    import sbtck
+
+    importlib.import_module("sbtck.fixtures.clock")  # configures freezegun's list when imported
+    left_alone = tuple(freezegun.config.settings.default_ignore_list)
+    modules = [f"sbtck.{path.stem}" for path in Path(sbtck.__file__).parent.glob("suite*.py")]
+    assert "sbtck.suite_recording" in modules
+    assert [module for module in modules if not module.startswith(left_alone)] == []
