@@ -61,12 +61,33 @@ BROKERS: dict[str, dict[str, str]] = {
         "decision trace": f"cmd:{PYTHON} {HERE / 'cr6' / 'broker.py'}",
         "black box": f"cmd:env SBTCK_CR9_NO_TRACE=1 {PYTHON} {HERE / 'cr6' / 'broker.py'}",
     },
+    # a tenth author's (stop 56), the same way, from the kit with the ninth's questions answered: every capability
+    "cr7": {
+        "decision trace": f"cmd:{PYTHON} {HERE / 'cr7' / 'broker.py'}",
+        "black box": f"cmd:env SBTCK_CR10_NO_TRACE=1 {PYTHON} {HERE / 'cr7' / 'broker.py'}",
+    },
 }
 # the areas each is judged in, by turns: those of what it declares
-AREAS_OF = {"cr1": AREAS, "cr2": ("routing", "activation"), "cr3": AREAS, "cr4": AREAS, "cr5": AREAS, "cr6": AREAS}
+AREAS_OF = {
+    "cr1": AREAS,
+    "cr2": ("routing", "activation"),
+    "cr3": AREAS,
+    "cr4": AREAS,
+    "cr5": AREAS,
+    "cr6": AREAS,
+    "cr7": AREAS,
+}
 # the worlds (of the first WORLDS) the stage still fails a broker in, each with where the question stands: a world
 # failing that is not listed fails the test, and a listed world that passes is reported so the list only shrinks
-KNOWN: dict[tuple[str, str], dict[int, str]] = {}
+D1_OF_CR7 = (
+    "a mirror probe asked for a conversation bound to another instance's unmirrored database: this broker's partner"
+    " claims the role for the principal copy of the route's service, the kit's for the conversation's broker"
+    " instance only (cr7/NOTES.md D1: the documents do not say what a probe asks about; not decided yet)"
+)
+KNOWN: dict[tuple[str, str], dict[int, str]] = {
+    ("cr7", "decision trace"): {189: D1_OF_CR7},
+    ("cr7", "black box"): {189: D1_OF_CR7},
+}
 # the scenarios a broker fails where the documents make it wrong (decided by the team; its NOTES.md says so too)
 WRONG: dict[str, dict[str, str]] = {}
 CASES = [(name, mode) for name, modes in BROKERS.items() for mode in modes]
