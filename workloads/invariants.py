@@ -10,9 +10,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from sbtck import catalogue
 from sbtck.observations import Kind
-from sbtck.workloads.generate import WAITING_VIEWS, StageWorld
+from sbtck.workloads.generate import TIMER_MS, WAITING_VIEWS, StageWorld
 from sbtck.workloads.trace import Trace
 
 # The kinds ``step`` looks at, as the plain strings events carry: naming a member of the enum costs a lookup
@@ -33,8 +32,6 @@ GONE = frozenset(
 # most events of a long world (routing retried every few seconds) are none of them
 WATCHED = frozenset({STARTED, EXITED, SENT, ARRIVED, *GONE, RETURNED, COMMITTED, ROLLED_BACK, NOTIFICATION})
 Msg = tuple[str, bool, int]
-# PER-0: the documents fix the timer's period, so no profile changes it and every implementation shares it
-TIMER_PERIOD_MS = int(catalogue.load().params["timer_period_s"].value) * 1000
 
 
 @dataclass(frozen=True)
@@ -114,13 +111,13 @@ class Invariants:
                 number = self.notifications.get(instance, 0) + 1
                 self.notifications[instance] = number
                 start = self.start_ms
-                if e.get("number") != number or e["at_ms"] != start + TIMER_PERIOD_MS * number:
+                if e.get("number") != number or e["at_ms"] != start + TIMER_MS * number:
                     found.append(
                         Violation(
                             "PER-0",
                             index,
                             f"notification {e.get('number')} of {instance} at "
-                            f"{e['at_ms'] - start} ms; expected number {number} at {TIMER_PERIOD_MS * number}",
+                            f"{e['at_ms'] - start} ms; expected number {number} at {TIMER_MS * number}",
                         )
                     )
                 continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sbtck.contract import CAPABILITIES
+from sbtck.contract import CAPABILITIES, TOPOLOGY_DEFAULTS
 from sbtck.engine.model import BROKER_CONFIGURATION_NOTICE
 from sbtck.workloads.draw import Draw
 
@@ -73,10 +73,10 @@ def _procedures() -> list[dict[str, Any]]:
         out.append(
             {
                 "name": f"p{i}",
-                "receives": spec.get("receives", True),
-                "receive_top": spec.get("receive_top", 1),
+                "receives": spec.get("receives", TOPOLOGY_DEFAULTS.receives),
+                "receive_top": spec.get("receive_top", TOPOLOGY_DEFAULTS.receive_top),
                 "waitfor_ms": None if waitfor is None else int(waitfor * 1000),
-                "work_ms": int(spec.get("work_s", 0) * 1000),
+                "work_ms": int(spec.get("work_s", TOPOLOGY_DEFAULTS.work_s) * 1000),
             }
         )
     return out

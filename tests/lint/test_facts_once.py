@@ -1,7 +1,8 @@
 """A fact the kit relies on is written in one place (issue 35): what a topology leaves unsaid is
 sbtck.contract.TOPOLOGY_DEFAULTS, which the loader, the engine's builder and its model read; the values the
 documents fix are the catalogue's (spec/rules.yaml), the open values the reference chose are its profile's
-(sbtck/engine/profile.yaml), and docs/implementing.md shows both as generated from them."""
+(sbtck/engine/profile.yaml), and docs/implementing.md shows both as generated from them. The loader, the engine
+and the stage are held to it."""
 
 from __future__ import annotations
 
@@ -57,13 +58,49 @@ def _written(path: Path) -> list[str]:
     return found
 
 
+# the folders that read a topology or the catalogue's values: the loader, the engine and the stage
+READERS = ("fixtures", "engine", "workloads")
+
+
+def _places() -> list[Path]:
+    return [path for folder in READERS for path in sorted((ROOT / folder).glob("*.py"))]
+
+
 def test_a_topology_default_is_written_only_in_the_contract() -> None:
-    places = [
-        *sorted((ROOT / "fixtures").glob("*.py")),
-        *sorted((ROOT / "engine").glob("*.py")),
-    ]
-    found = [hit for path in places for hit in _written(path)]
+    found = [hit for path in _places() for hit in _written(path)]
     assert found == [], "read sbtck.contract.TOPOLOGY_DEFAULTS instead:\n" + "\n".join(found)
+
+
+def _repeated(path: Path, fixed: dict[str, float]) -> list[str]:
+    """The module constants of PATH that write a fixed value of the catalogue as a number: one named with a word of
+    the parameter's name (TIMER_MS, timer_period_s) holding its value in the constant's unit."""
+    found = []
+    for node in ast.parse(path.read_text()).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if isinstance(node, ast.AnnAssign):
+            target = node.target
+        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+        if not isinstance(target, ast.Name) or not isinstance(value, ast.Constant):
+            continue
+        if not isinstance(value.value, int | float) or isinstance(value.value, bool):
+            continue
+        *words, unit = target.id.lower().split("_")
+        scale = {"ms": 1000, "s": 1}.get(unit)
+        for name, seconds in fixed.items():
+            if scale and set(words) & set(name.split("_")[:-1]) and value.value == seconds * scale:
+                found.append(f"{path.name}:{node.lineno}: {target.id} = {value.value!r} ({name})")
+    return found
+
+
+def test_a_fixed_value_of_the_documents_is_read_from_the_catalogue() -> None:
+    fixed = {
+        name: float(p.value)
+        for name, p in catalogue.load().params.items()
+        if p.fixed and name.endswith("_s") and isinstance(p.value, int | float)
+    }
+    assert "timer_period_s" in fixed
+    found = [hit for path in _places() for hit in _repeated(path, fixed)]
+    assert found == [], "read it from sbtck.catalogue instead:\n" + "\n".join(found)
 
 
 def test_a_parameter_value_is_the_catalogues_or_the_profiles_only() -> None:
