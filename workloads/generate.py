@@ -363,20 +363,28 @@ def _disturbs(op: dict[str, Any], land: Landscape) -> tuple[str, ...] | None:
     return ()  # a route altered or dropped: any message may take another way
 
 
-# what each kind of fault asks of an implementation besides routing
+# the contract commands each kind of fault writes (routes: answer_routing_request only where dynamic_routing is
+# declared, else create_route)
+FAULTS: dict[str, tuple[type[contract.Command], ...]] = {
+    "reachable": (contract.SetReachable,),
+    "drop_connection": (contract.DropConnection,),
+    "routes": (contract.CreateRoute, contract.AlterRoute, contract.DropRoute),
+    "handlers": (contract.FailTaskHandlers,),
+    "dispatcher": (contract.SetDispatcherSaving,),
+    "failover": (contract.Failover,),
+    "forwarding": (contract.SetMessageForwarding,),
+    "master_key": (contract.CreateMasterKey,),
+    "notification": (contract.CreateEventNotification, contract.DropEventNotification),
+    "lose": (contract.LoseInTransit,),
+    "transmission": (contract.FailTransmission,),
+}
+# what a fault's aftermath asks beyond its commands: an instance back within reach is connected to again only by the
+# transport's periodic task (PER-2A), so a broker without it cannot be judged on what follows
+AFTERMATH = {"reachable": frozenset({"periodic_tasks"})}
+# what each kind of fault asks of an implementation: its commands' needs, as the contract declares them
 FAULT_NEEDS = {
-    # an instance out of reach makes the transport suppress its address (PER-2A), a periodic task
-    "reachable": {"routing", "periodic_tasks"},
-    "drop_connection": {"routing", "periodic_tasks"},
-    "routes": {"routing"},
-    "handlers": {"periodic_tasks"},
-    "dispatcher": {"routing", "periodic_tasks"},
-    "failover": {"mirroring"},
-    "forwarding": {"forwarding"},
-    "master_key": {"periodic_tasks"},
-    "notification": {"external_activation"},
-    "lose": {"routing", "periodic_tasks"},
-    "transmission": {"routing", "periodic_tasks"},
+    fault: frozenset(c.needs for c in commands if c.needs is not None) | AFTERMATH.get(fault, frozenset())
+    for fault, commands in FAULTS.items()
 }
 
 
