@@ -42,7 +42,7 @@ from sbtck.engine.choosing import (
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.model import Message, Queue, ReaderBehaviour
-from sbtck.engine.receiving import Receiving, Session
+from sbtck.engine.receiving import ReceiveActivity, Receiving, Session
 from sbtck.observations import Kind, Trigger
 
 # plain strings: an event's fields cross process boundaries (xdist, pickle, JSON)
@@ -84,7 +84,7 @@ class ActivatedTask:
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
-class QueueMonitors:
+class QueueMonitors(ReceiveActivity):
     def __init__(
         self,
         ctx: Context,

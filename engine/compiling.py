@@ -21,8 +21,9 @@ the rule code carries no such remark. The rest of it:
   handing ``Broker.apply`` a closure, one object fewer per command;
   tests/engine/test_engine.py holds both to the convention.
 - A part that calls another several times a message names it by its class,
-  not by a protocol (``Receiving``'s watcher, the queue monitors): the build
-  then calls it directly. The router and the place messages arrive keep a
+  not by a protocol (``Receiving``'s watcher, the queue monitors, by the class
+  they subclass, ``receiving.ReceiveActivity``): the build then calls it
+  directly. The router and the place messages arrive keep a
   named protocol (``room.Arrivals``): that call is once a message.
 - The busiest events (a message sent, arrived, a RECEIVE's end) are written
   out field by field, not merged from an object's fields: every message makes

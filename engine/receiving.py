@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sbtck.contract import QueueRef
 from sbtck.engine.choosing import (
@@ -18,12 +18,9 @@ from sbtck.engine.choosing import (
 )
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
-from sbtck.engine.model import Message
+from sbtck.engine.model import Message, Queue
 from sbtck.errors import ReceivingError
 from sbtck.observations import Kind
-
-if TYPE_CHECKING:  # the monitors hold a Receiving too
-    from sbtck.engine.activation import QueueMonitors
 
 RECEIVE = "RECEIVE"
 GET_CONVERSATION_GROUP = "GET CONVERSATION GROUP"
@@ -83,11 +80,35 @@ Result = Callable[[list[Message], str | None], None]
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
+class ReceiveActivity:
+    """What Receiving tells a queue's monitor of the readers (the queue monitors, sbtck/engine/activation.py), so
+    that it can decide on activation. Declared here, where it is called, as a class rather than a protocol
+    (sbtck/engine/compiling.py says why)."""
+
+    def receive_called(self, queue: Queue) -> None:
+        raise NotImplementedError
+
+    def receive_waiting(self, queue: Queue) -> None:
+        raise NotImplementedError
+
+    def receive_finished(self, queue: Queue, *, empty: bool, has_where: bool) -> None:
+        raise NotImplementedError
+
+    def group_got(self, queue: Queue, *, empty: bool) -> None:
+        raise NotImplementedError
+
+    def rolled_back(self, queue: Queue, after_the_reader: bool = False) -> None:
+        raise NotImplementedError
+
+    def looks_at_once(self, key: QueueRef, readers_wait: bool) -> bool:
+        raise NotImplementedError
+
+
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Receiving:
     """Hands messages to readers, one reader per conversation group at a time."""
 
-    # the watcher is the queue monitors, told what readers do so that they can decide on activation
-    def __init__(self, ctx: Context, watcher: QueueMonitors) -> None:
+    def __init__(self, ctx: Context, watcher: ReceiveActivity) -> None:
         self.queues = ctx.queues
         self.clock = ctx.clock
         self.log = ctx.log

@@ -2,15 +2,44 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from sbtck.contract import QueueRef
+from sbtck.engine.activation import QueueMonitors
+from sbtck.engine.dispatcher import Dispatcher
+from sbtck.engine.model import Conversation, Queue
+from sbtck.engine.periodic import Maintenance
+from sbtck.engine.receiving import Receiving
+from sbtck.engine.route_admin import RouteAdmin
+from sbtck.engine.router import Router
+from sbtck.engine.transport import Transport
 from sbtck.errors import RouteAdminError, ViewError
 
-if TYPE_CHECKING:
-    from sbtck.engine.broker import Broker
+
+class BrokerState(Protocol):
+    """What the views read of a broker: the parts the Broker (sbtck/engine/broker.py) holds, which calls them."""
+
+    @property
+    def queues(self) -> dict[QueueRef, Queue]: ...
+    @property
+    def conversations(self) -> dict[str, Conversation]: ...
+    @property
+    def monitors(self) -> QueueMonitors: ...
+    @property
+    def receiving(self) -> Receiving: ...
+    @property
+    def routes(self) -> RouteAdmin: ...
+    @property
+    def router(self) -> Router: ...
+    @property
+    def transport(self) -> Transport: ...
+    @property
+    def dispatchers(self) -> dict[str, Dispatcher]: ...
+    @property
+    def maintenance(self) -> Maintenance: ...
 
 
-def dm_broker_queue_monitors(broker: Broker) -> list[dict[str, Any]]:
+def dm_broker_queue_monitors(broker: BrokerState) -> list[dict[str, Any]]:
     """ACT-03: one row per active queue monitor of the instance."""
     rows = []
     for key, monitor in broker.monitors.monitors.items():
@@ -36,7 +65,7 @@ def dm_broker_queue_monitors(broker: Broker) -> list[dict[str, Any]]:
     return rows
 
 
-def sys_routes(broker: Broker, instance: str, database: str | None) -> list[dict[str, Any]]:
+def sys_routes(broker: BrokerState, instance: str, database: str | None) -> list[dict[str, Any]]:
     try:
         table = broker.routes.table(instance, database)
     except RouteAdminError as exc:
@@ -47,7 +76,7 @@ def sys_routes(broker: Broker, instance: str, database: str | None) -> list[dict
     ]
 
 
-def conversation_endpoints(broker: Broker) -> list[dict[str, Any]]:
+def conversation_endpoints(broker: BrokerState) -> list[dict[str, Any]]:
     return [
         {
             "dialog": c.dialog,
@@ -61,7 +90,7 @@ def conversation_endpoints(broker: Broker) -> list[dict[str, Any]]:
     ]
 
 
-def dm_broker_activated_tasks(broker: Broker) -> list[dict[str, Any]]:
+def dm_broker_activated_tasks(broker: BrokerState) -> list[dict[str, Any]]:
     """ACT-11: one row per procedure started by activation and still running."""
     return [
         {
@@ -77,7 +106,7 @@ def dm_broker_activated_tasks(broker: Broker) -> list[dict[str, Any]]:
     ]
 
 
-def rows(broker: Broker, view: str, instance: str | None, database: str | None) -> list[dict[str, Any]]:
+def rows(broker: BrokerState, view: str, instance: str | None, database: str | None) -> list[dict[str, Any]]:
     """One of the contract's views; ``instance`` narrows the instance-wide ones."""
 
     def mine(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
