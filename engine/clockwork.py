@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class _Due:
     at_ms: int
     seq: int

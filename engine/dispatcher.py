@@ -23,7 +23,7 @@ Expected = Callable[[str, bool], int]
 RUNNING, STOPPED = "running", "stopped"
 
 
-@dataclass
+@dataclass(init=False)
 class Buffered:
     envelope: Envelope
     database: str

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from sbtck.contract import TOPOLOGY_DEFAULTS, QueueRef
 
 
-@dataclass
+@dataclass(init=False)
 class ReaderBehaviour:
     """What an activation stored procedure does, declared by the topology.
 
@@ -40,7 +40,7 @@ class Activation:
     max_queue_readers: int
 
 
-@dataclass
+@dataclass(init=False)
 class Message:
     queuing_order: int
     dialog: str
@@ -50,6 +50,12 @@ class Message:
     body: str
     arrived_ms: int
 
+    def __init__(
+        self, queuing_order: int, dialog: str, group: str, sequence: int, message_type: str, body: str, arrived_ms: int
+    ) -> None:
+        self.queuing_order, self.dialog, self.group, self.sequence = queuing_order, dialog, group, sequence
+        self.message_type, self.body, self.arrived_ms = message_type, body, arrived_ms
+
     def row(self) -> dict[str, object]:
         return {
             "dialog": self.dialog,
@@ -58,12 +64,6 @@ class Message:
             "message_type_name": self.message_type,
             "message_body": self.body,
         }
-
-    def __init__(
-        self, queuing_order: int, dialog: str, group: str, sequence: int, message_type: str, body: str, arrived_ms: int
-    ) -> None:
-        self.queuing_order, self.dialog, self.group, self.sequence = queuing_order, dialog, group, sequence
-        self.message_type, self.body, self.arrived_ms = message_type, body, arrived_ms
 
 
 @dataclass
@@ -91,7 +91,7 @@ TRANSPORT = "TRANSPORT"
 BROKER_CONFIGURATION_NOTICE = "http://schemas.microsoft.com/SQL/ServiceBroker/BrokerConfigurationNotice"
 
 
-@dataclass
+@dataclass(init=False)
 class Route:
     name: str
     service_name: str | None = None
@@ -99,6 +99,18 @@ class Route:
     address: str = LOCAL
     mirror_address: str | None = None
     expires_ms: int | None = None
+
+    def __init__(
+        self,
+        name: str,
+        service_name: str | None = None,
+        broker_instance: str | None = None,
+        address: str = LOCAL,
+        mirror_address: str | None = None,
+        expires_ms: int | None = None,
+    ) -> None:
+        self.name, self.service_name, self.broker_instance, self.address = name, service_name, broker_instance, address
+        self.mirror_address, self.expires_ms = mirror_address, expires_ms
 
     @property
     def dynamic(self) -> bool:
@@ -117,18 +129,6 @@ class Route:
             "mirror_address": self.mirror_address,
             "expires_ms": self.expires_ms,
         }
-
-    def __init__(
-        self,
-        name: str,
-        service_name: str | None = None,
-        broker_instance: str | None = None,
-        address: str = LOCAL,
-        mirror_address: str | None = None,
-        expires_ms: int | None = None,
-    ) -> None:
-        self.name, self.service_name, self.broker_instance, self.address = name, service_name, broker_instance, address
-        self.mirror_address, self.expires_ms = mirror_address, expires_ms
 
 
 @dataclass
@@ -169,7 +169,7 @@ class Instance:
         return any(name in d.services and d.online for d in self.databases.values())
 
 
-@dataclass
+@dataclass(init=False)
 class Endpoint:
     instance: str
     database: str
@@ -196,7 +196,7 @@ class Conversation:
     received: list[int] = field(default_factory=lambda: [0, 0])
 
 
-@dataclass
+@dataclass(init=False)
 class Envelope:
     """A message on its way: what routing sees of it."""
 
@@ -208,9 +208,6 @@ class Envelope:
     message_type: str = "DEFAULT"
     body: str = ""
     hops: int = 0
-
-    def fields(self) -> dict[str, object]:
-        return {"dialog": self.dialog, "message_sequence_number": self.sequence, "from_target": self.from_target}
 
     def __init__(
         self,
@@ -226,3 +223,6 @@ class Envelope:
         self.dialog, self.sequence, self.to_service = dialog, sequence, to_service
         self.to_broker_instance, self.from_target = to_broker_instance, from_target
         self.message_type, self.body, self.hops = message_type, body, hops
+
+    def fields(self) -> dict[str, object]:
+        return {"dialog": self.dialog, "message_sequence_number": self.sequence, "from_target": self.from_target}

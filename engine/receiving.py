@@ -42,7 +42,7 @@ def _no_deadline() -> None:
     """A wait with no WAITFOR has no deadline to cancel."""
 
 
-@dataclass
+@dataclass(init=False)
 class Wait:
     session: Session
     queue: QueueRef

@@ -22,7 +22,7 @@ from sbtck.engine.choosing import (
 from sbtck.engine.model import LOCAL, TRANSPORT, Database, Instance, Route
 
 
-@dataclass
+@dataclass(init=False)
 class Match:
     step: str
     routes: list[Route] = field(default_factory=list)
@@ -98,7 +98,7 @@ def is_network(address: str) -> bool:
     return address.upper() not in (LOCAL, TRANSPORT)
 
 
-@dataclass
+@dataclass(init=False)
 class Choice:
     step: str
     route: Route

@@ -37,7 +37,7 @@ BEHIND = "behind an earlier message of the conversation"
 FAILED = "failed"
 
 
-@dataclass
+@dataclass(init=False)
 class Waiting:
     """A message that cannot go yet."""
 

@@ -99,7 +99,9 @@ def test_an_init_written_out_takes_its_dataclass_fields_in_order_with_their_defa
         for cls in vars(importlib.import_module(name)).values():
             if not (inspect.isclass(cls) and dataclasses.is_dataclass(cls) and cls.__module__ == name):
                 continue
-            if not _written_out(cls):
+            declared = not cls.__dataclass_params__.init  # type: ignore[attr-defined]
+            assert _written_out(cls) == declared, f"{cls}: an __init__ written out says so with init=False, and only it"
+            if not declared:
                 continue
             checked.append(cls.__name__)
             if not hasattr(cls.__init__, "__code__"):
