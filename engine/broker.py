@@ -7,7 +7,7 @@ from typing import Any, ClassVar, TypeVar
 
 from sbtck.contract import Event, QueueRef
 from sbtck.engine import views
-from sbtck.engine.activation import ARRIVAL, QueueMonitors
+from sbtck.engine.activation import QueueMonitors
 from sbtck.engine.administration import Administration
 from sbtck.engine.choosing import (
     INSTANCE_BY_INSTANCE,
@@ -21,9 +21,10 @@ from sbtck.engine.choosing import (
 from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context, command
+from sbtck.engine.dialogs import Dialogs
 from sbtck.engine.dispatcher import Dispatcher
 from sbtck.engine.events import EventLog
-from sbtck.engine.model import Conversation, Database, Endpoint, Envelope, Instance, Message, Queue, ReaderBehaviour
+from sbtck.engine.model import Conversation, Database, Envelope, Instance, Queue, ReaderBehaviour
 from sbtck.engine.params import EngineParams
 from sbtck.engine.periodic import SCHEDULE, Maintenance, Task, tasks_of
 from sbtck.engine.receiving import Receiving, Session
@@ -51,6 +52,7 @@ class Broker(QueueStatements, Administration):
 
     monitors_class: ClassVar[type[QueueMonitors]] = QueueMonitors
     receiving_class: ClassVar[type[Receiving]] = Receiving
+    dialogs_class: ClassVar[type[Dialogs]] = Dialogs
     router_class: ClassVar[type[Router]] = Router
     maintenance_class: ClassVar[type[Maintenance]] = Maintenance
     transport_class: ClassVar[type[Transport]] = Transport
@@ -77,7 +79,6 @@ class Broker(QueueStatements, Administration):
         self.sessions: dict[str, Session] = {}
         self.conversations: dict[str, Conversation] = {}
         self._next_spid = FIRST_USER_SPID
-        self._queuing_order = 0
         # with resending, the messages that have arrived: a copy of one is not delivered again
         self.arrived: set[tuple[str, bool, int]] = set()
         self._notification = 0
@@ -101,6 +102,9 @@ class Broker(QueueStatements, Administration):
         self.router = self.router_class(ctx, self.transport, self)
         self.maintenance = self.maintenance_class(ctx, self._has_dialogs, chooser)
         self.routes = RouteAdmin(ctx, self.router)
+        self.dialogs = self.dialogs_class(
+            ctx, self.conversations, self.router, self.monitors, self.receiving, self.database
+        )
         for queue in self.queues.values():
             self.monitors.sync(queue)
         self.monitors.timer_pending = self._timer_pending
@@ -190,10 +194,7 @@ class Broker(QueueStatements, Administration):
         return procedures[name]
 
     def conversation(self, dialog: str) -> Conversation:
-        try:
-            return self.conversations[dialog]
-        except KeyError:
-            raise BrokerError(f"no dialog {dialog!r} has been begun") from None
+        return self.dialogs.conversation(dialog)
 
     def _new_session(self, name: str) -> Session:
         session = Session(name, self._next_spid)
@@ -219,74 +220,15 @@ class Broker(QueueStatements, Administration):
         to_service: str,
         to_broker_instance: str | None = None,
     ) -> dict[str, Any]:
-        """BEGIN DIALOG only creates the initiator's endpoint; routing starts with the first SEND."""
-        if dialog in self.conversations:
-            raise BrokerError(f"dialog {dialog!r} has already been begun")
-        db = self.database(instance, database)
-        if from_service not in db.services:
-            raise BrokerError(f"no service {from_service!r} in database {database!r} of instance {instance!r}")
-        initiator = Endpoint(instance, database, from_service, db.broker_instance)
-        broker = to_broker_instance.upper() if to_broker_instance else None
-        self.conversations[dialog] = Conversation(dialog, initiator, to_service, target_broker_instance=broker)
-        self.log.add(
-            {
-                "dialog": dialog,
-                "instance": instance,
-                "database": database,
-                "from_service": from_service,
-                "to_service": to_service,
-                "to_broker_instance": broker,
-                "at_ms": self.clock.now_ms,
-                "kind": Kind.DIALOG_BEGUN,
-            }
-        )
+        self.dialogs.begin(dialog, (instance, database, from_service), to_service, to_broker_instance)
         return {"dialog": dialog}
 
     # a command (context.command) written out, as RECEIVE is (sbtck/engine/compiling.py)
     def send(
         self, at_ms: int, /, dialog: str, message_type: str = "DEFAULT", body: str = "", from_target: bool = False
     ) -> dict[str, Any]:
-        """SEND by the initiator, or by the target when ``from_target`` (a reply)."""
         self.advance(at_ms)
-        conv = self.conversation(dialog)
-        if from_target:
-            if conv.target is None:
-                raise BrokerError(f"dialog {dialog!r} has not reached a target yet, so the target cannot reply")
-            sequence, conv.reply_sequence = conv.reply_sequence, conv.reply_sequence + 1
-            env = Envelope(
-                dialog,
-                sequence,
-                conv.initiator.service,
-                conv.initiator.broker_instance,
-                True,
-                message_type,
-                body,
-            )
-            origin, home = self.instances[conv.target.instance], conv.target.database
-        else:
-            sequence, conv.next_sequence = conv.next_sequence, conv.next_sequence + 1
-            env = Envelope(
-                dialog,
-                sequence,
-                conv.target_service,
-                conv.target_broker_instance,
-                False,
-                message_type,
-                body,
-            )
-            origin, home = self.instances[conv.initiator.instance], conv.initiator.database
-        self.log.add(
-            {
-                "instance": origin.name,
-                "database": home,
-                "dialog": env.dialog,
-                "message_sequence_number": env.sequence,
-                "from_target": env.from_target,
-                "at_ms": self.clock.now_ms,
-                "kind": Kind.MESSAGE_SENT,
-            }
-        )
-        self.router.submit(env, origin, home)
+        sequence = self.dialogs.send(dialog, message_type, body, from_target)
         self.clock.run_pending()
         return {"message_sequence_number": sequence}
 
@@ -300,57 +242,7 @@ class Broker(QueueStatements, Administration):
             if copy in self.arrived:
                 return
             self.arrived.add(copy)
-        conv = self.conversations[env.dialog]
-        service = db.services[env.to_service]
-        if not env.from_target and conv.target is None:
-            conv.target = Endpoint(at.name, db.name, service.name, db.broker_instance)
-        queue = self.queues[service.queue]
-        conv.received[int(env.from_target)] = env.sequence + 1
-        self._queuing_order += 1
-        message = Message(
-            self._queuing_order, env.dialog, env.dialog, env.sequence, env.message_type, env.body, self.clock.now_ms
-        )
-        arrived_on_empty = queue.unread() == 0
-        queue.messages.append(message)
-        key = queue.key
-        self.log.add(
-            {
-                "dialog": env.dialog,
-                "message_sequence_number": env.sequence,
-                "from_target": env.from_target,
-                "service": service.name,
-                "conversation_group": message.group,
-                "instance": key.instance,
-                "database": key.database,
-                "queue": key.queue,
-                "at_ms": self.clock.now_ms,
-                "kind": Kind.MESSAGE_ARRIVED,
-            }
-        )
-        if not env.from_target and not conv.acknowledged:
-            self.acknowledge(conv, db)
-        # the arrival is the trigger: looked at before a waiting reader takes the message, or after (ARRIVAL_LOOK)
-        if self.monitors.looks_at_once(queue.key, bool(self.receiving.waits[queue.key])):
-            self.monitors.evaluate(queue, ARRIVAL, arrived_on_empty)
-            self.receiving.serve(queue.key)
-        else:
-            self.receiving.serve(queue.key)
-            self.monitors.evaluate_after_the_reader(queue, ARRIVAL, arrived_on_empty)
-
-    def acknowledge(self, conv: Conversation, db: Database) -> None:
-        """RTE-04: the acknowledgement names the target's broker instance; later messages carry it."""
-        conv.acknowledged = True
-        conv.target_broker_instance = db.broker_instance
-        self.router.acknowledged(conv.dialog, db.broker_instance)
-        self.log.add(
-            {
-                "instance": conv.initiator.instance,
-                "dialog": conv.dialog,
-                "broker_instance": db.broker_instance,
-                "at_ms": self.clock.now_ms,
-                "kind": Kind.ACKNOWLEDGED,
-            }
-        )
+        self.dialogs.deliver(env, at, db)
 
     # ----------------------------------------------------------- applying
     def apply(self, at_ms: int, action: Callable[[], T]) -> T:

@@ -69,6 +69,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "sbtck.engine.choosing",
     "sbtck.engine.clockwork",
     "sbtck.engine.context",
+    "sbtck.engine.dialogs",
     "sbtck.engine.dispatcher",
     "sbtck.engine.events",
     "sbtck.engine.forwarding",
