@@ -9,11 +9,11 @@ event log, in process or behind any adapter.
 
 from sbtck.contract import Event
 from sbtck.engine import views
-from sbtck.engine.broker import Broker
+from sbtck.engine.broker import CONNECTING_CHOICES, Broker
 from sbtck.engine.compiling import warn_if_stale
 from sbtck.engine.params import EngineParams
 from sbtck.errors import BrokerError
 
 warn_if_stale(__name__)
 
-__all__ = ["Broker", "BrokerError", "EngineParams", "Event", "views"]
+__all__ = ["CONNECTING_CHOICES", "Broker", "BrokerError", "EngineParams", "Event", "views", "warn_if_stale"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sbtck.contract import TOPOLOGY_DEFAULTS, QueueRef
+from sbtck.contract import BROKER_CONFIGURATION_NOTICE, LOCAL, TOPOLOGY_DEFAULTS, QueueRef
 
 
 @dataclass(init=False)
@@ -83,12 +83,6 @@ class Queue:
 class Service:
     name: str
     queue: QueueRef
-
-
-LOCAL = "LOCAL"
-TRANSPORT = "TRANSPORT"
-# The service a route to a dynamic routing service names (RTM-4).
-BROKER_CONFIGURATION_NOTICE = "http://schemas.microsoft.com/SQL/ServiceBroker/BrokerConfigurationNotice"
 
 
 @dataclass(init=False)

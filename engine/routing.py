@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from sbtck.contract import LOCAL, TRANSPORT
 from sbtck.engine.choosing import (
     AS_ANY_MIRRORED_MEMBER,
     AS_ITS_FIRST_MEMBER,
@@ -19,7 +20,7 @@ from sbtck.engine.choosing import (
     Addresses,
     Chooser,
 )
-from sbtck.engine.model import LOCAL, TRANSPORT, Database, Instance, Route
+from sbtck.engine.model import Database, Instance, Route
 
 
 @dataclass(init=False)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from sbtck.contract import LOCAL, TRANSPORT
 from sbtck.engine.choosing import (
     CHOSEN_AGAIN,
     DROPPED,
@@ -23,7 +24,7 @@ from sbtck.engine.choosing import (
 )
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
-from sbtck.engine.model import LOCAL, TRANSPORT, Database, Envelope, Instance, Route
+from sbtck.engine.model import Database, Envelope, Instance, Route
 from sbtck.engine.room import Arrivals, Room
 from sbtck.engine.routing import Choice, Match, choose, live, locate, match
 from sbtck.engine.routing_memo import Found, RoutingMemo

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sbtck import views
 from sbtck.engine.choosing import (
     AHEAD_GOES_ON,
     FOLLOWS_AT_ONCE,
@@ -30,11 +31,8 @@ from sbtck.engine.model import Envelope, Instance, Route
 from sbtck.engine.room import Room
 from sbtck.observations import Kind
 
-DELAYED = "delayed"
-CONNECTING = "waiting for a connection"
-NO_PRINCIPAL = "no partner claims to be principal"
-BEHIND = "behind an earlier message of the conversation"
-FAILED = "failed"
+DELAYED, CONNECTING, NO_PRINCIPAL = views.STATUS_DELAYED, views.STATUS_CONNECTING, views.STATUS_NO_PRINCIPAL
+BEHIND, FAILED = views.STATUS_BEHIND, views.STATUS_FAILED
 
 
 @dataclass(init=False)

@@ -40,6 +40,12 @@ CAPABILITIES = (
 
 VIEWS = tuple(VIEW_COLUMNS)  # what query_view answers; sys.routes and sys.transmission_queue take an instance
 
+# A route's address that is no network address: the instance itself (RTL), or the address the message came from
+LOCAL = "LOCAL"
+TRANSPORT = "TRANSPORT"
+# The service a route to a dynamic routing service names (RTM-4).
+BROKER_CONFIGURATION_NOTICE = "http://schemas.microsoft.com/SQL/ServiceBroker/BrokerConfigurationNotice"
+
 
 @dataclass(frozen=True)
 class TopologyDefaults:
@@ -57,7 +63,7 @@ class TopologyDefaults:
     auto_created_local: bool = True
     cpus: int = 1
     message_forwarding: bool = False
-    route_address: str = "LOCAL"
+    route_address: str = LOCAL
 
     def address(self, instance: str) -> str:
         """An instance's network address when its topology gives none."""

@@ -150,6 +150,15 @@ COLUMN_MEANINGS: dict[str, str] = {
 }
 
 
+# transmission_status (a free text, COLUMN_CLASSES) as the reference engine writes it; a message waiting for a
+# connection, or whose connection failed, says to which address ("waiting for a connection to TCP://...")
+STATUS_DELAYED = "delayed"
+STATUS_CONNECTING = "waiting for a connection"
+STATUS_NO_PRINCIPAL = "no partner claims to be principal"
+STATUS_BEHIND = "behind an earlier message of the conversation"
+STATUS_FAILED = "failed"
+
+
 # How each column compares (the classes of sbtck/observations.py): exact unless declared here; times by their
 # name. A column's class is the same in every view.
 COLUMN_CLASSES: dict[str, tuple[str, str]] = {

@@ -63,6 +63,7 @@ from sbtck.agreement import (
     traced,
     without_reasoning,
 )
+from sbtck.contract import LOCAL
 from sbtck.engine import EngineParams
 from sbtck.engine.choosing import (
     A_WAITING_READER,
@@ -109,8 +110,6 @@ from sbtck.engine.choosing import (
     Addresses,
     FirstChooser,
 )
-from sbtck.engine.model import LOCAL
-from sbtck.engine.router import CONNECTING, FAILED
 from sbtck.iut.answers import RECEIVED_ROW
 from sbtck.observations import (
     DECISION_FIELDS,
@@ -120,7 +119,7 @@ from sbtck.observations import (
     MAY_REPORT_AT_START,
     Kind,
 )
-from sbtck.views import VIEW_COLUMNS
+from sbtck.views import STATUS_CONNECTING, STATUS_FAILED, VIEW_COLUMNS
 from sbtck.workloads.invariants import Violation
 from sbtck.workloads.landscape import ALL
 
@@ -524,7 +523,7 @@ def _pending_address(status: object) -> str | None:
 
 
 # the statuses the router writes with the address a message waits for (a feature checks them word for word)
-_TO_AN_ADDRESS = (f"{CONNECTING} to ", f"{FAILED} to ")
+_TO_AN_ADDRESS = (f"{STATUS_CONNECTING} to ", f"{STATUS_FAILED} to ")
 
 
 def reference_params(declared: dict[str, Any]) -> EngineParams:

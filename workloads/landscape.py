@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sbtck.contract import CAPABILITIES, TOPOLOGY_DEFAULTS
-from sbtck.engine.model import BROKER_CONFIGURATION_NOTICE
+from sbtck.contract import BROKER_CONFIGURATION_NOTICE, CAPABILITIES, TOPOLOGY_DEFAULTS
 from sbtck.workloads.draw import Draw
 
 ALL = frozenset(CAPABILITIES)

@@ -81,7 +81,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sbtck.engine.broker import CONNECTING_CHOICES
+from sbtck.engine import CONNECTING_CHOICES
 from sbtck.engine.choosing import OPEN_WITH, OPEN_WITHOUT, READINGS, SHOWS_AT_ITS_INSTANT, Addresses, FirstChooser
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.workloads.differential import Carried, FollowingChooser, difference, reference_params

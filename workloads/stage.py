@@ -15,8 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from sbtck.contract import Handshake
-from sbtck.engine.broker import CONNECTING_CHOICES
-from sbtck.engine.compiling import warn_if_stale
+from sbtck.engine import CONNECTING_CHOICES, warn_if_stale
 from sbtck.errors import ProtocolError, ReportImpossible
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.log_check import LogCheck

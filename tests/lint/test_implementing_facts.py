@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 
-from sbtck.contract import TOPOLOGY_DEFAULTS
+from sbtck.contract import BROKER_CONFIGURATION_NOTICE, TOPOLOGY_DEFAULTS, TRANSPORT
 from sbtck.engine.broker import FIRST_USER_SPID
-from sbtck.engine.model import BROKER_CONFIGURATION_NOTICE, TRANSPORT
 from sbtck.engine.periodic import SCHEDULE
 from sbtck.engine.transmission import transport_address
 from tests.helpers import ROOT

@@ -6,12 +6,13 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any, cast
 
+from sbtck.contract import LOCAL
 from sbtck.engine import Broker
 from sbtck.engine import routing as r
 from sbtck.engine.choosing import Chooser, LastChooser
 from sbtck.engine.context import command
 from sbtck.engine.forwarding import Forwarding
-from sbtck.engine.model import LOCAL, Conversation, Database, Envelope, Instance, Route
+from sbtck.engine.model import Conversation, Database, Envelope, Instance, Route
 from sbtck.engine.room import Room
 from sbtck.engine.routing_attempt import Routing
 from sbtck.engine.transmission import Transmission
