@@ -11,6 +11,7 @@ from sbtck.engine import Broker
 from sbtck.engine import routing as r
 from sbtck.engine.choosing import Chooser, LastChooser
 from sbtck.engine.context import command
+from sbtck.engine.dialogs import Dialogs
 from sbtck.engine.forwarding import Forwarding
 from sbtck.engine.model import Conversation, Database, Envelope, Instance, Route
 from sbtck.engine.room import Room
@@ -81,8 +82,9 @@ def _ignores_broker(
     return r.locate(instance, service, None, home, chooser)
 
 
-def _no_acknowledgement_pinning(self: Broker, conv: Conversation, db: Database) -> None:
-    conv.acknowledged = True
+class _NoAcknowledgementPinning(Dialogs):
+    def acknowledge(self, conv: Conversation, db: Database) -> None:
+        conv.acknowledged = True
 
 
 def _step_3_for_any_service(
@@ -277,7 +279,7 @@ def every_reply_numbered_0() -> ReferenceImplementation:
 
 
 def pinning_ignored() -> ReferenceImplementation:
-    return _implementation("pinning_ignored", acknowledge=_no_acknowledgement_pinning)
+    return _implementation("pinning_ignored", dialogs_class=_NoAcknowledgementPinning)
 
 
 def msdb_for_local_conversations() -> ReferenceImplementation:
