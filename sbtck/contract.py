@@ -40,6 +40,10 @@ CAPABILITIES = (
 
 VIEWS = tuple(VIEW_COLUMNS)  # what query_view answers; sys.routes and sys.transmission_queue take an instance
 
+# What a run says of a scenario (results.json) and the stage of a world (summary.json): the kit's own words, which the
+# reports and the stage read alike
+PASSED, FAILED, ERROR, NOT_APPLICABLE = "passed", "failed", "error", "not applicable"
+
 # A route's address that is no network address: the instance itself (RTL), or the address the message came from
 LOCAL = "LOCAL"
 TRANSPORT = "TRANSPORT"

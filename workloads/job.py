@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
+from sbtck.contract import ERROR, FAILED, NOT_APPLICABLE, PASSED
 from sbtck.visible import visible
 from sbtck.workloads import record
 from sbtck.workloads.generate import GENERATOR_VERSION

@@ -14,15 +14,13 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from sbtck.contract import Handshake
+# the suite's statuses, so that summary.json and Parquet spell them as every other output does
+from sbtck.contract import ERROR, FAILED, NOT_APPLICABLE, PASSED, Handshake
 from sbtck.engine import CONNECTING_CHOICES, warn_if_stale
 from sbtck.errors import ProtocolError, ReportImpossible
 from sbtck.iut.implementation import Implementation
 from sbtck.iut.log_check import LogCheck
 from sbtck.iut.reference import ReferenceImplementation
-
-# the suite's statuses, so that summary.json and Parquet spell them as every other output does
-from sbtck.reports.results import ERROR, FAILED, NOT_APPLICABLE, PASSED
 from sbtck.workloads.differential import Carried, FollowingChooser, differ, reference_params
 from sbtck.workloads.envelope import undefined
 from sbtck.workloads.generate import GENERATOR_VERSION, StageWorld, area_of, generate, judged, needs
