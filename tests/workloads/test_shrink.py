@@ -69,7 +69,9 @@ def test_shrinking_keeps_the_failure_and_drops_the_rest() -> None:
     assert len(shrunk.world.topology["instances"]) == 1
 
 
-@pytest.fixture(scope="module")
+# session-wide, not module-wide: xdist keeps this module's tests on one worker (xdist_group), but may hand that worker
+# other tests between them, and a module fixture is then built again (two builds of some 240 s each in one CI run)
+@pytest.fixture(scope="session")
 def reproducers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("reproducers")
     out = {}
