@@ -358,9 +358,6 @@ class FollowingChooser:
             reported = (instant, str(message.get("route"))) in self.chosen
             self.current = {LOCAL_PASSED_OVER: REPORTED_FIRST if reported else NOT_REPORTED}
             return
-        if message.get(PENDING_ON_OPEN):  # about a connection, not a message: the reference's first, then the other
-            self.current = {}
-            return
         if message.get(TIME_OUT_AND_NOTIFICATION):  # the notification first, if its reclassification named it
             listed = self.listed.get((instance, message.get("at_ms")), set())
             first = NOTIFICATION_FIRST if str(message.get("dialog")) in listed else TIME_OUT_FIRST
@@ -374,9 +371,9 @@ class FollowingChooser:
             if asked == HELD_ELSEWHERE and routed:  # and the run's reading, where it is asked first, as it shows
                 self.current[HELD_ELSEWHERE_MOSTLY] = SENT_ON
             return
-        # which of two things of an instant came first: no event names it, so the reference's order leads and the
-        # search tries the other
-        if any(k in message for k in _ORDER_OF_AN_INSTANT):
+        # a pick no event names (which of two things of an instant came first; whether what waits goes on a
+        # connection a SEND opened): the reference's leads and the search tries the other
+        if any(k in message for k in _NAMED_BY_NO_EVENT):
             self.current = {}
             return
         if "waiter" in message:  # which waiting session is served first: read in choose, from the options
@@ -496,8 +493,9 @@ _FOLLOWED = _READING | {_TRANSMITTED, _PENDING, _MATCHED, _CHOSEN, _RECLASSIFIED
 # the choices about a message waiting behind an earlier one of its conversation, and the pick that routing it at
 # that instant shows: sent on at its SEND, matched on its own as it arrives or at its own time-out, following a
 # deleted one, or the one ahead that went on, at once
-# the choices of which of two things of an instant came first that no event names
-_ORDER_OF_AN_INSTANT = ("timer_and_step", "arrival_look", "step_order", TIMER_ORDER)
+# the choices no event names the pick of: which of two things of an instant came first, and PENDING_ON_OPEN (about a
+# connection, not a message, so never to be counted as a routing attempt)
+_NAMED_BY_NO_EVENT = ("timer_and_step", "arrival_look", "step_order", TIMER_ORDER, PENDING_ON_OPEN)
 _ROUTED_THEN = {
     HELD_ELSEWHERE: SENT_ON,
     ARRIVES_BEHIND: MATCHED_ON_ITS_OWN,
