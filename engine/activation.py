@@ -216,13 +216,15 @@ class QueueMonitors(ReceiveActivity):
 
     def looks_at_once(self, key: QueueRef, readers_wait: bool) -> bool:
         """Whether a new message on KEY (or one a rollback returned) is looked at before a waiting reader takes it:
-        at the trigger it is, unless the run lets the reader take it first (ARRIVAL_LOOK, asked where one waits)."""
-        if self.check_moment.of(self.chooser) == ONCE_SETTLED:
-            return False
+        at the trigger it is, unless the run lets the reader take it first (ARRIVAL_LOOK, asked where one waits).
+        Once the instant has settled, whether its look comes before the look at the RECEIVE of the reader it served
+        (ARRIVAL_LOOK again, the reader's look first by default: both are looks of one instant)."""
+        settled = self.check_moment.of(self.chooser) == ONCE_SETTLED
         if not readers_wait:
-            return True
+            return not settled
         self.chooser.about(key.instance, {"arrival_look": key.queue, "at_ms": self.clock.now_ms})
-        return self.chooser.choose(ARRIVAL_LOOK, [LOOK_FIRST, READER_FIRST]) == LOOK_FIRST
+        options = [READER_FIRST, LOOK_FIRST] if settled else [LOOK_FIRST, READER_FIRST]
+        return self.chooser.choose(ARRIVAL_LOOK, options) == LOOK_FIRST
 
     def evaluate_after_the_reader(self, queue: Queue, trigger: str, arrived_on_empty: bool = False) -> None:
         """The look at a trigger a waiting reader was served before (``looks_at_once`` false): once the instant has

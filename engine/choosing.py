@@ -127,6 +127,14 @@ ROUTED_AGAIN, PAIR_ASKED_AGAIN = "routed again", "its pair asked again"
 # more of what the route remembers (one reading for a whole run, the reference's first: kept)
 LOST_PRINCIPAL = "lost_principal"
 KEPT, FORGOTTEN = "kept until the partner claims the role", "forgotten"
+# what an instance asked by RTR-2's "solicitação para ambos os endereços para determinar qual instância é atualmente a
+# principal" claims the role for, where the route names no broker instance and the conversation names one: the
+# database of that broker instance (the reference's first), or the database of the route's service. The documents
+# say the request is sent and nothing of what it names; the two differ only where an instance holds the service but
+# not the conversation's broker instance (the message then goes there, and RTL-2 drops it). One reading for a whole
+# run, asked only where the two answers differ
+PROBE_SUBJECT = "probe_subject"
+OF_THE_BROKER_INSTANCE, OF_THE_SERVICE = "the conversation's broker instance", "the route's service"
 # whether a message SENT while an earlier message of its conversation waits at another instance only (a forwarder
 # or the target's instance, where no route matched it yet; or its origin's own, handled there as from outside
 # (RTX-2)) is held at its origin behind it, or routed and sent on:
@@ -174,7 +182,10 @@ TIME_OUT_FIRST, NOTIFICATION_FIRST = "the time-out first", "the notification fir
 # at a new message's arrival, or at what a rollback returned: the monitor's look at it, or the waiting reader
 # taking it (and the monitor's look at that RECEIVE). ACT-05 has the monitor look "whenever" the message arrives,
 # and the documents give a waiting session and the monitor no order. Asked of each such arrival or rollback and
-# queue (the reference's first: the look)
+# queue (the reference's first: the look). Where the monitor looks once the instant has settled, asked of the same
+# arrivals and rollbacks: whether the look at the arrival (or the rollback) comes before the look at the RECEIVE of
+# the reader it served, which ACT-06 can tell apart (a procedure the first look starts is running at the second);
+# both are looks of one instant, and ACT-05 gives them no order (the reference's first: the reader's look)
 ARRIVAL_LOOK = "arrival_look"
 LOOK_FIRST, READER_FIRST = "the monitor's look first", "the waiting reader first"
 # which of the activated procedures of a queue whose work ends at one instant takes its step (commit, next RECEIVE,
@@ -239,6 +250,7 @@ READINGS = frozenset(
         FORWARD_SPAN,
         QUIET_SPAN,
         PRINCIPAL_RETRY,
+        PROBE_SUBJECT,
     }
 )
 # readings asked once for a run that cost the search a pick to depart from, not none: each free reading doubles the

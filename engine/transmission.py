@@ -15,6 +15,8 @@ from sbtck.engine.choosing import (
     KEPT,
     LOST_PRINCIPAL,
     LOST_PRINCIPAL_TOO,
+    OF_THE_BROKER_INSTANCE,
+    OF_THE_SERVICE,
     ON_IT_AT_ONCE,
     OVER_THE_NETWORK,
     OWN_ADDRESS,
@@ -22,6 +24,7 @@ from sbtck.engine.choosing import (
     PARTNER_ALONE,
     PENDING_ON_OPEN,
     PRINCIPAL_RETRY,
+    PROBE_SUBJECT,
     PROBES,
     ROUTED_AGAIN,
     WHEN_DECIDED,
@@ -53,6 +56,7 @@ class Transmission(Room):
         self.own_address = Reading(OWN_ADDRESS, OVER_THE_NETWORK, AT_ONCE_FROM_OUTSIDE, AT_ONCE_THROUGH_THE_DISPATCHER)
         self.principal_retry = Reading(PRINCIPAL_RETRY, ROUTED_AGAIN, PAIR_ASKED_AGAIN)
         self.lost_principal = Reading(LOST_PRINCIPAL, KEPT, FORGOTTEN)
+        self.probe_subject = Reading(PROBE_SUBJECT, OF_THE_BROKER_INSTANCE, OF_THE_SERVICE)
         self.principals: dict[tuple[str, str], str] = {}
         # the mirrored route each message waiting for its principal chose, by its wait's order
         self.awaiting_principal: dict[int, Route] = {}
@@ -126,12 +130,25 @@ class Transmission(Room):
             self._resend_wait_ms = 0
 
     def claims_principal(self, address: str, route: Route, env: Envelope) -> str:
+        """RTR-2: what the instance at ADDRESS answers: the principal (or only) copy of the database asked about is
+        there or not. Asked about the route's broker instance, else the conversation's, else the service's database;
+        or, where the route names none, about the service's database whatever the conversation names
+        (PROBE_SUBJECT)."""
         target = self.by_address(address)
         if target is None or not target.reachable:
             return "unreachable"
         broker = route.broker_instance or env.to_broker_instance
+        answer = self._claims(target, broker, env.to_service)
+        if route.broker_instance or not broker or answer == self._claims(target, None, env.to_service):
+            return answer
+        if self.probe_subject.of(self.chooser) == OF_THE_SERVICE:
+            return self._claims(target, None, env.to_service)
+        return answer
+
+    @staticmethod
+    def _claims(target: Instance, broker: str | None, service: str) -> str:
         for db in target.databases.values():
-            mine = db.broker_instance == broker.upper() if broker else env.to_service in db.services
+            mine = db.broker_instance == broker.upper() if broker else service in db.services
             if mine and db.mirroring_role in ("principal", None):
                 return "principal"
         return "not principal"

@@ -79,15 +79,7 @@ AREAS_OF = {
 }
 # the worlds (of the first WORLDS) the stage still fails a broker in, each with where the question stands: a world
 # failing that is not listed fails the test, and a listed world that passes is reported so the list only shrinks
-D1_OF_CR7 = (
-    "a mirror probe asked for a conversation bound to another instance's unmirrored database: this broker's partner"
-    " claims the role for the principal copy of the route's service, the kit's for the conversation's broker"
-    " instance only (cr7/NOTES.md D1: the documents do not say what a probe asks about; not decided yet)"
-)
-KNOWN: dict[tuple[str, str], dict[int, str]] = {
-    ("cr7", "decision trace"): {189: D1_OF_CR7},
-    ("cr7", "black box"): {189: D1_OF_CR7},
-}
+KNOWN: dict[tuple[str, str], dict[int, str]] = {}
 # the scenarios a broker fails where the documents make it wrong (decided by the team; its NOTES.md says so too)
 WRONG: dict[str, dict[str, str]] = {}
 CASES = [(name, mode) for name, modes in BROKERS.items() for mode in modes]

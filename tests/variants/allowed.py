@@ -37,6 +37,7 @@ from sbtck.engine.choosing import (
     INSTANCE_BY_INSTANCE,
     LOCAL_MISS,
     LOCAL_PASSED_OVER,
+    LOOK_FIRST,
     LOST_PRINCIPAL,
     MATCHED_ON_ITS_OWN,
     MIXED_GROUP,
@@ -44,11 +45,13 @@ from sbtck.engine.choosing import (
     NOT_A_RECEIVE,
     NOT_REPORTED,
     NOTIFICATION_FIRST,
+    OF_THE_SERVICE,
     ON_IT_AT_ONCE,
     OWN_ADDRESS,
     PAIR_ASKED_AGAIN,
     PENDING_ON_OPEN,
     PRINCIPAL_RETRY,
+    PROBE_SUBJECT,
     READER_FIRST,
     RETRIED_BEHIND,
     SENT_ON,
@@ -336,6 +339,8 @@ ALLOWED = [
     "deletes_a_stale_message_out_of_order_as_stale",
     "sends_what_waits_on_a_connection_a_send_opens",
     "runs_each_instances_tasks_together",
+    "looks_at_an_arrival_before_the_reader_it_served",
+    "asks_a_partner_about_the_routes_service",
 ]
 
 
@@ -888,6 +893,33 @@ def asks_the_pair_again_every_7_seconds() -> ReferenceImplementation:
 class _ReaderBeforeTheLook(_LooksAtTheTrigger):
     def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
         return READER_FIRST if kind == ARRIVAL_LOOK else super().choose(kind, options, addresses)
+
+
+class _ArrivalLookedAtFirst(FirstChooser):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return LOOK_FIRST if kind == ARRIVAL_LOOK else super().choose(kind, options, addresses)
+
+
+def looks_at_an_arrival_before_the_reader_it_served() -> ReferenceImplementation:
+    """A queue monitor that looks once the instant has settled, where a message arrives for a waiting reader (or a
+    rollback returns one): the look at the arrival comes before the look at that reader's RECEIVE, so that ACT-06
+    starts the first procedure and ACT-07 the second, where the reference names ACT-07 twice. ACT-05 has the monitor
+    look "whenever" either happens and gives the looks of one instant no order (a tenth clean-room author's
+    reading)."""
+    return _engine("looks at an arrival before the reader it served", chooser_class=_ArrivalLookedAtFirst)
+
+
+class _AsksAboutTheService(FirstChooser):
+    def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
+        return OF_THE_SERVICE if kind == PROBE_SUBJECT else super().choose(kind, options, addresses)
+
+
+def asks_a_partner_about_the_routes_service() -> ReferenceImplementation:
+    """Where a mirrored route names no broker instance, asks each address whether it holds the principal copy of the
+    route's service's database, whatever broker instance the conversation names: RTR-2 sends "uma solicitação para
+    ambos os endereços para determinar qual instância é atualmente a principal" and says nothing of what the request
+    names (a tenth clean-room author's reading; the message then goes there, and RTL-2 drops it)."""
+    return _engine("asks a partner about the route's service", chooser_class=_AsksAboutTheService)
 
 
 def lets_a_waiting_reader_take_an_arrival_before_it_looks() -> ReferenceImplementation:

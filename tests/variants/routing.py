@@ -159,24 +159,6 @@ def principal_for_any_broker_instance() -> ReferenceImplementation:
     return _router("principal_for_any_broker_instance", Transmission, claims_principal=claims)
 
 
-def principal_by_service_alone() -> ReferenceImplementation:
-    """A route that names no broker instance makes a partner claim the role for any database holding the service,
-    whatever broker instance the conversation names."""
-
-    def claims(self: Transmission, address: str, route: Route, env: Envelope) -> str:
-        target = self.by_address(address)
-        if target is None or not target.reachable:
-            return "unreachable"
-        broker = route.broker_instance
-        for db in target.databases.values():
-            mine = db.broker_instance == broker.upper() if broker else env.to_service in db.services
-            if mine and db.mirroring_role in ("principal", None):
-                return "principal"
-        return "not principal"
-
-    return _router("principal_by_service_alone", Transmission, claims_principal=claims)
-
-
 class _AnswerKeepsTheRequest(Broker):
     @command
     def answer_routing_request(self, instance: str, database: str | None, route: dict[str, Any]) -> None:
@@ -474,7 +456,6 @@ VARIANTS = [
     "alive_at_the_end_of_its_lifetime",
     "step_1_for_any_service",
     "principal_for_any_broker_instance",
-    "principal_by_service_alone",
     "answered_request_stays_pending",
     "alter_forgets_the_lifetime",
     "never_asks_a_lost_principal_again",
