@@ -174,7 +174,10 @@ class TransmissionQueue(Room):
         else:
             line.append(waiting)
         self._emit(
-            Kind.TRANSMISSION_PENDING, at, env, {"status": status if address is None else f"{status} to {address}"}
+            Kind.TRANSMISSION_PENDING,
+            at,
+            env,
+            {"status": status if address is None else f"{status} to {address}", "address": address},
         )
         return waiting
 

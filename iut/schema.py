@@ -24,7 +24,7 @@ import typing
 from typing import Any
 
 from sbtck import contract, generated
-from sbtck.observations import FIELDS, KINDS, LISTS, VALUES
+from sbtck.observations import FIELDS, KINDS, LISTS, RECORDS, VALUES
 from sbtck.views import COLUMN_TYPES, VIEW_COLUMN_TYPES, VIEW_COLUMNS
 
 SCHEMA_ID = "https://sbtck.invalid/protocol.schema.json"
@@ -84,7 +84,12 @@ def _result(cls: type[contract.Result]) -> dict[str, Any]:
     return {"type": "object", "description": doc, "properties": properties, "required": required}
 
 
-def _field(name: str) -> dict[str, Any]:
+def _field(name: str, nullable: bool = False) -> dict[str, Any]:
+    schema = _field_as_named(name)
+    return {"anyOf": [schema, {"type": "null"}]} if nullable and schema else schema
+
+
+def _field_as_named(name: str) -> dict[str, Any]:
     if name in VALUES:
         values = {"enum": list(VALUES[name])}
         return {"type": "array", "items": values} if name in LISTS else values
@@ -97,8 +102,14 @@ def _field(name: str) -> dict[str, Any]:
 
 def _event(kind: str) -> dict[str, Any]:
     properties: dict[str, Any] = {"kind": {"const": kind}}
-    properties.update({name: _field(name) for name in FIELDS[kind]})
+    properties.update({name: _field(name, _nullable(kind, name)) for name in FIELDS[kind]})
     return {"type": "object", "properties": properties}
+
+
+def _nullable(kind: str, name: str) -> bool:
+    """Does KIND declare its field NAME ``... or null``, where the same name is never null elsewhere?"""
+    declared = RECORDS[kind].field(name)
+    return declared is not None and declared.type.endswith(" or null")
 
 
 def _view(view: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, NamedTuple
 from sbtck.errors import ContractError
 from sbtck.views import VIEW_COLUMNS
 
-PROTOCOL_VERSION = "2.2"  # what each version asks beyond the one before: docs/changes.md
+PROTOCOL_VERSION = "2.3"  # what each version asks beyond the one before: docs/changes.md
 
 # What an implementation may declare. A feature or scenario tagged @requires-NAME (NAME with
 # dashes) is not applicable without NAME.
@@ -409,7 +409,10 @@ class StopAckCleanup(Command):
 
 @dataclass(frozen=True)
 class QueryView(Command):
-    """SELECT * FROM one of the views of ``VIEWS``; sys.routes and sys.transmission_queue take an instance."""
+    """SELECT * FROM one of the views of ``VIEWS``. sys.routes needs an instance, and a database (null: msdb's
+    routes). Given an instance, sys.transmission_queue, sys.dm_broker_connections and the sbtck views show that
+    instance's rows only; with null, every instance's. The other views always show every instance's rows (the kit
+    names no instance for them)."""
 
     kind: ClassVar[str] = "query_view"
     result: ClassVar[type[Result]] = ViewResult

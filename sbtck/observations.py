@@ -243,8 +243,9 @@ ROWS = _f(
     "rows",
     "list",
     EXACT,
-    "the rows a RECEIVE returned (list of objects with dialog, message_sequence_number, conversation_group, ...);"
-    " GET CONVERSATION GROUP returns none: leave it out or give an empty list",
+    "the rows a RECEIVE returned: objects with dialog and"
+    " message_sequence_number, and conversation_group if you like (any other column is yours); GET CONVERSATION"
+    " GROUP returns none: leave it out or give an empty list",
     why="a row is compared by dialog and message_sequence_number, the fields the contract declares for it; the"
     " rows' group by what it holds, as the event's when the event names none; any other column of a row"
     " (message_body, message_type_name) is the implementation's own and never compared",
@@ -291,6 +292,14 @@ WAITING_STATUS = _f(
     "never compared, but without a decision trace an address in it (`TCP://...`) tells the randomized stage's "
     "search where the message waits for a connection, and without one the search may run out of budget there "
     "(docs/implementing.md, which route)",
+)
+PENDING_ADDRESS = _f(
+    "address",
+    "string or null",
+    EXACT,
+    "the address the message waits for a connection to, or failed to reach; null where it waits for no address",
+    why="optional (2.3): without a decision trace it tells the randomized stage's search where the message was "
+    "routed, as an address in `status` did before it (docs/implementing.md, which route)",
 )
 
 # The periodic tasks as a timer_notification lists them, in the order they run (PER-1A .. PER-5E).
@@ -362,7 +371,8 @@ RECORDS: dict[str, Record] = {
             AT_QUEUE,
             (EXTERNAL,),
             REPORT,
-            moment="when the external activation time-out ends after a QUEUE_ACTIVATION notification (ACT-12)",
+            moment="when the external activation time-out after a QUEUE_ACTIVATION notification runs out (ACT-12);"
+            " not when a RECEIVE ends it first (ACT-13), which nothing reports",
             evidences="ACT-12",
         ),
         Record(
@@ -568,7 +578,13 @@ RECORDS: dict[str, Record] = {
             way="transmitted",
         ),
         Record(Kind.MESSAGE_LOST_IN_TRANSIT, (ADDRESS, *MESSAGE), (ROUTING, PERIODIC), EFFECT, echo=True, way="lost"),
-        Record(Kind.TRANSMISSION_PENDING, (*MESSAGE, WAITING_STATUS), (ROUTING, PERIODIC), REPORT, evidences="PER-2B"),
+        Record(
+            Kind.TRANSMISSION_PENDING,
+            (*MESSAGE, WAITING_STATUS, PENDING_ADDRESS),
+            (ROUTING, PERIODIC),
+            REPORT,
+            evidences="PER-2B",
+        ),
         Record(
             Kind.TRANSMITTER_RECLASSIFIED,
             (_f("dialogs", "list", EXACT, "the dialogs the transmitter registered again (list)"), INSTANCE),
@@ -598,7 +614,20 @@ RECORDS: dict[str, Record] = {
             evidences="PER-5A",
         ),
         # where a message that came over the transport is
-        Record(Kind.DISPATCHER_BUFFERED, (DATABASE, *MESSAGE), (ROUTING,), EFFECT, evidences="PER-1C", way="buffered"),
+        Record(
+            Kind.DISPATCHER_BUFFERED,
+            (
+                DATABASE.but(
+                    meaning="the database of the instance the message is for: routed on this instance (RTL-1..3)"
+                    " before its dispatcher buffers it"
+                ),
+                *MESSAGE,
+            ),
+            (ROUTING,),
+            EFFECT,
+            evidences="PER-1C",
+            way="buffered",
+        ),
         Record(
             Kind.DISPATCHER_SAVING,
             (

@@ -119,7 +119,7 @@ from sbtck.observations import (
     MAY_REPORT_AT_START,
     Kind,
 )
-from sbtck.views import STATUS_CONNECTING, STATUS_FAILED, VIEW_COLUMNS
+from sbtck.views import VIEW_COLUMNS
 from sbtck.workloads.invariants import Violation
 from sbtck.workloads.landscape import ALL
 
@@ -235,7 +235,7 @@ class FollowingChooser:
                 continue
             key = _key(e["instance"], e)
             instant = (key, e.get("at_ms"))
-            if kind in _ROUTED or (kind == _PENDING and _pending_address(e.get("status")) is not None):
+            if kind in _ROUTED or (kind == _PENDING and _pending_address(e) is not None):
                 self.routed.add(instant)
             if kind == Kind.MESSAGE_DROPPED:
                 self.dropped.add(instant)
@@ -250,7 +250,7 @@ class FollowingChooser:
                 self._went_then(instant, LOCAL)
             elif kind == _PENDING:
                 # waiting for a connection to the address it was routed to: where it went, though not sent yet
-                address = _pending_address(e.get("status"))
+                address = _pending_address(e)
                 if address is not None:
                     self._went_then(instant, address)
             elif kind in _BEGUN:
@@ -511,17 +511,17 @@ _DELETED = Kind.DISPATCHER_DELETED
 _FOLLOWED |= _HERE | _BEGUN | _PROBED_KINDS | _ROUTED | {_DELETED}
 
 
-def _pending_address(status: object) -> str | None:
-    """The address of a transmission_pending's status "waiting for a connection to ADDRESS" (or "failed to")."""
-    text = str(status)
-    for waiting in _TO_AN_ADDRESS:
-        if text.startswith(waiting):
-            return text[len(waiting) :].upper()
-    return None
+def _pending_address(event: dict[str, Any]) -> str | None:
+    """The address a transmission_pending says its message waits for: its ``address`` (protocol 2.3), else, from a
+    broker of 2.2 that leaves it out, the first ``TCP://host:port`` its free-text status names."""
+    if "address" in event:
+        return None if event["address"] is None else str(event["address"]).upper()
+    found = _AN_ADDRESS.search(str(event.get("status")))
+    return found.group(0).rstrip(".").upper() if found is not None else None
 
 
-# the statuses the router writes with the address a message waits for (a feature checks them word for word)
-_TO_AN_ADDRESS = (f"{STATUS_CONNECTING} to ", f"{STATUS_FAILED} to ")
+# a network address as routes name them (docs/protocol.md, ``address``), found anywhere in free text
+_AN_ADDRESS = re.compile(r"TCP://[\w.-]+(?::\d+)?", re.IGNORECASE)
 
 
 def reference_params(declared: dict[str, Any]) -> EngineParams:

@@ -299,6 +299,34 @@ def test_without_a_decision_trace_a_route_is_followed_to_where_the_message_went_
         assert chooser.choose(ROUTE, ["A", "B", "C"], routes) == route, at_ms
 
 
+def test_without_a_decision_trace_a_waiting_message_is_followed_by_its_address_or_one_its_status_names() -> None:
+    """Protocol 2.3's ``address`` of a transmission_pending leads where it says, whatever the free-text status; a 2.2
+    broker's status is read for any TCP address in its own words; an address of null names none, as a status
+    without one."""
+    message = {"dialog": "D1", "message_sequence_number": 0, "from_target": False, "instance": "sql1"}
+    routes: ch.Addresses = {"A": ("TCP://A:4022",), "B": ("TCP://B:4022",), "C": ("TCP://C:4022",)}
+    pending = {"kind": Kind.TRANSMISSION_PENDING, **message}
+
+    def picks(last: dict[str, object]) -> list[str]:
+        chooser = FollowingChooser(
+            [
+                {**pending, "at_ms": 0, "status": "TCP://c:4022 is waited for", "address": "TCP://b:4022"},
+                {**pending, "at_ms": 5000, "status": "pending: connecting (TCP://c:4022)."},
+                {**pending, "at_ms": 9000, **last},
+            ]
+        )
+        out = []
+        for at_ms in (0, 5000, 9000):
+            chooser.about("sql1", {**message, "at_ms": at_ms})
+            out.append(chooser.choose(ROUTE, ["C", "B", "A"], routes))
+        return out
+
+    assert picks({"status": "held for TCP://b:4022"}) == ["B", "C", "B"]
+    named_none = picks({"status": "held"})
+    assert named_none == ["B", "C", "A"]  # none named: the first by name
+    assert picks({"status": "held for TCP://b:4022", "address": None}) == named_none
+
+
 def test_without_a_decision_trace_each_attempt_of_one_instant_is_followed_to_where_it_went() -> None:
     """A SEND and each retry begin an attempt; a status before them is an earlier attempt's message waiting."""
     message = {"dialog": "D1", "message_sequence_number": 0, "from_target": False, "instance": "sql1"}
