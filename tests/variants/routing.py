@@ -298,6 +298,11 @@ NOT_IN_WORLDS = {"answered_request_stays_pending"}
 # stage's partial implementations report none
 NOT_IN_WORLDS |= {"service_names_matched_without_case", "catch_all_with_a_broker_instance"}
 NOT_IN_WORLDS |= {"local_before_mirror_where_held", "step_3_keeps_every_broker_instance"}
+# a mirrored route's address holding neither the service nor the broker instance the conversation names
+# (routing/06 [11] and [13]): the worlds' mirrored routes lead to instances holding the service, where claiming the
+# role for any database and for the service's alike is what the documents allow (a probe may ask about the route's
+# service, docs/implementing.md section 5)
+NOT_IN_WORLDS |= {"principal_for_any_broker_instance"}
 
 
 def answer_rematches_at_once() -> ReferenceImplementation:
