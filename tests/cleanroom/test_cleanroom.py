@@ -66,6 +66,11 @@ BROKERS: dict[str, dict[str, str]] = {
         "decision trace": f"cmd:{PYTHON} {HERE / 'cr7' / 'broker.py'}",
         "black box": f"cmd:env SBTCK_CR10_NO_TRACE=1 {PYTHON} {HERE / 'cr7' / 'broker.py'}",
     },
+    # an eleventh author's (stop 57), the same way, from the kit with the tenth's questions not yet answered
+    "cr8": {
+        "decision trace": f"cmd:{PYTHON} {HERE / 'cr8' / 'broker.py'}",
+        "black box": f"cmd:env SBTCK_CR11_NO_TRACE=1 {PYTHON} {HERE / 'cr8' / 'broker.py'}",
+    },
 }
 # the areas each is judged in, by turns: those of what it declares
 AREAS_OF = {
@@ -76,6 +81,7 @@ AREAS_OF = {
     "cr5": AREAS,
     "cr6": AREAS,
     "cr7": AREAS,
+    "cr8": AREAS,
 }
 # the worlds (of the first WORLDS) the stage still fails a broker in, each with where the question stands: a world
 # failing that is not listed fails the test, and a listed world that passes is reported so the list only shrinks
