@@ -71,6 +71,11 @@ BROKERS: dict[str, dict[str, str]] = {
         "decision trace": f"cmd:{PYTHON} {HERE / 'cr8' / 'broker.py'}",
         "black box": f"cmd:env SBTCK_CR11_NO_TRACE=1 {PYTHON} {HERE / 'cr8' / 'broker.py'}",
     },
+    # a twelfth author's (stop 57), from the kit of protocol 2.3 with the tenth's and eleventh's questions answered
+    "cr9": {
+        "decision trace": f"cmd:{PYTHON} {HERE / 'cr9' / 'broker.py'}",
+        "black box": f"cmd:env SBTCK_CR12_NO_TRACE=1 {PYTHON} {HERE / 'cr9' / 'broker.py'}",
+    },
 }
 # the areas each is judged in, by turns: those of what it declares
 AREAS_OF = {
@@ -82,6 +87,7 @@ AREAS_OF = {
     "cr6": AREAS,
     "cr7": AREAS,
     "cr8": AREAS,
+    "cr9": AREAS,
 }
 # the worlds (of the first WORLDS) the stage still fails a broker in, each with where the question stands: a world
 # failing that is not listed fails the test, and a listed world that passes is reported so the list only shrinks
