@@ -42,7 +42,8 @@ from sbtck.engine.choosing import (
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.model import Message, Queue, ReaderBehaviour
-from sbtck.engine.receiving import ReceiveActivity, Receiving, Session
+from sbtck.engine.receiving import ReceiveActivity, Receiving
+from sbtck.engine.transactions import Session
 from sbtck.observations import Kind, Trigger
 
 # plain strings: an event's fields cross process boundaries (xdist, pickle, JSON)

@@ -27,11 +27,12 @@ from sbtck.engine.events import EventLog
 from sbtck.engine.model import Conversation, Database, Envelope, Instance, Queue, ReaderBehaviour
 from sbtck.engine.params import EngineParams
 from sbtck.engine.periodic import SCHEDULE, Maintenance, Task, tasks_of
-from sbtck.engine.receiving import Receiving, Session
+from sbtck.engine.receiving import Receiving
 from sbtck.engine.route_admin import RouteAdmin
 from sbtck.engine.router import Router, SendsOnceConnected
 from sbtck.engine.statements import QueueStatements
 from sbtck.engine.topology import build
+from sbtck.engine.transactions import Session
 from sbtck.engine.transport import NotifiedTransport, Transport
 from sbtck.errors import BrokerError
 from sbtck.observations import Kind
@@ -98,7 +99,7 @@ class Broker(QueueStatements, Administration):
         staleness = Span(STALE_SPAN)
         for dispatcher in self.dispatchers.values():
             dispatcher.chooser, dispatcher.staleness = chooser, staleness
-        self.receiving.takes_the_oldest = type(chooser) is FirstChooser
+        self.receiving.transactions.takes_the_oldest = type(chooser) is FirstChooser
         self.router = self.router_class(ctx, self.transport, self)
         self.maintenance = self.maintenance_class(ctx, self._has_dialogs, chooser)
         self.routes = RouteAdmin(ctx, self.router)

@@ -85,6 +85,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "sbtck.engine.routing_memo",
     "sbtck.engine.statements",
     "sbtck.engine.topology",
+    "sbtck.engine.transactions",
     "sbtck.engine.transmission",
     "sbtck.engine.transmission_queue",
     "sbtck.engine.transmitter",

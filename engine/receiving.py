@@ -1,79 +1,26 @@
-"""RECEIVE, GET CONVERSATION GROUP, conversation group locks and transactions."""
+"""RECEIVE and GET CONVERSATION GROUP: who waits, who is served, and which group a reader gets.
+
+A session's transaction, with the conversation group locks it holds and
+what its rollback returns, is a room of its own (``transactions.py``),
+which Receiving builds from its ``ClassVar``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar
 
 from sbtck.contract import QueueRef
-from sbtck.engine.choosing import (
-    A_RECEIVE,
-    GCG_READING,
-    GROUP,
-    NOT_A_RECEIVE,
-    WAITER,
-    Chooser,
-    FirstChooser,
-)
+from sbtck.engine.choosing import A_RECEIVE, GCG_READING, NOT_A_RECEIVE, WAITER
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.model import Message, Queue
+from sbtck.engine.transactions import Session, Transactions, Wait
 from sbtck.errors import ReceivingError
 from sbtck.observations import Kind
 
 RECEIVE = "RECEIVE"
 GET_CONVERSATION_GROUP = "GET CONVERSATION GROUP"
-
-
-@dataclass
-class Session:
-    name: str
-    spid: int
-    in_transaction: bool = False
-    locks: set[tuple[QueueRef, str]] = field(default_factory=set)
-    received: list[tuple[QueueRef, Message]] = field(default_factory=list)
-    wait: Wait | None = None
-    # the queues its open transaction RECEIVEd from, rows or none: its rollback is a check of each (ACT-05)
-    read: dict[QueueRef, None] = field(default_factory=dict)
-
-
-def _no_deadline() -> None:
-    """A wait with no WAITFOR has no deadline to cancel."""
-
-
-@dataclass(init=False)
-class Wait:
-    session: Session
-    queue: QueueRef
-    statement: str
-    top: int | None
-    where_dialog: str | None
-    where_group: str | None
-    on_result: Callable[[list[Message], str | None], None]
-    cancel_deadline: Callable[[], None] = _no_deadline
-    # the rows (as a session sees them) and the conversation group the statement returned, once it has
-    result: tuple[list[dict[str, Any]], str | None] | None = None
-
-    def __init__(
-        self,
-        session: Session,
-        queue: QueueRef,
-        statement: str,
-        top: int | None,
-        where_dialog: str | None,
-        where_group: str | None,
-        on_result: Callable[[list[Message], str | None], None],
-        cancel_deadline: Callable[[], None] = _no_deadline,
-        result: tuple[list[dict[str, Any]], str | None] | None = None,
-    ) -> None:
-        self.session, self.queue, self.statement, self.top = session, queue, statement, top
-        self.where_dialog, self.where_group = where_dialog, where_group
-        self.on_result, self.cancel_deadline, self.result = on_result, cancel_deadline, result
-
-    @property
-    def has_where(self) -> bool:
-        return self.where_dialog is not None or self.where_group is not None
 
 
 Result = Callable[[list[Message], str | None], None]
@@ -108,15 +55,16 @@ class ReceiveActivity:
 class Receiving:
     """Hands messages to readers, one reader per conversation group at a time."""
 
+    transactions_class: ClassVar[type[Transactions]] = Transactions
+
     def __init__(self, ctx: Context, watcher: ReceiveActivity) -> None:
         self.queues = ctx.queues
         self.clock = ctx.clock
         self.log = ctx.log
         self.watcher = watcher
-        self.locks: dict[tuple[QueueRef, str], Session] = {}
+        self.transactions = self.transactions_class(ctx)
         self.waits: dict[QueueRef, list[Wait]] = {key: [] for key in ctx.queues}
-        self.chooser: Chooser = FirstChooser()  # the broker's, once it has one
-        self.takes_the_oldest = True
+        self.chooser = ctx.chooser
         self.group_reading: str | None = None  # GCG_READING, asked at the first GET CONVERSATION GROUP
 
     # ------------------------------------------------------------ statements
@@ -185,38 +133,17 @@ class Receiving:
 
     # ---------------------------------------------------------- transactions
     def begin(self, session: Session) -> None:
-        if session.in_transaction:
-            raise ReceivingError(f"session {session.name!r} already has an open transaction")
-        session.in_transaction = True
+        self.transactions.begin(session)
 
     def commit(self, session: Session, *, serve: bool = True) -> list[QueueRef]:
         """Ends the transaction and, unless told not to, serves the readers waiting on the queues it touched."""
-        self._require_transaction(session, "COMMIT")
-        touched = self._end_transaction(session)
-        self.log.add({"session": session.name, "at_ms": self.clock.now_ms, "kind": Kind.TRANSACTION_COMMITTED})
+        touched = self.transactions.commit(session)
         for key in touched if serve else ():
             self.serve(key)
         return touched
 
     def rollback(self, session: Session) -> None:
-        self._require_transaction(session, "ROLLBACK")
-        returned = list(session.received)
-        # "a transaction that contains a RECEIVE statement rolls back": one that returned nothing too
-        read = list(session.read)
-        touched = self._end_transaction(session)
-        for key, message in returned:
-            queue = self.queues[key]
-            queue.messages.append(message)
-            queue.messages.sort(key=lambda m: m.queuing_order)
-        self.log.add(
-            {
-                "session": session.name,
-                "returned": len(returned),
-                "at_ms": self.clock.now_ms,
-                "kind": Kind.TRANSACTION_ROLLED_BACK,
-            }
-        )
-        back = dict.fromkeys([*(key for key, _ in returned), *read])
+        touched, back = self.transactions.rollback(session)
         # a monitor that looks at the trigger looks before a waiting reader takes what came back, as at an arrival
         # (or after it, where the run lets the reader go first: ARRIVAL_LOOK)
         first = [key for key in back if self.watcher.looks_at_once(key, bool(self.waits[key]))]
@@ -240,7 +167,11 @@ class Receiving:
         left = list(self.waits[key])
         while left:
             # one session left: no choice to make, and serving it finds out whether it can take anything
-            ready = left if len(left) == 1 else [w for w in left if w in self.waits[key] and self._could_take(w)]
+            ready = (
+                left
+                if len(left) == 1
+                else [w for w in left if w in self.waits[key] and self.transactions.could_take(w)]
+            )
             if not ready:
                 return
             wait = ready[0]
@@ -257,65 +188,10 @@ class Receiving:
                 )
 
     # -------------------------------------------------------------- internal
-    def _require_transaction(self, session: Session, statement: str) -> None:
-        if not session.in_transaction:
-            raise ReceivingError(f"{statement} in session {session.name!r}, which has no open transaction")
-
-    def _end_transaction(self, session: Session) -> list[QueueRef]:
-        touched = list(dict.fromkeys(key for key, _ in session.locks))
-        for lock in session.locks:
-            self.locks.pop(lock, None)
-        session.locks.clear()
-        session.received.clear()
-        session.read.clear()
-        session.in_transaction = False
-        return touched
-
-    def _matches(self, wait: Wait, message: Message) -> bool:
-        if wait.where_dialog is not None and message.dialog != wait.where_dialog:
-            return False
-        return wait.where_group is None or message.group == wait.where_group
-
-    def _could_take(self, wait: Wait) -> bool:
-        """Whether some message would be returned to WAIT now: one it matches, of a group no other session holds."""
-        for message in self.queues[wait.queue].messages:
-            if self._matches(wait, message):
-                owner = self.locks.get((wait.queue, message.group))
-                if owner is None or owner is wait.session:
-                    return True
-        return False
-
-    def _pick_group(self, wait: Wait) -> str | None:
-        """ACT-09: a group locked by another session is skipped, so a second reader of one conversation waits.
-
-        With every message in one locked group the second reader stays in
-        RECEIVE; that it keeps waiting is what stops further activation (ACT-07).
-        Which of several ready groups it takes the documents do not say: the
-        chooser picks (GROUP), offered the oldest first.
-        """
-        ready: dict[str, list[str]] = {}
-        for message in self.queues[wait.queue].messages:
-            if message.group in ready:
-                ready[message.group].append(message.dialog)
-                continue
-            if not self._matches(wait, message):
-                continue
-            owner = self.locks.get((wait.queue, message.group))
-            if owner is None or owner is wait.session:
-                if self.takes_the_oldest:  # the reference's own pick: the rest of the queue need not be read
-                    return message.group
-                ready[message.group] = [message.dialog]
-        if len(ready) < 2:
-            return next(iter(ready), None)
-        groups = list(ready)
-        self.chooser.about(wait.queue.instance, {"receive": wait.session.name, "at_ms": self.clock.now_ms})
-        return self.chooser.choose(GROUP, groups, {g: tuple(dialogs) for g, dialogs in ready.items()})
-
     def _try_serve(self, wait: Wait) -> bool:
-        group = self._pick_group(wait)
+        group = self.transactions.pick_group(wait)
         if group is None:
             return False
-        session = wait.session
         rows: list[Message] = []
         if wait.statement == RECEIVE:
             queue = self.queues[wait.queue]
@@ -327,15 +203,12 @@ class Receiving:
                 if top is not None and len(rows) >= top:
                     kept.extend(messages[i:])
                     break
-                if m.group == group and self._matches(wait, m):
+                if m.group == group and self.transactions.matches(wait, m):
                     rows.append(m)
                 else:
                     kept.append(m)
             queue.messages = kept
-        if session.in_transaction:
-            self.locks[(wait.queue, group)] = session
-            session.locks.add((wait.queue, group))
-            session.received.extend((wait.queue, m) for m in rows)
+        self.transactions.lock(wait, group, rows)
         self._finish(wait, rows, group)
         return True
 

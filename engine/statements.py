@@ -11,7 +11,8 @@ from sbtck.engine.compiling import mypyc_attr, trait
 from sbtck.engine.context import command
 from sbtck.engine.events import EventLog
 from sbtck.engine.model import Conversation, Queue, ReaderBehaviour
-from sbtck.engine.receiving import GET_CONVERSATION_GROUP, RECEIVE, Receiving, Session
+from sbtck.engine.receiving import GET_CONVERSATION_GROUP, RECEIVE, Receiving
+from sbtck.engine.transactions import Session
 from sbtck.errors import BrokerError
 from sbtck.observations import Kind
 

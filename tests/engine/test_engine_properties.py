@@ -23,10 +23,12 @@ from hypothesis.stateful import (
 from sbtck.contract import Event
 from sbtck.engine import Broker, views
 from sbtck.engine.model import Message
-from sbtck.engine.receiving import Receiving, Session, Wait
+from sbtck.engine.receiving import Receiving
+from sbtck.engine.transactions import Session, Transactions, Wait
 from sbtck.observations import Kind
 from tests.engine.world import SERVICES, broker, key
 from tests.helpers import assert_machine_fails
+from tests.variants.rooms import receiving_with
 
 QUEUES = ("Manual", "Busy", "Quick")
 SESSIONS = ("S1", "S2", "S3")
@@ -171,7 +173,7 @@ class BrokerMachine(RuleBasedStateMachine):
             for lock in session.locks:
                 assert lock not in holders, f"{lock} held by {holders[lock]} and {name}"
                 holders[lock] = name
-                assert self.b.receiving.locks.get(lock) is session, f"{name} holds {lock} the broker lost"
+                assert self.b.receiving.transactions.locks.get(lock) is session, f"{name} holds {lock} the broker lost"
 
     @invariant()
     def running_procedures_match_the_view(self) -> None:
@@ -185,9 +187,12 @@ BrokerMachine.TestCase.settings = settings(
 TestBroker = BrokerMachine.TestCase
 
 
-class _IgnoresLocks(Receiving):
-    def _pick_group(self, wait: Wait) -> str | None:
-        return next((m.group for m in self.queues[wait.queue].messages if self._matches(wait, m)), None)
+class _LocksIgnored(Transactions):
+    def pick_group(self, wait: Wait) -> str | None:
+        return next((m.group for m in self.queues[wait.queue].messages if self.matches(wait, m)), None)
+
+
+_IgnoresLocks = receiving_with(_LocksIgnored)
 
 
 class _LosesOnRollback(Receiving):

@@ -19,7 +19,6 @@ LIMIT = 250
 # classes over the limit, each with why it is not split yet; empty once every one is
 EXCEPTIONS: dict[str, str] = {
     "sbtck/engine/activation.py:QueueMonitors": "not split yet: the Router was first (issue 45 item 3)",
-    "sbtck/engine/receiving.py:Receiving": "not split yet: the Router was first (issue 45 item 3)",
 }
 
 

@@ -16,9 +16,11 @@ from sbtck.engine import Broker
 from sbtck.engine.activation import ARRIVAL, TIME_OUT, ActivatedTask, QueueMonitor, QueueMonitors
 from sbtck.engine.choosing import AT_THE_TRIGGER
 from sbtck.engine.model import Message, Queue
-from sbtck.engine.receiving import GET_CONVERSATION_GROUP, Receiving, Session, Wait
+from sbtck.engine.receiving import GET_CONVERSATION_GROUP, Receiving
+from sbtck.engine.transactions import Session, Transactions, Wait
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import Kind
+from tests.variants.rooms import receiving_with
 
 
 class _UnreadCount(QueueMonitors):
@@ -89,8 +91,8 @@ class _StatusIgnored(QueueMonitors):
         return bool(queue.activation.procedure_name)
 
 
-class _WhereIgnored(Receiving):
-    def _matches(self, wait: Wait, message: Message) -> bool:
+class _WhereIgnored(Transactions):
+    def matches(self, wait: Wait, message: Message) -> bool:
         return True
 
 
@@ -129,7 +131,7 @@ def _reading(receiving: type[Receiving], name: str) -> ReferenceImplementation:
 
 def where_ignored() -> ReferenceImplementation:
     """RECEIVE ... WHERE takes whatever a RECEIVE without it would."""
-    return _reading(_WhereIgnored, "where_ignored")
+    return _reading(receiving_with(_WhereIgnored), "where_ignored")
 
 
 def get_conversation_group_takes_the_messages() -> ReferenceImplementation:

@@ -70,15 +70,15 @@ from sbtck.engine.choosing import (
 from sbtck.engine.dispatcher import Dispatcher
 from sbtck.engine.forwarding import Forwarding
 from sbtck.engine.model import Database, Envelope, Instance, Route
-from sbtck.engine.receiving import Receiving, Wait
 from sbtck.engine.routing_attempt import Routing
+from sbtck.engine.transactions import Transactions, Wait
 from sbtck.engine.transmission import Transmission
 from sbtck.engine.transmission_queue import CONNECTING, DELAYED, FAILED, NO_PRINCIPAL, TransmissionQueue, Waiting
 from sbtck.engine.transmitter import Transmitter
 from sbtck.engine.transport import Link, NotifiedTransport, Transport
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import ECHOES, FIELDS, Kind
-from tests.variants.rooms import router_with
+from tests.variants.rooms import receiving_with, router_with
 
 # fields some kinds carry, added to every event of the kinds that do not: a minor protocol version may add fields
 EXTRA = {"reason": "extra", "rule": "extra", "step": "extra", "trigger": "extra", "task": 99, "route": "extra"}
@@ -476,19 +476,19 @@ def resends_after_a_second_connecting_when_notified() -> ReferenceImplementation
 
 
 # ---------------------------------------------------------------- readings of the documents the reference did not take
-class _NewestGroupFirst(Receiving):
+class _NewestGroupFirst(Transactions):
     """RECEIVE without WHERE takes the group of the newest ready message: the documents do not say which group."""
 
-    def _pick_group(self, wait: Wait) -> str | None:
+    def pick_group(self, wait: Wait) -> str | None:
         for message in reversed(self.queues[wait.queue].messages):
             owner = self.locks.get((wait.queue, message.group))
-            if self._matches(wait, message) and (owner is None or owner is wait.session):
+            if self.matches(wait, message) and (owner is None or owner is wait.session):
                 return message.group
         return None
 
 
 def receives_the_newest_group() -> ReferenceImplementation:
-    return _engine("RECEIVE takes the newest group", receiving_class=_NewestGroupFirst)
+    return _engine("RECEIVE takes the newest group", receiving_class=receiving_with(_NewestGroupFirst))
 
 
 def one_task_handler_per_cpu() -> ReferenceImplementation:
