@@ -88,13 +88,12 @@ class Broker(QueueStatements, Administration):
         ctx = Context(self.instances, self.queues, self.clock, self.log, self.params, chooser)
         self.monitors = self.monitors_class(ctx, self.procedure, self._new_session)
         self.receiving = self.receiving_class(ctx, self.monitors)
-        self.monitors.receiving = self.receiving
+        self.monitors.watch(self.receiving, self._timer_pending)
         self.transport = self.transport_class(ctx)
         self.dispatchers = {
             name: self.dispatcher_class(ctx, inst, self.deliver, self._expected)
             for name, inst in self.instances.items()
         }
-        self.monitors.chooser = self.receiving.chooser = chooser
         self.transport.chooser = chooser
         staleness = Span(STALE_SPAN)
         for dispatcher in self.dispatchers.values():
@@ -108,7 +107,6 @@ class Broker(QueueStatements, Administration):
         )
         for queue in self.queues.values():
             self.monitors.sync(queue)
-        self.monitors.timer_pending = self._timer_pending
         self._schedule_timer()
 
     # ------------------------------------------------------------------ time

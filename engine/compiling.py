@@ -64,6 +64,7 @@ else:
 # What a world's check spends its time in; the rest of the kit is not worth a build that depends on the platform.
 COMPILED_MODULES: tuple[str, ...] = (
     "sbtck.engine.activation",
+    "sbtck.engine.activation_room",
     "sbtck.engine.administration",
     "sbtck.engine.broker",
     "sbtck.engine.choosing",
@@ -72,8 +73,11 @@ COMPILED_MODULES: tuple[str, ...] = (
     "sbtck.engine.dialogs",
     "sbtck.engine.dispatcher",
     "sbtck.engine.events",
+    "sbtck.engine.external_activation",
     "sbtck.engine.forwarding",
+    "sbtck.engine.internal_activation",
     "sbtck.engine.model",
+    "sbtck.engine.monitor_checks",
     "sbtck.engine.params",
     "sbtck.engine.periodic",
     "sbtck.engine.receiving",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sbtck.engine.activation import ARRIVAL, QueueMonitors
+from sbtck.engine.activation import QueueMonitors
+from sbtck.engine.activation_room import ARRIVAL
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.model import Conversation, Database, Endpoint, Envelope, Instance, Message

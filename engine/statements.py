@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Protocol, TypeVar
 
 from sbtck.contract import QueueRef
-from sbtck.engine.activation import ALTER, QueueMonitors
+from sbtck.engine.activation import QueueMonitors
+from sbtck.engine.activation_room import ALTER
 from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.compiling import mypyc_attr, trait
 from sbtck.engine.context import command

@@ -28,7 +28,7 @@ from sbtck.engine.transactions import Session, Transactions, Wait
 from sbtck.observations import Kind
 from tests.engine.world import SERVICES, broker, key
 from tests.helpers import assert_machine_fails
-from tests.variants.rooms import receiving_with
+from tests.variants.rooms import monitors_with, receiving_with
 
 QUEUES = ("Manual", "Busy", "Quick")
 SESSIONS = ("S1", "S2", "S3")
@@ -220,7 +220,10 @@ def _machine(name: str, **attrs: object) -> type[BrokerMachine]:
         _machine("LosesOnRollback", receiving_class=_LosesOnRollback),
         _machine("Duplicates", receiving_class=_Duplicates),
         _machine(
-            "IgnoresMax", monitors_class=__import__("tests.variants.activation", fromlist=["x"])._IgnoresMaxQueueReaders
+            "IgnoresMax",
+            monitors_class=monitors_with(
+                __import__("tests.variants.activation", fromlist=["x"])._IgnoresMaxQueueReaders
+            ),
         ),
     ],
     ids=lambda m: m.__name__,

@@ -53,6 +53,13 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
 # circles kept, each with why
 KEPT = {
     (
+        "sbtck.engine.activation_room",
+        "sbtck.engine.external_activation",
+        "sbtck.engine.internal_activation",
+        "sbtck.engine.monitor_checks",
+    ): "the queue monitors' rooms hand a check, a procedure's exit and a time-out to one another, each holding the "
+    "others by their classes (activation_room.py, for types only), as the Router's rooms do",
+    (
         "sbtck.engine.forwarding",
         "sbtck.engine.room",
         "sbtck.engine.routing_attempt",

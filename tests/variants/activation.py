@@ -13,29 +13,33 @@ from typing import Any
 from sbtck import contract
 from sbtck.contract import QueueRef
 from sbtck.engine import Broker
-from sbtck.engine.activation import ARRIVAL, TIME_OUT, ActivatedTask, QueueMonitor, QueueMonitors
+from sbtck.engine.activation import QueueMonitors
+from sbtck.engine.activation_room import ARRIVAL, TIME_OUT, ActivatedTask, ActivationRoom, QueueMonitor
 from sbtck.engine.choosing import AT_THE_TRIGGER
+from sbtck.engine.external_activation import ExternalActivation
+from sbtck.engine.internal_activation import InternalActivation
 from sbtck.engine.model import Message, Queue
+from sbtck.engine.monitor_checks import MonitorChecks
 from sbtck.engine.receiving import GET_CONVERSATION_GROUP, Receiving
 from sbtck.engine.transactions import Session, Transactions, Wait
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import Kind
-from tests.variants.rooms import receiving_with
+from tests.variants.rooms import monitors_with, receiving_with
 
 
-class _UnreadCount(QueueMonitors):
+class _UnreadCount(MonitorChecks):
     def necessary(self, queue: Queue, monitor: QueueMonitor, trigger: str, arrived_on_empty: bool) -> str | None:
         if trigger == ARRIVAL and arrived_on_empty and not self.tasks[queue.key]:
             return "ACT-06"
         return "ACT-07" if queue.unread() else None
 
 
-class _IgnoresMaxQueueReaders(QueueMonitors):
+class _IgnoresMaxQueueReaders(InternalActivation):
     def internal_occurs(self, queue: Queue) -> bool:
         return True
 
 
-class _IgnoresWhereClause(QueueMonitors):
+class _IgnoresWhereClause(MonitorChecks):
     def waiting_readers(self, key: QueueRef) -> int:
         return len(self.receiving.waits[key])
 
@@ -43,12 +47,12 @@ class _IgnoresWhereClause(QueueMonitors):
         return True
 
 
-class _NoNotificationAfterTimeOut(QueueMonitors):
+class _NoNotificationAfterTimeOut(ExternalActivation):
     def _time_out(self, queue: Queue, monitor: QueueMonitor) -> None:
         pass
 
 
-class _TimeOutNotChecked(QueueMonitors):
+class _TimeOutNotChecked(ExternalActivation):
     def _time_out(self, queue: Queue, monitor: QueueMonitor) -> None:
         monitor.notified_until_ms = None
 
@@ -58,7 +62,7 @@ class _KeepsMonitor(QueueMonitors):
         return queue.key in self.monitors or super().should_monitor(queue)
 
 
-class _ChecksOnlyOnTimer(QueueMonitors):
+class _ChecksOnlyOnTimer(MonitorChecks):
     def evaluate(self, queue: Queue, trigger: str, arrived_on_empty: bool = False) -> None:
         if trigger == "timer notification":
             super().evaluate(queue, trigger, arrived_on_empty)
@@ -69,24 +73,24 @@ class _NoRollbackCheck(QueueMonitors):
         pass
 
 
-class _ReceiveKeepsNotificationPending(QueueMonitors):
+class _ReceiveKeepsNotificationPending(ExternalActivation):
     def receive_called(self, queue: Queue) -> None:
         pass
 
 
-class _OnlyTheMaximumItselfStops(QueueMonitors):
+class _OnlyTheMaximumItselfStops(InternalActivation):
     def internal_occurs(self, queue: Queue) -> bool:
         return len(self.tasks[queue.key]) != queue.activation.max_queue_readers
 
 
-class _EndedTimeOutStillExpires(QueueMonitors):
+class _EndedTimeOutStillExpires(ExternalActivation):
     def receive_called(self, queue: Queue) -> None:
         monitor = self.monitors.get(queue.key)
         if monitor is not None:
             monitor.notified_until_ms = None
 
 
-class _StatusIgnored(QueueMonitors):
+class _StatusIgnored(InternalActivation):
     def internal(self, queue: Queue) -> bool:
         return bool(queue.activation.procedure_name)
 
@@ -119,7 +123,9 @@ class _RollbackServesNoOne(Receiving):
             super().serve(key)
 
 
-def _variant(monitors: type[QueueMonitors], name: str) -> ReferenceImplementation:
+def _variant(part: type[QueueMonitors] | type[ActivationRoom], name: str) -> ReferenceImplementation:
+    """A broker whose queue monitors are PART, or have PART in the place of the room it subclasses."""
+    monitors = part if issubclass(part, QueueMonitors) else monitors_with(part)
     broker = type(f"{name}Broker", (Broker,), {"monitors_class": monitors})
     return ReferenceImplementation(broker_class=broker, name=f"wrong variant: {name}")
 
@@ -245,7 +251,7 @@ def timed_out_wait_still_waits() -> ReferenceImplementation:
     return _reading(_TimedOutWaitStillWaits, "timed_out_wait_still_waits")
 
 
-class _WaitersOnAnyQueueCount(QueueMonitors):
+class _WaitersOnAnyQueueCount(MonitorChecks):
     def waiting_readers(self, key: QueueRef) -> int:
         return sum(self.receiving.tasks_waiting(other) for other in list(self.receiving.waits))
 
@@ -255,9 +261,9 @@ def waiters_on_any_queue_count() -> ReferenceImplementation:
     return _variant(_WaitersOnAnyQueueCount, "waiters_on_any_queue_count")
 
 
-class _IdleTimeOutStaysNotified(QueueMonitors):
+class _IdleTimeOutStaysNotified(ExternalActivation):
     def _time_out(self, queue: Queue, monitor: QueueMonitor) -> None:
-        if self.necessary(queue, monitor, TIME_OUT, False) is None:
+        if self.checks.necessary(queue, monitor, TIME_OUT, False) is None:
             self.log.add({**queue.key.fields(), "at_ms": self.clock.now_ms, "kind": Kind.ACTIVATION_TIME_OUT})
             return  # the monitor still thinks a notification is out
         super()._time_out(queue, monitor)
@@ -282,12 +288,12 @@ def idle_time_out_stays_notified() -> ReferenceImplementation:
     broker = type(
         "IdleTimeOutBroker",
         (Broker,),
-        {"monitors_class": _IdleTimeOutStaysNotified, "receiving_class": _WhereLeavesTheTimeOut},
+        {"monitors_class": monitors_with(_IdleTimeOutStaysNotified), "receiving_class": _WhereLeavesTheTimeOut},
     )
     return ReferenceImplementation(broker_class=broker, name="wrong variant: idle_time_out_stays_notified")
 
 
-class _TimeOutNotifiesWhileUnread(QueueMonitors):
+class _TimeOutNotifiesWhileUnread(ExternalActivation):
     def _time_out(self, queue: Queue, monitor: QueueMonitor) -> None:
         if not queue.unread():
             super()._time_out(queue, monitor)
@@ -303,7 +309,7 @@ def time_out_notifies_while_unread() -> ReferenceImplementation:
     return _variant(_TimeOutNotifiesWhileUnread, "time_out_notifies_while_unread")
 
 
-class _WithheldCountsAsActivated(QueueMonitors):
+class _WithheldCountsAsActivated(InternalActivation):
     def internal_occurs(self, queue: Queue) -> bool:
         self.monitors[queue.key].last_activated_ms = self.clock.now_ms
         return super().internal_occurs(queue)
@@ -326,7 +332,7 @@ def where_receive_unchecked() -> ReferenceImplementation:
     return _variant(_WhereReceiveUnchecked, "where_receive_unchecked")
 
 
-class _LooksBetweenCommitAndReceive(QueueMonitors):
+class _LooksBetweenCommitAndReceive(InternalActivation):
     """Looks at the trigger, and lets an activated procedure RECEIVE again only after the rest of the instant."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from sbtck import contract
 from sbtck.engine import Broker, EngineParams
 from sbtck.engine import routing as r
-from sbtck.engine.activation import ActivatedTask, QueueMonitor, QueueMonitors
+from sbtck.engine.activation_room import ROLLBACK, ActivatedTask, QueueMonitor
 from sbtck.engine.broker import ConnectsWhenNotified
 from sbtck.engine.choosing import (
     AFTER_THE_OTHERS,
@@ -69,7 +69,9 @@ from sbtck.engine.choosing import (
 )
 from sbtck.engine.dispatcher import Dispatcher
 from sbtck.engine.forwarding import Forwarding
+from sbtck.engine.internal_activation import InternalActivation
 from sbtck.engine.model import Database, Envelope, Instance, Route
+from sbtck.engine.monitor_checks import MonitorChecks
 from sbtck.engine.routing_attempt import Routing
 from sbtck.engine.transactions import Transactions, Wait
 from sbtck.engine.transmission import Transmission
@@ -78,7 +80,7 @@ from sbtck.engine.transmitter import Transmitter
 from sbtck.engine.transport import Link, NotifiedTransport, Transport
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import ECHOES, FIELDS, Kind
-from tests.variants.rooms import receiving_with, router_with
+from tests.variants.rooms import monitors_with, receiving_with, router_with
 
 # fields some kinds carry, added to every event of the kinds that do not: a minor protocol version may add fields
 EXTRA = {"reason": "extra", "rule": "extra", "step": "extra", "trigger": "extra", "task": 99, "route": "extra"}
@@ -219,7 +221,7 @@ class _CommitterReceivesFirst(FirstChooser):
         return THE_COMMITTER if kind == NEXT_READER else super().choose(kind, options, addresses)
 
 
-class _ExitCommits(QueueMonitors):
+class _ExitCommits(InternalActivation):
     """A procedure that exits inside a transaction has it committed, not rolled back: the contract does not say."""
 
     def exit_procedure(self, task: ActivatedTask, reason: str) -> None:
@@ -229,10 +231,10 @@ class _ExitCommits(QueueMonitors):
 
 
 def exit_commits_the_open_transaction() -> ReferenceImplementation:
-    return _engine("an exiting procedure's transaction commits", monitors_class=_ExitCommits)
+    return _engine("an exiting procedure's transaction commits", monitors_class=monitors_with(_ExitCommits))
 
 
-class _ExitRollsBack(QueueMonitors):
+class _ExitRollsBack(InternalActivation):
     """A procedure that exits inside a transaction has it rolled back, and that rollback is one of a transaction
     that contains a RECEIVE (ACT-05's trigger) whether or not its RECEIVE had returned anything: the monitor looks
     at once, not only at the next timer notification."""
@@ -241,12 +243,13 @@ class _ExitRollsBack(QueueMonitors):
         in_transaction = task.session.in_transaction
         super().exit_procedure(task, reason)
         if in_transaction:
-            self.rolled_back(self.queues[task.key])
+            self.checks.evaluate(self.queues[task.key], ROLLBACK)
 
 
 def exit_rolls_back_and_looks() -> ReferenceImplementation:
     return _engine(
-        "an exiting procedure's transaction rolls back, and the monitor looks", monitors_class=_ExitRollsBack
+        "an exiting procedure's transaction rolls back, and the monitor looks",
+        monitors_class=monitors_with(_ExitRollsBack),
     )
 
 
@@ -585,7 +588,7 @@ class _ExclusiveForwarding(Forwarding):
                 waiting.received_ms -= 1
 
 
-class _ExclusiveMonitors(QueueMonitors):
+class _ExclusiveMonitors(MonitorChecks):
     def quiet(self, monitor: QueueMonitor) -> bool:
         if monitor.last_empty_ms is None:
             return True
@@ -598,7 +601,7 @@ def exclusive_boundaries() -> ReferenceImplementation:
         transport_class=_ExclusiveTransport,
         dispatcher_class=_ExclusiveDispatcher,
         router_class=router_with(_ExclusiveForwarding),
-        monitors_class=_ExclusiveMonitors,
+        monitors_class=monitors_with(_ExclusiveMonitors),
     )
 
 
