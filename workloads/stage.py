@@ -143,8 +143,9 @@ def no_collections() -> Iterator[None]:
             gc.enable()
 
 
-class Checker:
-    """Checks worlds one after another on one implementation (a Spark partition's adapter)."""
+class Reproducer:
+    """A failing world shrunk for the rule it breaks and written as a feature, on one implementation, opened when
+    first needed; the worlds are drawn within what it declares. The Checker checks worlds on it."""
 
     def __init__(
         self,
@@ -176,86 +177,6 @@ class Checker:
         """The seed's world, drawn within what the implementation declares (everything, until it has said)."""
         capabilities = None if self.handshake is None else self.handshake.capabilities
         return generate(seed, self.conversations, capabilities, self.areas)
-
-    def check(self, seed: int) -> Outcome:
-        try:
-            with no_collections():
-                return self._check(seed)
-        except Exception as exc:  # whatever an implementation's answers made of the check: this world's, not the job's
-            with suppress(Exception):
-                self.close()
-            return Outcome(
-                seed,
-                GENERATOR_VERSION,
-                0,
-                0,
-                0,
-                0,
-                ERROR,
-                detail=f"world {seed}: its check failed: {type(exc).__name__}: {exc}"[:4000],
-            )
-
-    def _check(self, seed: int) -> Outcome:
-        try:
-            implementation = self._open()
-        except Exception as exc:  # an implementation that cannot start fails this world, not the job
-            self.close()
-            world = self.world(seed)
-            return Outcome(
-                seed,
-                world.version,
-                world.conversations,
-                len(world.script),
-                len(world.topology["instances"]),
-                0,
-                ERROR,
-                detail=f"world {seed}: the implementation failed: {type(exc).__name__}: {exc}"[:4000],
-                script=_json(world.script),
-            )
-        assert self.handshake is not None
-        try:
-            area_of(seed, frozenset(self.handshake.capabilities), self.areas)
-        except ValueError as exc:  # no world of the areas asked for applies to what it declares
-            return Outcome(seed, GENERATOR_VERSION, 0, 0, 0, 0, NOT_APPLICABLE, detail=str(exc))
-        world = self.world(seed)
-        needed = needs(world)
-        base = Outcome(
-            seed,
-            world.version,
-            world.conversations,
-            len(world.script),
-            len(world.topology["instances"]),
-            0,
-            PASSED,
-            capabilities=sorted(needed),
-        )
-        try:
-            missing = needed - self.judged(seed)
-            if missing:  # the generator draws within the capabilities: this guards its promise
-                base.outcome, base.detail = NOT_APPLICABLE, "needs " + ", ".join(sorted(missing))
-                return base
-            trace = run(world, implementation)
-        except Exception as exc:  # a crash of the implementation is this world's result, not the job's
-            self.close()
-            base.outcome = ERROR
-            base.detail = f"world {seed}: the implementation failed: {type(exc).__name__}: {exc}"[:4000]
-            base.script = _json(world.script)
-            return base
-        base.events = sum(len(s["events"]) for s in trace.steps)
-        base.trace_hash = trace.digest()
-        checked = violations(world, trace, self.handshake if self.differential else None, self.judged(seed))
-        found, expected = checked.found, checked.expected
-        if found:
-            # differences alone, with branches left untried, may still be allowed: undecided, never failed
-            base.outcome = FAILED if checked.broken else UNDECIDED
-            base.rules = list(dict.fromkeys(v.rule for v in found))  # invariants first: the most precise
-            base.detail = "; ".join(f"{v.rule} at step {v.at_step}: {v.detail}" for v in found[:5])[:4000]
-            if base.outcome == UNDECIDED:
-                base.detail = f"{undecided_reason(base.rules)}: {base.detail}"[:4000]
-            base.script = _json(world.script)
-            base.iut_trace = _json(trace.steps)
-            base.reference_trace = None if expected is None else _json(expected.steps)
-        return base
 
     def _verdict(self, world: StageWorld) -> tuple[set[str], list[int]]:
         """The rules this world breaks, and the commands both sides refuse."""
@@ -397,6 +318,91 @@ class Checker:
                 self.implementation.close()
             finally:
                 self.implementation, self.handshake = None, None
+
+
+class Checker(Reproducer):
+    """Checks worlds one after another on one implementation (a Spark partition's adapter), and reproduces a failing
+    one (``Reproducer``)."""
+
+    def check(self, seed: int) -> Outcome:
+        try:
+            with no_collections():
+                return self._check(seed)
+        except Exception as exc:  # whatever an implementation's answers made of the check: this world's, not the job's
+            with suppress(Exception):
+                self.close()
+            return Outcome(
+                seed,
+                GENERATOR_VERSION,
+                0,
+                0,
+                0,
+                0,
+                ERROR,
+                detail=f"world {seed}: its check failed: {type(exc).__name__}: {exc}"[:4000],
+            )
+
+    def _check(self, seed: int) -> Outcome:
+        try:
+            implementation = self._open()
+        except Exception as exc:  # an implementation that cannot start fails this world, not the job
+            self.close()
+            world = self.world(seed)
+            return Outcome(
+                seed,
+                world.version,
+                world.conversations,
+                len(world.script),
+                len(world.topology["instances"]),
+                0,
+                ERROR,
+                detail=f"world {seed}: the implementation failed: {type(exc).__name__}: {exc}"[:4000],
+                script=_json(world.script),
+            )
+        assert self.handshake is not None
+        try:
+            area_of(seed, frozenset(self.handshake.capabilities), self.areas)
+        except ValueError as exc:  # no world of the areas asked for applies to what it declares
+            return Outcome(seed, GENERATOR_VERSION, 0, 0, 0, 0, NOT_APPLICABLE, detail=str(exc))
+        world = self.world(seed)
+        needed = needs(world)
+        base = Outcome(
+            seed,
+            world.version,
+            world.conversations,
+            len(world.script),
+            len(world.topology["instances"]),
+            0,
+            PASSED,
+            capabilities=sorted(needed),
+        )
+        try:
+            missing = needed - self.judged(seed)
+            if missing:  # the generator draws within the capabilities: this guards its promise
+                base.outcome, base.detail = NOT_APPLICABLE, "needs " + ", ".join(sorted(missing))
+                return base
+            trace = run(world, implementation)
+        except Exception as exc:  # a crash of the implementation is this world's result, not the job's
+            self.close()
+            base.outcome = ERROR
+            base.detail = f"world {seed}: the implementation failed: {type(exc).__name__}: {exc}"[:4000]
+            base.script = _json(world.script)
+            return base
+        base.events = sum(len(s["events"]) for s in trace.steps)
+        base.trace_hash = trace.digest()
+        checked = violations(world, trace, self.handshake if self.differential else None, self.judged(seed))
+        found, expected = checked.found, checked.expected
+        if found:
+            # differences alone, with branches left untried, may still be allowed: undecided, never failed
+            base.outcome = FAILED if checked.broken else UNDECIDED
+            base.rules = list(dict.fromkeys(v.rule for v in found))  # invariants first: the most precise
+            base.detail = "; ".join(f"{v.rule} at step {v.at_step}: {v.detail}" for v in found[:5])[:4000]
+            if base.outcome == UNDECIDED:
+                base.detail = f"{undecided_reason(base.rules)}: {base.detail}"[:4000]
+            base.script = _json(world.script)
+            base.iut_trace = _json(trace.steps)
+            base.reference_trace = None if expected is None else _json(expected.steps)
+        return base
 
 
 def check_seeds(

@@ -22,8 +22,6 @@ EXCEPTIONS: dict[str, str] = {
     "readings), and the stage's own part of issue 45 item 3 moves its status words to the ground",
     "sbtck/workloads/generate.py:_Script": "not split yet: issue 45 item 3 builds the stage's commands as the "
     "contract's types, which reshapes the script it writes",
-    "sbtck/workloads/stage.py:Checker": "not split yet: the stage's side of issue 45 item 3 (the engine's face "
-    "only) changes what it checks with",
 }
 
 
