@@ -68,8 +68,9 @@ def _queue_ref(key: tuple[str, str, str]) -> dict[str, str]:
     return {"instance": key[0], "database": key[1], "queue": key[2]}
 
 
-class _Script:
-    """The state the generator keeps while it writes one script."""
+class _Conversations:
+    """The state the generator keeps while it writes one script: its conversations' commands, and what surely has
+    happened so far (the faults, ``_Script``, make some of it unsure)."""
 
     def __init__(self, rng: Draw, land: Landscape, conversations: int) -> None:
         self.rng, self.land, self.conversations = rng, land, conversations
@@ -83,9 +84,7 @@ class _Script:
         # a session in RECEIVE or GET CONVERSATION GROUP with WAITFOR runs no other statement until it returns,
         # at its time-out at the latest: before then no document says what a command from it would do
         self.busy_until: dict[str, int] = {}
-        # per instance, how many task handlers failed since which notification (PER-1B restarts them at each)
         self.start_ms = self.now
-        self.failed_handlers: dict[str, tuple[int, int]] = {}
         # what surely happens despite the faults so far: by when each dialog's first message arrives at its target
         # (Landscape.direct), and when sql1 last sent over its connection to each address; and what a fault made
         # unsure from then on (everything, once a route the others take may have changed)
@@ -94,10 +93,6 @@ class _Script:
         self.to_service: dict[str, tuple[str, str | None]] = {}
         self.unsure: set[str] = set()  # instances, services and dialogs whose messages a fault may hold
         self.all_unsure = False
-        # the event notifications and sql1.db's routes there are now: creating one that exists, or dropping or
-        # altering one that does not, is refused by the reference and defined by no document
-        self.notified = {name for name, _ in land.notifications}
-        self.route_names = {r["name"] for r in land.plain["instances"][0]["databases"][0]["routes"]}
 
     def add(self, kind: str, **fields: Any) -> None:
         self.ops.append({"kind": kind, "at_ms": self.now, **fields})
@@ -227,6 +222,23 @@ class _Script:
             max_queue_readers=rng.randint(0, 3),
         )
 
+    def advance(self) -> None:
+        self.now += self.rng.choice([0, 1000, 3000, 5000, 12000, 30000])
+        self.add("advance_time")
+
+
+class _Script(_Conversations):
+    """The generator's state while it writes one script, with the faults it strikes."""
+
+    def __init__(self, rng: Draw, land: Landscape, conversations: int) -> None:
+        super().__init__(rng, land, conversations)
+        # per instance, how many task handlers failed since which notification (PER-1B restarts them at each)
+        self.failed_handlers: dict[str, tuple[int, int]] = {}
+        # the event notifications and sql1.db's routes there are now: creating one that exists, or dropping or
+        # altering one that does not, is refused by the reference and defined by no document
+        self.notified = {name for name, _ in land.notifications}
+        self.route_names = {r["name"] for r in land.plain["instances"][0]["databases"][0]["routes"]}
+
     def fault(self) -> None:
         rng, land = self.rng, self.land
         choices = ["reachable", "drop_connection", "routes", "handlers", "dispatcher"]
@@ -319,10 +331,6 @@ class _Script:
                     database="db",
                     route={**route(name, service, target), "lifetime_s": lifetime},
                 )
-
-    def advance(self) -> None:
-        self.now += self.rng.choice([0, 1000, 3000, 5000, 12000, 30000])
-        self.add("advance_time")
 
     def fail_handlers(self, instance: str, count: int) -> None:
         """At most as many as surely run: PER-1B starts "up to 2 x CPUs", so one per CPU (tests/variants/allowed.py

@@ -20,8 +20,6 @@ PACKAGE = Path(sbtck.__file__).resolve().parent
 EXCEPTIONS: dict[str, str] = {
     "sbtck/workloads/differential.py:FollowingChooser": "not split yet: main is changing it now (cr4's and cr5's "
     "readings), and the stage's own part of issue 45 item 3 moves its status words to the ground",
-    "sbtck/workloads/generate.py:_Script": "not split yet: issue 45 item 3 builds the stage's commands as the "
-    "contract's types, which reshapes the script it writes",
 }
 
 
