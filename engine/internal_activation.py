@@ -40,7 +40,7 @@ class InternalActivation(ActivationRoom):
         super().__init__(ctx, monitoring)
         self.procedures = procedures
         self.new_session = new_session
-        # whether a timer notification is due at this instant and has not run yet (the broker's, once it has one)
+        # whether a timer notification is due at this instant and has not run yet (the broker's, handed over by watch)
         self.timer_pending: Callable[[], bool] = lambda: False
         self._ordinals: dict[QueueRef, int] = {key: 0 for key in ctx.queues}
 
