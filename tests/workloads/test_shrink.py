@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from sbtck.iut.loader import factory_for
 from sbtck.reports.results import FAILED
@@ -69,11 +71,25 @@ def test_shrinking_keeps_the_failure_and_drops_the_rest() -> None:
     assert len(shrunk.world.topology["instances"]) == 1
 
 
-# session-wide, not module-wide: xdist keeps this module's tests on one worker (xdist_group), but may hand that worker
-# other tests between them, and a module fixture is then built again (two builds of some 240 s each in one CI run)
+# made once a run, whichever xdist worker asks first: the other waits for it and reads what it wrote (xdist's own
+# recipe). The module's xdist_group did not keep its tests on one worker in CI (scripts/test.sh's loadgroup: the
+# reports carry no group suffix), so a session fixture was built twice, some 225 s each; now a worker that asks
+# while the other builds waits as long, and one that asks later reads it at once
 @pytest.fixture(scope="session")
-def reproducers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("reproducers")
+def reproducers(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[str, Path]:
+    if worker_id == "master":
+        return _made(tmp_path_factory.mktemp("reproducers"))
+    shared = tmp_path_factory.getbasetemp().parent  # this run's folder, the same for every worker
+    made = shared / "reproducers.json"
+    with FileLock(str(shared / "reproducers.lock")):
+        if not made.is_file():
+            out = _made(shared / "reproducers")
+            made.write_text(json.dumps({spec: str(path) for spec, path in out.items()}))
+    return {spec: Path(path) for spec, path in json.loads(made.read_text()).items()}
+
+
+def _made(folder: Path) -> dict[str, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
     out = {}
     for spec in VARIANTS:
         checker = Checker(factory_for(f"python:{spec}"), differential=True)
