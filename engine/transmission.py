@@ -139,11 +139,13 @@ class Transmission(Room):
             return "unreachable"
         broker = route.broker_instance or env.to_broker_instance
         answer = self._claims(target, broker, env.to_service)
-        if route.broker_instance or not broker or answer == self._claims(target, None, env.to_service):
+        if route.broker_instance or not broker:
             return answer
-        if self.probe_subject.of(self.chooser) == OF_THE_SERVICE:
-            return self._claims(target, None, env.to_service)
-        return answer
+        # the reading is asked only where the two subjects answer differently
+        by_service = self._claims(target, None, env.to_service)
+        if by_service == answer or self.probe_subject.of(self.chooser) != OF_THE_SERVICE:
+            return answer
+        return by_service
 
     @staticmethod
     def _claims(target: Instance, broker: str | None, service: str) -> str:

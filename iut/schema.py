@@ -107,7 +107,8 @@ def _event(kind: str) -> dict[str, Any]:
 
 
 def _nullable(kind: str, name: str) -> bool:
-    """Does KIND declare its field NAME ``... or null``, where the same name is never null elsewhere?"""
+    """Does KIND declare its field NAME ``... or null``? A field's schema comes from its name, shared by every kind;
+    the kind that lets it be null says so on its own."""
     declared = RECORDS[kind].field(name)
     return declared is not None and declared.type.endswith(" or null")
 

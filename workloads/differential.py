@@ -235,7 +235,8 @@ class FollowingChooser:
                 continue
             key = _key(e["instance"], e)
             instant = (key, e.get("at_ms"))
-            if kind in _ROUTED or (kind == _PENDING and _pending_address(e) is not None):
+            pending_to = _pending_address(e) if kind == _PENDING else None
+            if kind in _ROUTED or pending_to is not None:
                 self.routed.add(instant)
             if kind == Kind.MESSAGE_DROPPED:
                 self.dropped.add(instant)
@@ -250,9 +251,8 @@ class FollowingChooser:
                 self._went_then(instant, LOCAL)
             elif kind == _PENDING:
                 # waiting for a connection to the address it was routed to: where it went, though not sent yet
-                address = _pending_address(e)
-                if address is not None:
-                    self._went_then(instant, address)
+                if pending_to is not None:
+                    self._went_then(instant, pending_to)
             elif kind in _BEGUN:
                 if kind == _RETRIED:
                     label = str(e["dialog"]) + (REPLY if e.get("from_target") else "")
