@@ -1,4 +1,5 @@
-"""The project's tests: which sample of the long sweeps this session runs, and in which order (tests/sampling.py)."""
+"""The project's tests: which sample of the long sweeps this session runs, in which order (tests/sampling.py), and
+which of them share a worker (tests/grouping.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import random
 
 import pytest
 
-from tests import sampling
+from tests import grouping, sampling
 
 # SBTCK_TEST_ORDER=random:SEED runs the tests in a shuffled order (the same on every xdist worker): tests that
 # share a folder, a lock or a port meet each other in some order (tests/test_isolation.py)
@@ -26,7 +27,9 @@ def pytest_report_header(config: pytest.Config) -> str:
     )
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    grouping.keep_together(config, items)
     order = os.environ.get(ORDER, "")
     if order.startswith("random:"):
         random.Random(order).shuffle(items)

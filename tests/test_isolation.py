@@ -51,3 +51,34 @@ def test_the_tests_that_start_runs_without_out_pass_together_in_any_order() -> N
             check=False,
         )
         assert proc.returncode == 0, f"{order}:\n{proc.stdout[-3000:]}"
+
+
+def test_tests_of_one_xdist_group_run_on_one_worker() -> None:
+    """scripts/test.sh's ``--dist loadgroup``: the Spark tests share one session, test_shrink its reproducers."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-v",
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+            "-p",
+            "no:cacheprovider",
+            "tests/workloads/test_shrink.py",
+            "-k",
+            "ddmin or drops_the_rest",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    ran = [line.split()[0] for line in proc.stdout.splitlines() if " PASSED " in line]
+    assert len(ran) == 3 and len(set(ran)) == 1, proc.stdout[-3000:]
+    assert proc.stdout.count("@shrink") >= 3, proc.stdout[-3000:]

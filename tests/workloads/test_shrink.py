@@ -71,10 +71,8 @@ def test_shrinking_keeps_the_failure_and_drops_the_rest() -> None:
     assert len(shrunk.world.topology["instances"]) == 1
 
 
-# made once a run, whichever xdist worker asks first: the other waits for it and reads what it wrote (xdist's own
-# recipe). The module's xdist_group did not keep its tests on one worker in CI (scripts/test.sh's loadgroup: the
-# reports carry no group suffix), so a session fixture was built twice, some 225 s each; now a worker that asks
-# while the other builds waits as long, and one that asks later reads it at once
+# made once a run: the module's xdist_group keeps its tests on one worker (tests/grouping.py); under another --dist
+# the first worker to ask makes them under a file lock and the other reads what it wrote (xdist's own recipe)
 @pytest.fixture(scope="session")
 def reproducers(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[str, Path]:
     if worker_id == "master":
