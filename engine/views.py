@@ -99,7 +99,7 @@ def dm_broker_activated_tasks(broker: BrokerState) -> list[dict[str, Any]]:
             "queue_id": broker.queues[key].queue_id,
             **key.fields(),
             "task": task.ordinal,
-            "procedure_name": broker.queues[key].activation.procedure_name,
+            "procedure_name": task.procedure.name,  # what it was started as, whatever ALTER QUEUE named since
         }
         for key, tasks in broker.monitors.tasks.items()
         for task in tasks

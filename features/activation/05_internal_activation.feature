@@ -172,3 +172,22 @@ Feature: Activation 05 - Internal activation
       | 1      | activation necessary | NULL              |
       | 1      | activation withheld  | MAX_QUEUE_READERS |
     And 1 activated task runs for queue "StallQueue"
+
+  # "The queue monitor starts a new instance of the activation stored procedure": the queue's procedure as it stands
+  # when the monitor looks, so after ALTER QUEUE changes PROCEDURE_NAME the next start is of the new one, while a
+  # procedure already running goes on as what it was started as. The ALTER is a trigger of the look (ACT-05), and
+  # activation is necessary there by ACT-07: D1's message is unread (stall never RECEIVEs), no one waits, nothing
+  # returned an empty result.
+  @ACT-11 @ACT-10 @ACT-05
+  Scenario: [12] After ALTER QUEUE changes PROCEDURE_NAME the next procedure started is the new one; the one running stays
+    Given a message is sent on dialog "D1"
+    And time passes to second 2
+    When ALTER QUEUE "StallQueue" WITH ACTIVATION (PROCEDURE_NAME = drain)
+    Then sys.dm_broker_activated_tasks shows for queue "StallQueue":
+      | task | procedure_name |
+      | 1    | stall          |
+      | 2    | drain          |
+    And the log for queue "StallQueue" shows exactly:
+      | second | event             | task | procedure_name |
+      | 0      | procedure started | 1    | stall          |
+      | 2      | procedure started | 2    | drain          |

@@ -93,7 +93,13 @@ AREAS_OF = {
 # failing that is not listed fails the test, and a listed world that passes is reported so the list only shrinks
 KNOWN: dict[tuple[str, str], dict[int, str]] = {}
 # the scenarios a broker fails where the documents make it wrong (decided by the team; its NOTES.md says so too)
-WRONG: dict[str, dict[str, str]] = {}
+WRONG: dict[str, dict[str, str]] = {
+    # the activation document: "information about the stored procedures started by Service Broker is contained in
+    # sys.dm_broker_activated_tasks"; the procedure started as task 1 is stall, and it still runs as stall
+    "cr6": {
+        "activation/05_internal_activation.feature::[12] ": "ACT-11, a task's procedure_name is the queue's current one"
+    },
+}
 CASES = [(name, mode) for name, modes in BROKERS.items() for mode in modes]
 IDS = [f"{name}, {mode}" for name, mode in CASES]
 
