@@ -182,7 +182,9 @@ class Rollback(Command):
 
 @dataclass(frozen=True)
 class Receive(Command):
-    """RECEIVE [TOP (top)] FROM queue [WHERE ...], inside WAITFOR when ``waitfor_ms`` is set."""
+    """RECEIVE [TOP (top)] FROM queue [WHERE ...], inside WAITFOR when ``waitfor_ms`` is set. It returns the ready
+    messages of one conversation group, the one it locks: at most ``top`` of them, fewer where that group has fewer,
+    never any of a second group."""
 
     kind: ClassVar[str] = "receive"
     session: str

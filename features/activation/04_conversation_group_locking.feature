@@ -195,3 +195,39 @@ Feature: Activation 04 - Conversation group locking
       | 0      | procedure started | 1    |
       | 3      | procedure exited  | 1    |
       | 3      | procedure started | 2    |
+
+  # A RECEIVE whose WAITFOR runs out returns an empty result and ends nothing else: the transaction it stands in
+  # holds the group its earlier RECEIVE took until it commits or rolls back, so a message that comes for that group
+  # later is the transaction's, not another session's
+  @ACT-09
+  Scenario: [12] A WAITFOR that runs out inside a transaction keeps the group the transaction holds
+    Given dialog "P1" is begun from service "Initiator" to service "PlainService"
+    And a message is sent on dialog "P1"
+    And session "S1" begins a transaction
+    And session "S1" receives from queue "PlainQueue"
+    And session "S1" receives from queue "PlainQueue" waiting up to 5 seconds
+    And time passes to second 6
+    And a message is sent on dialog "P1"
+    When session "S2" receives from queue "PlainQueue"
+    And session "S1" receives from queue "PlainQueue"
+    Then session "S2" got an empty result
+    And session "S1" got the message P1:1
+    And the log for queue "PlainQueue" shows exactly from second 5 until second 5:
+      | second | event        | session |
+      | 5      | empty result | S1      |
+
+  # The rows one RECEIVE returns are of one conversation group, the one it locks (`rows_returned` names one
+  # `conversation_group`): TOP (n) is a most, and a group with fewer ready messages than n gives only those, never
+  # the first of the next group, which another reader may then take whole. The documents do not say which of two
+  # ready groups a RECEIVE takes first: either, and the other session gets the other.
+  @ACT-09
+  Scenario: [13] RECEIVE TOP (n) takes one group's messages only, though that group holds fewer than n
+    Given dialog "P1" is begun from service "Initiator" to service "PlainService"
+    And dialog "P2" is begun from service "Initiator" to service "PlainService"
+    And a message is sent on dialog "P1"
+    And 2 messages are sent on dialog "P2"
+    And session "S1" begins a transaction
+    And session "S1" receives top 3 from queue "PlainQueue"
+    When session "S2" receives top 3 from queue "PlainQueue"
+    Then session "S1" got the messages P1:0 or P2:0, P2:1
+    And session "S2" got the messages P2:0, P2:1 or P1:0

@@ -20,7 +20,7 @@ from sbtck.engine.external_activation import ExternalActivation
 from sbtck.engine.internal_activation import InternalActivation
 from sbtck.engine.model import Message, Queue
 from sbtck.engine.monitor_checks import MonitorChecks
-from sbtck.engine.receiving import GET_CONVERSATION_GROUP, Receiving
+from sbtck.engine.receiving import GET_CONVERSATION_GROUP, RECEIVE, Receiving
 from sbtck.engine.transactions import Session, Transactions, Wait
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import Kind
@@ -123,6 +123,59 @@ class _RollbackServesNoOne(Receiving):
             super().serve(key)
 
 
+class _TopFillsFromTheNextGroup(Receiving):
+    def _try_serve(self, wait: Wait) -> bool:
+        if wait.statement != RECEIVE or wait.top is None:
+            return super()._try_serve(wait)
+        group = self.transactions.pick_group(wait)
+        if group is None:
+            return False
+        queue = self.queues[wait.queue]
+        rows: list[Message] = []
+        kept: list[Message] = []
+        for m in queue.messages:
+            owner = self.transactions.locks.get((wait.queue, m.group))
+            ours = m.group == group or (bool(rows) and owner in (None, wait.session))
+            if len(rows) < wait.top and ours and self.transactions.matches(wait, m):
+                rows.append(m)
+            else:
+                kept.append(m)
+        queue.messages = kept
+        self.transactions.lock(wait, group, rows)
+        self._finish(wait, rows, group)
+        return True
+
+
+class _TimeOutEndsTheTransaction(Receiving):
+    def _time_out(self, wait: Wait) -> None:
+        session = wait.session
+        super()._time_out(wait)
+        if session.in_transaction and session.received:  # lets its groups go, as a commit would, and stays open
+            self.transactions._end_transaction(session)
+            session.in_transaction = True
+
+
+class _BackOfTheQueue(Transactions):
+    def rollback(self, session: Session) -> tuple[list[QueueRef], list[QueueRef]]:
+        returned = list(session.received)
+        touched = super().rollback(session)
+        for key, message in returned:
+            messages = self.queues[key].messages
+            messages.remove(message)
+            messages.append(message)
+        return touched
+
+
+class _KeepsTheFirstProcedure(InternalActivation):
+    def start_procedure(self, queue: Queue, monitor: QueueMonitor) -> None:
+        first = self.__dict__.setdefault("first_procedure", {}).setdefault(queue.key, queue.activation.procedure_name)
+        altered, queue.activation.procedure_name = queue.activation.procedure_name, first
+        try:
+            super().start_procedure(queue, monitor)
+        finally:
+            queue.activation.procedure_name = altered
+
+
 def _variant(part: type[QueueMonitors] | type[ActivationRoom], name: str) -> ReferenceImplementation:
     """A broker whose queue monitors are PART, or have PART in the place of the room it subclasses."""
     monitors = part if issubclass(part, QueueMonitors) else monitors_with(part)
@@ -133,6 +186,26 @@ def _variant(part: type[QueueMonitors] | type[ActivationRoom], name: str) -> Ref
 def _reading(receiving: type[Receiving], name: str) -> ReferenceImplementation:
     broker = type(f"{name}Broker", (Broker,), {"receiving_class": receiving})
     return ReferenceImplementation(broker_class=broker, name=f"wrong variant: {name}")
+
+
+def top_fills_from_the_next_group() -> ReferenceImplementation:
+    """RECEIVE TOP (n) whose conversation group holds fewer than n ready messages fills up from the next group."""
+    return _reading(_TopFillsFromTheNextGroup, "top_fills_from_the_next_group")
+
+
+def timed_out_wait_lets_the_group_go() -> ReferenceImplementation:
+    """A WAITFOR (RECEIVE) that runs out inside a transaction that already received lets the groups it held go."""
+    return _reading(_TimeOutEndsTheTransaction, "timed_out_wait_lets_the_group_go")
+
+
+def rollback_returns_to_the_back() -> ReferenceImplementation:
+    """What a rollback returns goes behind the messages that came since, its conversation's later ones included."""
+    return _reading(receiving_with(_BackOfTheQueue), "rollback_returns_to_the_back")
+
+
+def procedure_name_kept() -> ReferenceImplementation:
+    """ALTER QUEUE ... PROCEDURE_NAME is ignored: each start is of the procedure the queue first started."""
+    return _variant(_KeepsTheFirstProcedure, "procedure_name_kept")
 
 
 def where_ignored() -> ReferenceImplementation:
@@ -352,6 +425,8 @@ def looks_between_commit_and_receive() -> ReferenceImplementation:
 
 # faults the workload stage cannot show, so only the scenarios find them: its worlds query no queue monitor view
 NOT_IN_WORLDS = {"withheld_counts_as_activated"}
+# the stage's worlds never ALTER a queue's PROCEDURE_NAME
+NOT_IN_WORLDS |= {"procedure_name_kept"}
 
 VARIANTS = [
     "looks_between_commit_and_receive",
@@ -378,6 +453,10 @@ VARIANTS = [
     "where_ignored",
     "get_conversation_group_takes_the_messages",
     "rollback_serves_no_one",
+    "top_fills_from_the_next_group",
+    "timed_out_wait_lets_the_group_go",
+    "rollback_returns_to_the_back",
+    "procedure_name_kept",
 ]
 
 
