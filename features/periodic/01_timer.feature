@@ -5,6 +5,10 @@ Feature: Periodic 01 - The 5-second timer and its schedule
   timer, counts the notifications, and performs its maintenance tasks on
   every notification, on every 2nd, or on every 5th.
 
+  Every scenario's broker starts at second 0, which is off the clock's whole
+  seconds and its 5-second grid: the notifications are counted
+  from broker start, not from the clock's grid.
+
   Background:
     Given the topology "periodic"
 

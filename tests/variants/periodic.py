@@ -269,6 +269,18 @@ def closes_an_idle_connection_once() -> ReferenceImplementation:
     return _implementation("closes_an_idle_connection_once", transport_class=Once)
 
 
+class _OnTheClocksGrid(Broker):
+    def _next_timer_ms(self) -> int:
+        period = self.params.timer_period_s * 1000
+        return (self.start_ms // period + 1 + self._notification) * period
+
+
+def timer_on_the_clocks_grid() -> ReferenceImplementation:
+    """Takes its timer notifications at whole multiples of 5 seconds of the clock, not every 5 seconds from broker
+    start: the same broker wherever a scenario starts on that grid."""
+    return _implementation("timer_on_the_clocks_grid", _next_timer_ms=_OnTheClocksGrid._next_timer_ms)
+
+
 # faults the workload stage cannot show, so only the scenarios find them: a millisecond wide (the stage moves
 # time by whole seconds), or the clean-up of a database without dialogs stopped beside one with (never drawn)
 NOT_IN_WORLDS = {"forwarded_deleted_a_moment_early", "cleanup_resumed_for_every_database"}
@@ -393,4 +405,5 @@ VARIANTS = [
     "local_delivery_through_the_dispatcher",
     "cleanup_resumed_for_every_database",
     "delivers_before_the_broker_starts",
+    "timer_on_the_clocks_grid",
 ]
