@@ -155,12 +155,8 @@ class FollowingChooser:
     pick, and the probes after a loss at the attempt's instant pick RTR-4's.
     An attempt that leads nowhere shown takes the reference's own pick.
     Where no attempt began (the message came from another instance), where
-    it went at that instant picks, else where it went last.
-
-    Who gets the conversation group a procedure's commit releases (ACT-09)
-    is read from the sessions' results: at a commit while other sessions
-    wait on its queue, the first to get rows there at that instant; so is
-    which of several waiting sessions is served first when messages come.
+    it went at that instant picks, else where it went last. The picks about
+    sessions are ``ReadersFollowed``'s.
     """
 
     def __init__(self, events: list[dict[str, Any]] | None = None) -> None:
@@ -188,22 +184,7 @@ class FollowingChooser:
         self.seen: dict[tuple[str, str, int, bool], int] = {}
         self.current: dict[str, str] = {}
         self.fallback = FirstChooser()
-        # ACT-09: the queue each session reads, the sessions waiting on each queue; by commit (session and
-        # instant), each of its choices in turn (a procedure may commit several times in one instant): who got
-        # rows first after it; the choice each queue's latest commit left open
-        self.queue_of: dict[str, tuple[str, str, str]] = {}
-        self.waiting: dict[tuple[str, str, str], set[str]] = {}
-        self.commits: dict[tuple[str, object], list[dict[str, str]]] = {}
-        self.commits_asked: dict[tuple[str, object], int] = {}
-        self.undecided: dict[tuple[str, str, str], tuple[object, dict[str, str]]] = {}
-        # which group each session's RECEIVEs took, by instant: the dialog of the first row of each, in turn
-        self.received: dict[tuple[str, object], list[str]] = {}
-        self.receives_asked: dict[tuple[str, object], int] = {}
-        # which waiting session was served first (WAITER): the sessions that got a result on each queue, by
-        # instant, in the order the implementation reported them, less those the run has served since; the queue
-        # of the latest question
-        self.served: dict[tuple[str, object], list[str]] = {}
-        self.serving: tuple[str, object] = ("", None)
+        self.readers = ReadersFollowed()
         # _ROUTED_THEN's choices: the instants each message was routed at (matched, chosen, sent,
         # waiting for a connection or delayed), by message and instance: routed then is sent on, or follows
         self.routed: set[Instant] = set()
@@ -223,7 +204,7 @@ class FollowingChooser:
                 continue
             if kind in _READING:
                 if e.get("session") or kind == _EXITED:
-                    self._reader(e)
+                    self.readers.feed(e)
                 continue
             if kind == _HANDLERS:
                 self.handlers[str(e.get("instance"))] = str(e.get("count"))
@@ -295,38 +276,6 @@ class FollowingChooser:
             attempt.setdefault(WENT_TO, destination)
         return destination
 
-    def _reader(self, e: dict[str, Any]) -> None:
-        """ACT-09's pick, from the sessions' results: with readers waiting, a procedure's commit lets them be served
-        before it RECEIVEs again, or RECEIVEs first; the first to get rows on its queue then shows which."""
-        kind, at = e["kind"], e.get("at_ms")
-        queue = (str(e.get("instance")), str(e.get("database")), str(e.get("queue")))
-        if kind == Kind.PROCEDURE_EXITED:  # its wait, if any, ends with it
-            self.waiting.get(queue, set()).discard(f"{e.get('queue')}#{e.get('task')}")
-            return
-        session = str(e["session"])
-        if kind == Kind.TRANSACTION_COMMITTED:
-            read = self.queue_of.get(session)
-            if read is not None and self.waiting.get(read, set()) - {session}:
-                choice: dict[str, str] = {}
-                self.commits.setdefault((session, at), []).append(choice)
-                self.undecided[read] = (at, choice)
-            return
-        self.queue_of[session] = queue
-        waiting = self.waiting.setdefault(queue, set())
-        if kind == Kind.READER_WAITING:
-            waiting.add(session)
-            return
-        if kind == Kind.ROWS_RETURNED and session in waiting:
-            self.served.setdefault(("/".join(queue), at), []).append(session)
-        waiting.discard(session)
-        if kind == Kind.ROWS_RETURNED and e.get("statement") == "RECEIVE":
-            rows = e.get("rows")
-            if isinstance(rows, list) and rows and isinstance(rows[0], dict):
-                self.received.setdefault((session, at), []).append(str(rows[0].get("dialog")))
-        undecided = self.undecided.pop(queue, None) if kind == Kind.ROWS_RETURNED else None
-        if undecided is not None and undecided[0] == at:  # rows at a later instant answer another RECEIVE
-            undecided[1][NEXT_READER] = session
-
     def about(self, instance: str, message: dict[str, object]) -> None:
         if message.get(RECLASSIFIED_NEXT):  # the order of a reclassification: read in choose, from the options
             self.reclassifying = (instance, message.get("at_ms"))
@@ -376,30 +325,10 @@ class FollowingChooser:
         if any(k in message for k in _NAMED_BY_NO_EVENT):
             self.current = {}
             return
-        if "waiter" in message:  # which waiting session is served first: read in choose, from the options
-            self.serving = (str(message["waiter"]), message.get("at_ms"))
-            self.current = {}
-            return
-        if "served" in message:  # a waiting session the run served: not one to pick at a later step of the instant
-            served = self.served.get((str(message["queue"]), message.get("at_ms")), [])
-            if message["served"] in served:
-                served.remove(str(message["served"]))
-            return
-        if "receive" in message:  # which group a RECEIVE takes: the one holding the dialog the implementation got
-            receive = (str(message["receive"]), message.get("at_ms"))
-            turn = self.receives_asked.get(receive, 0)
-            self.receives_asked[receive] = turn + 1
-            got = self.received.get(receive, [])
-            self.current = {WENT_TO: got[turn]} if turn < len(got) else {}
-            return
-        if "session" in message:  # a procedure's commit (ACT-09), not a routing attempt
-            session = str(message["session"])
-            commit = (session, message.get("at_ms"))
-            turn = self.commits_asked.get(commit, 0)
-            self.commits_asked[commit] = turn + 1
-            choices = self.commits.get(commit, [])
-            who = choices[turn].get(NEXT_READER) if turn < len(choices) else None
-            self.current = {} if who is None else {NEXT_READER: THE_COMMITTER if who == session else A_WAITING_READER}
+        if ReadersFollowed.ASKED.intersection(message):  # about a session, not a routing attempt
+            picks = self.readers.about(message)
+            if picks is not None:  # a served session only tells the readers; the pick asked before stands
+                self.current = picks
             return
         key = _key(instance, message)
         n = self.seen.get(key, 0)
@@ -436,11 +365,7 @@ class FollowingChooser:
 
     def choose(self, kind: str, options: list[str], addresses: Addresses | None = None) -> str:
         if kind in (RECLASSIFIED_NEXT, WAITER):
-            shown = (
-                self.retried.get(self.reclassifying, [])
-                if kind == RECLASSIFIED_NEXT
-                else self.served.get(self.serving, [])
-            )
+            shown = self.retried.get(self.reclassifying, []) if kind == RECLASSIFIED_NEXT else self.readers.shown()
             return min(options, key=lambda o: shown.index(o) if o in shown else len(shown) + options.index(o))
         return self._pick(kind, options, addresses) or self.fallback.choose(kind, options)
 
@@ -452,6 +377,99 @@ class FollowingChooser:
         first = self._pick(kind, options)
         rest = self.fallback.order(kind, [o for o in options if o != first])
         return [first, *rest] if first else rest
+
+
+class ReadersFollowed:
+    """The picks about sessions, read from the sessions' results (FollowingChooser asks it).
+
+    Who gets the conversation group a procedure's commit releases (ACT-09)
+    is, at a commit while other sessions wait on its queue, the first to get
+    rows there at that instant; which of several waiting sessions is served
+    first when messages come (WAITER) is the order they got results in; and
+    which group a RECEIVE takes (GROUP), the one holding the dialog it got.
+    """
+
+    # the keys of the chooser's question that make it one about a session
+    ASKED = frozenset({"waiter", "served", "receive", "session"})
+
+    def __init__(self) -> None:
+        # ACT-09: the queue each session reads, the sessions waiting on each queue; by commit (session and
+        # instant), each of its choices in turn (a procedure may commit several times in one instant): who got
+        # rows first after it; the choice each queue's latest commit left open
+        self.queue_of: dict[str, tuple[str, str, str]] = {}
+        self.waiting: dict[tuple[str, str, str], set[str]] = {}
+        self.commits: dict[tuple[str, object], list[dict[str, str]]] = {}
+        self.commits_asked: dict[tuple[str, object], int] = {}
+        self.undecided: dict[tuple[str, str, str], tuple[object, dict[str, str]]] = {}
+        # which group each session's RECEIVEs took, by instant: the dialog of the first row of each, in turn
+        self.received: dict[tuple[str, object], list[str]] = {}
+        self.receives_asked: dict[tuple[str, object], int] = {}
+        # which waiting session was served first (WAITER): the sessions that got a result on each queue, by
+        # instant, in the order the implementation reported them, less those the run has served since; the queue
+        # of the latest question
+        self.served: dict[tuple[str, object], list[str]] = {}
+        self.serving: tuple[str, object] = ("", None)
+
+    def feed(self, e: dict[str, Any]) -> None:
+        """ACT-09's pick, from the sessions' results: with readers waiting, a procedure's commit lets them be served
+        before it RECEIVEs again, or RECEIVEs first; the first to get rows on its queue then shows which."""
+        kind, at = e["kind"], e.get("at_ms")
+        queue = (str(e.get("instance")), str(e.get("database")), str(e.get("queue")))
+        if kind == Kind.PROCEDURE_EXITED:  # its wait, if any, ends with it
+            self.waiting.get(queue, set()).discard(f"{e.get('queue')}#{e.get('task')}")
+            return
+        session = str(e["session"])
+        if kind == Kind.TRANSACTION_COMMITTED:
+            read = self.queue_of.get(session)
+            if read is not None and self.waiting.get(read, set()) - {session}:
+                choice: dict[str, str] = {}
+                self.commits.setdefault((session, at), []).append(choice)
+                self.undecided[read] = (at, choice)
+            return
+        self.queue_of[session] = queue
+        waiting = self.waiting.setdefault(queue, set())
+        if kind == Kind.READER_WAITING:
+            waiting.add(session)
+            return
+        if kind == Kind.ROWS_RETURNED and session in waiting:
+            self.served.setdefault(("/".join(queue), at), []).append(session)
+        waiting.discard(session)
+        if kind == Kind.ROWS_RETURNED and e.get("statement") == "RECEIVE":
+            rows = e.get("rows")
+            if isinstance(rows, list) and rows and isinstance(rows[0], dict):
+                self.received.setdefault((session, at), []).append(str(rows[0].get("dialog")))
+        undecided = self.undecided.pop(queue, None) if kind == Kind.ROWS_RETURNED else None
+        if undecided is not None and undecided[0] == at:  # rows at a later instant answer another RECEIVE
+            undecided[1][NEXT_READER] = session
+
+    def about(self, message: dict[str, object]) -> dict[str, str] | None:
+        """The picks for the question MESSAGE asks (see ASKED); None where it asks none and only tells."""
+        if "waiter" in message:  # which waiting session is served first: read in shown, from the options
+            self.serving = (str(message["waiter"]), message.get("at_ms"))
+            return {}
+        if "served" in message:  # a waiting session the run served: not one to pick at a later step of the instant
+            served = self.served.get((str(message["queue"]), message.get("at_ms")), [])
+            if message["served"] in served:
+                served.remove(str(message["served"]))
+            return None
+        if "receive" in message:  # which group a RECEIVE takes: the one holding the dialog the implementation got
+            receive = (str(message["receive"]), message.get("at_ms"))
+            turn = self.receives_asked.get(receive, 0)
+            self.receives_asked[receive] = turn + 1
+            got = self.received.get(receive, [])
+            return {WENT_TO: got[turn]} if turn < len(got) else {}
+        # a procedure's commit (ACT-09)
+        session = str(message["session"])
+        commit = (session, message.get("at_ms"))
+        turn = self.commits_asked.get(commit, 0)
+        self.commits_asked[commit] = turn + 1
+        choices = self.commits.get(commit, [])
+        who = choices[turn].get(NEXT_READER) if turn < len(choices) else None
+        return {} if who is None else {NEXT_READER: THE_COMMITTER if who == session else A_WAITING_READER}
+
+    def shown(self) -> list[str]:
+        """The sessions the implementation served on the latest question's queue and instant, in its order."""
+        return self.served.get(self.serving, [])
 
 
 def _probes(attempt: dict[str, str], e: dict[str, Any]) -> None:

@@ -17,10 +17,7 @@ from tests.lint.test_class_size import LIMIT, sizes_in
 
 PACKAGE = Path(sbtck.__file__).resolve().parent
 # classes over the limit, each with why it is not split yet; empty once every one is
-EXCEPTIONS: dict[str, str] = {
-    "sbtck/workloads/differential.py:FollowingChooser": "not split yet: main is changing it now (cr4's and cr5's "
-    "readings), and the stage's own part of issue 45 item 3 moves its status words to the ground",
-}
+EXCEPTIONS: dict[str, str] = {}
 
 
 def class_sizes() -> dict[str, int]:
