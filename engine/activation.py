@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from sbtck.contract import QueueRef
-from sbtck.engine.activation_room import RECEIVE, ROLLBACK, ActivatedTask, Monitoring, QueueMonitor
+from sbtck.engine.activation_room import ActivatedTask, Monitoring, QueueMonitor
 from sbtck.engine.choosing import EMPTY_MEMORY, THE_MONITORS, THE_QUEUES, Reading
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
@@ -29,7 +29,7 @@ from sbtck.engine.model import Queue, ReaderBehaviour
 from sbtck.engine.monitor_checks import MonitorChecks
 from sbtck.engine.receiving import ReceiveActivity, Receiving
 from sbtck.engine.transactions import Session
-from sbtck.observations import Kind
+from sbtck.observations import Kind, Trigger
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -112,10 +112,10 @@ class QueueMonitors(ReceiveActivity):
     def receive_finished(self, queue: Queue, *, empty: bool, has_where: bool) -> None:
         if empty and self.checks.counts_empty(has_where):
             self._empty(queue)
-        self.checks.evaluate(queue, RECEIVE)
+        self.checks.evaluate(queue, Trigger.RECEIVE)
 
     def receive_waiting(self, queue: Queue) -> None:
-        self.checks.evaluate(queue, RECEIVE)
+        self.checks.evaluate(queue, Trigger.RECEIVE)
 
     def group_got(self, queue: Queue, *, empty: bool) -> None:
         """GET CONVERSATION GROUP returned, read as no RECEIVE: its empty result still counts for ACT-07."""
@@ -130,6 +130,6 @@ class QueueMonitors(ReceiveActivity):
 
     def rolled_back(self, queue: Queue, after_the_reader: bool = False) -> None:
         if after_the_reader:
-            self.checks.evaluate_after_the_reader(queue, ROLLBACK)
+            self.checks.evaluate_after_the_reader(queue, Trigger.ROLLBACK)
         else:
-            self.checks.evaluate(queue, ROLLBACK)
+            self.checks.evaluate(queue, Trigger.ROLLBACK)

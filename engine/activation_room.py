@@ -22,22 +22,13 @@ from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.model import Queue, ReaderBehaviour
 from sbtck.engine.transactions import Session
-from sbtck.observations import Kind, Trigger
+from sbtck.observations import Kind
 
 if TYPE_CHECKING:  # the rooms call one another: each module names the others only for its types
     from sbtck.engine.external_activation import ExternalActivation
     from sbtck.engine.internal_activation import InternalActivation
     from sbtck.engine.monitor_checks import MonitorChecks
     from sbtck.engine.receiving import Receiving
-
-# plain strings: an event's fields cross process boundaries (xdist, pickle, JSON)
-ARRIVAL = Trigger.MESSAGE_ARRIVED
-RECEIVE = Trigger.RECEIVE
-ROLLBACK = Trigger.ROLLBACK
-ALL_EXITED = Trigger.ALL_EXITED
-ALTER = Trigger.ALTER_QUEUE
-TIMER = Trigger.TIMER_NOTIFICATION
-TIME_OUT = Trigger.TIME_OUT
 
 
 @dataclass

@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sbtck.engine.activation import QueueMonitors
-from sbtck.engine.activation_room import ARRIVAL
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.model import Conversation, Database, Endpoint, Envelope, Instance, Message
 from sbtck.engine.receiving import Receiving
 from sbtck.engine.router import Router
 from sbtck.errors import BrokerError
-from sbtck.observations import Kind
+from sbtck.observations import Kind, Trigger
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -146,11 +145,11 @@ class Dialogs:
             self.acknowledge(conv, db)
         # the arrival is the trigger: looked at before a waiting reader takes the message, or after (ARRIVAL_LOOK)
         if self.monitors.looks_at_once(queue.key, bool(self.receiving.waits[queue.key])):
-            self.monitors.evaluate(queue, ARRIVAL, arrived_on_empty)
+            self.monitors.evaluate(queue, Trigger.ARRIVAL, arrived_on_empty)
             self.receiving.serve(queue.key)
         else:
             self.receiving.serve(queue.key)
-            self.monitors.evaluate_after_the_reader(queue, ARRIVAL, arrived_on_empty)
+            self.monitors.evaluate_after_the_reader(queue, Trigger.ARRIVAL, arrived_on_empty)
 
     def acknowledge(self, conv: Conversation, db: Database) -> None:
         """RTE-04: the acknowledgement names the target's broker instance; later messages carry it."""

@@ -8,12 +8,12 @@ does dropping the queue's last notification (DROPPED_TIME_OUT).
 
 from __future__ import annotations
 
-from sbtck.engine.activation_room import TIME_OUT, ActivationRoom, Monitoring, QueueMonitor
+from sbtck.engine.activation_room import ActivationRoom, Monitoring, QueueMonitor
 from sbtck.engine.choosing import DROPPED_TIME_OUT, ENDS_WITH_IT, RUNS_OUT, Reading
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.model import Queue
-from sbtck.observations import Kind
+from sbtck.observations import Kind, Trigger
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -57,7 +57,7 @@ class ExternalActivation(ActivationRoom):
     def _time_out(self, queue: Queue, monitor: QueueMonitor) -> None:
         monitor.notified_until_ms = None
         self.log.add({**queue.key.fields(), "at_ms": self.clock.now_ms, "kind": Kind.ACTIVATION_TIME_OUT})
-        self.checks.evaluate(queue, TIME_OUT)
+        self.checks.evaluate(queue, Trigger.TIME_OUT)
 
     def receive_called(self, queue: Queue) -> None:
         """ACT-13: an application calling RECEIVE ends the notification's time-out."""

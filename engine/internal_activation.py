@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sbtck.contract import QueueRef
-from sbtck.engine.activation_room import ALL_EXITED, ActivatedTask, ActivationRoom, Monitoring, QueueMonitor
+from sbtck.engine.activation_room import ActivatedTask, ActivationRoom, Monitoring, QueueMonitor
 from sbtck.engine.choosing import (
     A_WAITING_READER,
     AFTER_THE_OTHERS,
@@ -25,7 +25,7 @@ from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.model import Message, Queue, ReaderBehaviour
 from sbtck.engine.transactions import Session
-from sbtck.observations import Kind
+from sbtck.observations import Kind, Trigger
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -181,7 +181,7 @@ class InternalActivation(ActivationRoom):
             }
         )
         if not self.tasks[task.key]:
-            self.checks.evaluate(self.queues[task.key], ALL_EXITED)
+            self.checks.evaluate(self.queues[task.key], Trigger.ALL_EXITED)
 
     def find_task(self, key: QueueRef, ordinal: int) -> ActivatedTask | None:
         return next((t for t in self.tasks[key] if t.ordinal == ordinal), None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sbtck.contract import QueueRef
-from sbtck.engine.activation_room import ARRIVAL, TIMER, ActivationRoom, Monitoring, QueueMonitor
+from sbtck.engine.activation_room import ActivationRoom, Monitoring, QueueMonitor
 from sbtck.engine.choosing import (
     ARRIVAL_LOOK,
     LOOK_FIRST,
@@ -27,7 +27,7 @@ from sbtck.engine.choosing import (
 from sbtck.engine.compiling import mypyc_attr
 from sbtck.engine.context import Context
 from sbtck.engine.model import Queue
-from sbtck.observations import Kind
+from sbtck.observations import Kind, Trigger
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -41,7 +41,7 @@ class MonitorChecks(ActivationRoom):
     # ------------------------------------------------------------ decisions
     def necessary(self, queue: Queue, monitor: QueueMonitor, trigger: str, arrived_on_empty: bool) -> str | None:
         """ACT-06 and ACT-07: would a new queue reader have useful work? Returns the rule that says so."""
-        if trigger == ARRIVAL and arrived_on_empty and not self.tasks[queue.key]:
+        if trigger == Trigger.ARRIVAL and arrived_on_empty and not self.tasks[queue.key]:
             return "ACT-06"
         if queue.unread() and self.waiting_readers(queue.key) == 0 and self.quiet(monitor):
             return "ACT-07"
@@ -75,9 +75,9 @@ class MonitorChecks(ActivationRoom):
                 continue
             due = [t for t in self.tasks[key] if t.step_due_ms == now]
             if any(t.after_the_timer for t in due) or (due and self.timer_first(key)):
-                self._evaluate(self.queues[key], TIMER, False)
+                self._evaluate(self.queues[key], Trigger.TIMER, False)
             else:
-                self.evaluate(self.queues[key], TIMER)
+                self.evaluate(self.queues[key], Trigger.TIMER)
 
     def timer_first(self, key: QueueRef) -> bool:
         """TIMER_AND_STEP, asked where a timer notification and a procedure's step of KEY share an instant."""

@@ -6,7 +6,6 @@ from typing import Any, Protocol, TypeVar
 
 from sbtck.contract import QueueRef
 from sbtck.engine.activation import QueueMonitors
-from sbtck.engine.activation_room import ALTER
 from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.compiling import mypyc_attr, trait
 from sbtck.engine.context import command
@@ -15,7 +14,7 @@ from sbtck.engine.model import Conversation, Queue, ReaderBehaviour
 from sbtck.engine.receiving import GET_CONVERSATION_GROUP, RECEIVE, Receiving
 from sbtck.engine.transactions import Session
 from sbtck.errors import BrokerError
-from sbtck.observations import Kind
+from sbtck.observations import Kind, Trigger
 
 
 class _Broker(Protocol):
@@ -146,7 +145,7 @@ class QueueStatements:
             activation.max_queue_readers = max_queue_readers
         self.log.add({**queue.fields(), "at_ms": self.clock.now_ms, "kind": Kind.QUEUE_ALTERED})
         self.monitors.sync(altered)
-        self.monitors.evaluate(altered, ALTER)
+        self.monitors.evaluate(altered, Trigger.ALTER)
 
     @command
     def create_event_notification(self: _Broker, name: str, queue: QueueRef) -> None:

@@ -114,7 +114,7 @@ def row_as_compared(row: dict[str, Any], columns: frozenset[str], names: dict[ob
 
 
 # ACT-06 and ACT-07 at one instant: an arrival on a queue and a timer notification of its instance
-_COINCIDING = frozenset({("ACT-06", Trigger.MESSAGE_ARRIVED), ("ACT-07", Trigger.TIMER_NOTIFICATION)})
+_COINCIDING = frozenset({("ACT-06", Trigger.ARRIVAL), ("ACT-07", Trigger.TIMER)})
 _COINCIDING_RULES = frozenset(rule for rule, _ in _COINCIDING)
 _COINCIDING_TRIGGERS = frozenset(trigger for _, trigger in _COINCIDING)
 
@@ -199,17 +199,17 @@ def _triggers(want: list[dict[str, Any]], ticks: set[tuple[object, object]]) -> 
         if kind == _NECESSARY:
             found.add(str(e.get("trigger")))
         elif kind == Kind.MESSAGE_ARRIVED:
-            found.add(Trigger.MESSAGE_ARRIVED)
+            found.add(Trigger.ARRIVAL)
         elif kind in (Kind.ROWS_RETURNED, Kind.EMPTY_RESULT, Kind.READER_WAITING):
             found.add(Trigger.RECEIVE)
         elif kind == Kind.PROCEDURE_EXITED:
             found.add(Trigger.ALL_EXITED)
         elif kind == Kind.QUEUE_ALTERED:
-            found.add(Trigger.ALTER_QUEUE)
+            found.add(Trigger.ALTER)
         if e.get("at_ms") in rolled_back:
             found.add(Trigger.ROLLBACK)
         if (e.get("instance"), e.get("at_ms")) in ticks:
-            found.add(Trigger.TIMER_NOTIFICATION)
+            found.add(Trigger.TIMER)
     return happened
 
 

@@ -87,12 +87,12 @@ KINDS: tuple[str, ...] = tuple(value for name, value in vars(Kind).items() if na
 class Trigger:
     """What made a queue monitor look (ACT-05): the ``trigger`` of activation_necessary."""
 
-    MESSAGE_ARRIVED: Final = "message arrived"
+    ARRIVAL: Final = "message arrived"
     RECEIVE: Final = "RECEIVE"
     ROLLBACK: Final = "rollback"
     ALL_EXITED: Final = "all procedures exited"
-    ALTER_QUEUE: Final = "ALTER QUEUE"
-    TIMER_NOTIFICATION: Final = "timer notification"
+    ALTER: Final = "ALTER QUEUE"
+    TIMER: Final = "timer notification"
     TIME_OUT: Final = "external activation time-out"
 
 

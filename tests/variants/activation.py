@@ -14,7 +14,7 @@ from sbtck import contract
 from sbtck.contract import QueueRef
 from sbtck.engine import Broker
 from sbtck.engine.activation import QueueMonitors
-from sbtck.engine.activation_room import ARRIVAL, TIME_OUT, ActivatedTask, ActivationRoom, QueueMonitor
+from sbtck.engine.activation_room import ActivatedTask, ActivationRoom, QueueMonitor
 from sbtck.engine.choosing import AT_THE_TRIGGER
 from sbtck.engine.external_activation import ExternalActivation
 from sbtck.engine.internal_activation import InternalActivation
@@ -23,13 +23,13 @@ from sbtck.engine.monitor_checks import MonitorChecks
 from sbtck.engine.receiving import GET_CONVERSATION_GROUP, RECEIVE, Receiving
 from sbtck.engine.transactions import Session, Transactions, Wait
 from sbtck.iut.reference import ReferenceImplementation
-from sbtck.observations import Kind
+from sbtck.observations import Kind, Trigger
 from tests.variants.rooms import monitors_with, receiving_with
 
 
 class _UnreadCount(MonitorChecks):
     def necessary(self, queue: Queue, monitor: QueueMonitor, trigger: str, arrived_on_empty: bool) -> str | None:
-        if trigger == ARRIVAL and arrived_on_empty and not self.tasks[queue.key]:
+        if trigger == Trigger.ARRIVAL and arrived_on_empty and not self.tasks[queue.key]:
             return "ACT-06"
         return "ACT-07" if queue.unread() else None
 
@@ -336,7 +336,7 @@ def waiters_on_any_queue_count() -> ReferenceImplementation:
 
 class _IdleTimeOutStaysNotified(ExternalActivation):
     def _time_out(self, queue: Queue, monitor: QueueMonitor) -> None:
-        if self.checks.necessary(queue, monitor, TIME_OUT, False) is None:
+        if self.checks.necessary(queue, monitor, Trigger.TIME_OUT, False) is None:
             self.log.add({**queue.key.fields(), "at_ms": self.clock.now_ms, "kind": Kind.ACTIVATION_TIME_OUT})
             return  # the monitor still thinks a notification is out
         super()._time_out(queue, monitor)

@@ -14,7 +14,7 @@ from typing import Any
 from sbtck import contract
 from sbtck.engine import Broker, EngineParams
 from sbtck.engine import routing as r
-from sbtck.engine.activation_room import ROLLBACK, ActivatedTask, QueueMonitor
+from sbtck.engine.activation_room import ActivatedTask, QueueMonitor
 from sbtck.engine.broker import ConnectsWhenNotified
 from sbtck.engine.choosing import (
     AFTER_THE_OTHERS,
@@ -79,7 +79,7 @@ from sbtck.engine.transmission_queue import CONNECTING, DELAYED, FAILED, NO_PRIN
 from sbtck.engine.transmitter import Transmitter
 from sbtck.engine.transport import Link, NotifiedTransport, Transport
 from sbtck.iut.reference import ReferenceImplementation
-from sbtck.observations import ECHOES, FIELDS, Kind
+from sbtck.observations import ECHOES, FIELDS, Kind, Trigger
 from tests.variants.rooms import monitors_with, receiving_with, router_with
 
 # fields some kinds carry, added to every event of the kinds that do not: a minor protocol version may add fields
@@ -243,7 +243,7 @@ class _ExitRollsBack(InternalActivation):
         in_transaction = task.session.in_transaction
         super().exit_procedure(task, reason)
         if in_transaction:
-            self.checks.evaluate(self.queues[task.key], ROLLBACK)
+            self.checks.evaluate(self.queues[task.key], Trigger.ROLLBACK)
 
 
 def exit_rolls_back_and_looks() -> ReferenceImplementation:
