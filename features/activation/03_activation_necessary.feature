@@ -298,3 +298,37 @@ Feature: Activation 03 - Whether activation is necessary
     And the log for queue "StallQueue" has no "procedure started" event from second 1
     And sys.dm_broker_queue_monitors shows for queue "StallQueue":
       | tasks_waiting | 1 |
+
+  # A RECEIVE whose WAITFOR runs out "has returned an empty result set" (ACT-07) as much as one that finds nothing
+  # at once: for a few seconds after it, unread messages of the group another session holds start no reader, at
+  # the look at that RECEIVE or at any other
+  @ACT-07
+  Scenario: [20] A WAITFOR that runs out is an empty result: for the quiet window after it nothing starts
+    Given dialog "D1" is begun from service "Initiator" to service "StallService"
+    And a message is sent on dialog "D1"
+    And session "S1" begins a transaction
+    And session "S1" receives from queue "StallQueue"
+    And session "S2" receives from queue "StallQueue" waiting up to 6 seconds
+    And time passes to second 2
+    And a message is sent on dialog "D1"
+    When time passes to second 6 + 0.5 * {activation_empty_window_s}
+    And a message is sent on dialog "D1"
+    Then session "S2" got an empty result
+    And the log for queue "StallQueue" has no "procedure started" event from second 0.001
+
+  # "Each queue monitor tracks ... how recently a RECEIVE statement on the queue returned an empty result set": an
+  # empty result on another queue of the same database is that queue's, not this one's
+  @ACT-07 @ACT-04
+  Scenario: [21] An empty result on another queue of the database does not keep this queue's activation unnecessary
+    Given dialog "D1" is begun from service "Initiator" to service "StallService"
+    And dialog "D2" is begun from service "Initiator" to service "StallService"
+    And a message is sent on dialog "D1"
+    And time passes to second 1
+    And session "S1" receives from queue "PlainQueue"
+    And time passes to second 2
+    When a message is sent on dialog "D2"
+    Then session "S1" got an empty result
+    And the log for queue "StallQueue" shows exactly until second 2:
+      | second | event             |
+      | 0      | procedure started |
+      | 2      | procedure started |

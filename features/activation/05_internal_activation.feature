@@ -191,3 +191,14 @@ Feature: Activation 05 - Internal activation
       | second | event             | task | procedure_name |
       | 0      | procedure started | 1    | stall          |
       | 2      | procedure started | 2    | drain          |
+
+  # "When the number of running programs is lower than the MAX_QUEUE_READERS value set for the queue": the queue's
+  # own programs. DualQueue (MAX_QUEUE_READERS 1) starts its first procedure while StallQueue's runs in the same
+  # database.
+  @ACT-10
+  Scenario: [13] MAX_QUEUE_READERS counts the procedures of its own queue, not those of the database's other queues
+    Given dialog "D9" is begun from service "Initiator" to service "DualService"
+    And a message is sent on dialog "D1"
+    When a message is sent on dialog "D9"
+    Then 1 activated task runs for queue "StallQueue"
+    And 1 activated task runs for queue "DualQueue"

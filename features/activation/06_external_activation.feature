@@ -268,3 +268,33 @@ Feature: Activation 06 - External activation
       | second | event             | task |
       | 0      | procedure started | 1    |
     And queue "StallQueue" has a queue monitor
+
+  # The time-out is the queue's: "during the time-out, Service Broker will not produce another notification" for the
+  # queue it notified. DualQueue, in the same database, with internal activation turned off, is notified as if
+  # ExternalQueue's time-out did not run.
+  @ACT-12
+  Scenario: [18] One queue's notification time-out does not hold back another queue's notification
+    Given dialog "D9" is begun from service "Initiator" to service "DualService"
+    And ALTER QUEUE "DualQueue" WITH ACTIVATION (STATUS = OFF)
+    And a message is sent on dialog "D1"
+    And time passes to second 0.5 * {external_activation_timeout_s}
+    When a message is sent on dialog "D9"
+    Then the log for queue "DualQueue" shows exactly:
+      | second                                | event              | notification  |
+      | 0.5 * {external_activation_timeout_s} | event notification | DualActivator |
+    And the log for queue "ExternalQueue" shows exactly:
+      | second | event              | notification      |
+      | 0      | event notification | ExternalActivator |
+
+  # "Once an application calls RECEIVE on the queue" the time-out ends: a RECEIVE on another queue of the database
+  # ends nothing here, and no look before the time-out expires notifies again
+  @ACT-13
+  Scenario: [19] A RECEIVE on another queue does not end the notification time-out
+    Given a message is sent on dialog "D1"
+    And time passes to second 0.25 * {external_activation_timeout_s}
+    And session "App" receives from queue "PlainQueue"
+    When time passes to second {external_activation_timeout_s} - 0.001
+    Then session "App" got an empty result
+    And the log for queue "ExternalQueue" shows exactly:
+      | second | event              |
+      | 0      | event notification |

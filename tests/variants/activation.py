@@ -176,6 +176,55 @@ class _KeepsTheFirstProcedure(InternalActivation):
             queue.activation.procedure_name = altered
 
 
+def _same_database(a: QueueRef, b: QueueRef) -> bool:
+    return (a.instance, a.database) == (b.instance, b.database)
+
+
+class _EmptyForTheDatabase(QueueMonitors):
+    def _empty(self, queue: Queue) -> None:
+        super()._empty(queue)
+        for key, monitor in self.monitors.items():
+            if _same_database(key, queue.key):
+                monitor.last_empty_ms = self.clock.now_ms
+
+
+class _TimingOut(Receiving):
+    """Says, while a WAITFOR runs out, that it does (a class flag: a variant runs one broker at a time)."""
+
+    timing_out = False
+
+    def _time_out(self, wait: Wait) -> None:
+        _TimingOut.timing_out = True
+        try:
+            super()._time_out(wait)
+        finally:
+            _TimingOut.timing_out = False
+
+
+class _TimedOutIsNoEmptyResult(QueueMonitors):
+    def _empty(self, queue: Queue) -> None:
+        if not _TimingOut.timing_out:
+            super()._empty(queue)
+
+
+class _MaximumOfTheDatabase(InternalActivation):
+    def internal_occurs(self, queue: Queue) -> bool:
+        running = sum(len(tasks) for key, tasks in self.tasks.items() if _same_database(key, queue.key))
+        return running < queue.activation.max_queue_readers
+
+
+class _TimeOutOfTheDatabase(ExternalActivation):
+    def external_occurs(self, monitor: QueueMonitor) -> bool:
+        return all(m.notified_until_ms is None for k, m in self.monitors.items() if _same_database(k, monitor.key))
+
+
+class _AnyReceiveEndsTheTimeOut(ExternalActivation):
+    def receive_called(self, queue: Queue) -> None:
+        for key in list(self.monitors):
+            if key.instance == queue.key.instance:
+                super().receive_called(self.queues[key])
+
+
 def _variant(part: type[QueueMonitors] | type[ActivationRoom], name: str) -> ReferenceImplementation:
     """A broker whose queue monitors are PART, or have PART in the place of the room it subclasses."""
     monitors = part if issubclass(part, QueueMonitors) else monitors_with(part)
@@ -206,6 +255,36 @@ def rollback_returns_to_the_back() -> ReferenceImplementation:
 def procedure_name_kept() -> ReferenceImplementation:
     """ALTER QUEUE ... PROCEDURE_NAME is ignored: each start is of the procedure the queue first started."""
     return _variant(_KeepsTheFirstProcedure, "procedure_name_kept")
+
+
+def empty_result_for_the_database() -> ReferenceImplementation:
+    """An empty RECEIVE on one queue restarts the quiet window (ACT-07) of every queue of its database."""
+    return _variant(_EmptyForTheDatabase, "empty_result_for_the_database")
+
+
+def timed_out_wait_is_no_empty_result() -> ReferenceImplementation:
+    """A WAITFOR (RECEIVE) that runs out with nothing is not taken as an empty result set for ACT-07."""
+    broker = type(
+        "timed_out_wait_is_no_empty_resultBroker",
+        (Broker,),
+        {"monitors_class": _TimedOutIsNoEmptyResult, "receiving_class": _TimingOut},
+    )
+    return ReferenceImplementation(broker_class=broker, name="wrong variant: timed_out_wait_is_no_empty_result")
+
+
+def max_queue_readers_of_the_database() -> ReferenceImplementation:
+    """Compares MAX_QUEUE_READERS with the procedures running for every queue of the database, not the queue's."""
+    return _variant(_MaximumOfTheDatabase, "max_queue_readers_of_the_database")
+
+
+def time_out_of_the_database() -> ReferenceImplementation:
+    """While one queue's QUEUE_ACTIVATION time-out runs, no queue of its database is notified."""
+    return _variant(_TimeOutOfTheDatabase, "time_out_of_the_database")
+
+
+def any_receive_ends_the_time_out() -> ReferenceImplementation:
+    """A RECEIVE on any queue of the instance ends every queue's notification time-out."""
+    return _variant(_AnyReceiveEndsTheTimeOut, "any_receive_ends_the_time_out")
 
 
 def where_ignored() -> ReferenceImplementation:
@@ -457,6 +536,11 @@ VARIANTS = [
     "timed_out_wait_lets_the_group_go",
     "rollback_returns_to_the_back",
     "procedure_name_kept",
+    "empty_result_for_the_database",
+    "timed_out_wait_is_no_empty_result",
+    "max_queue_readers_of_the_database",
+    "time_out_of_the_database",
+    "any_receive_ends_the_time_out",
 ]
 
 
