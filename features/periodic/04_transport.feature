@@ -277,3 +277,26 @@ Feature: Periodic 04 - Transport connections
       | second | event           | message_sequence_number |
       | 70     | message arrived | 1                       |
     And the transmission queue of "sql1" holds no message
+
+  # "Once notified, it attempts to establish connections with remote destinations that have pending messages and
+  # are not currently suppressed": with every such destination, two at one notification as one alone
+  @PER-2A
+  Scenario: [22] Two destinations left alone after their disconnections are both tried at the same 2nd notification
+    Given dialog "D2" is begun from service "Initiator" to service "Vault"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 |
+      | ToOrders | Target       | TCP://sql2.example:4022 |
+      | ToVault  | Vault        | TCP://sql5.example:4022 |
+    And a message is sent on dialog "D2"
+    And time passes to second 21
+    And the connection from "sql1" to "TCP://sql2.example:4022" drops
+    And the connection from "sql1" to "TCP://sql5.example:4022" drops
+    And time passes to second 22
+    And a message is sent on dialog "D1"
+    And dialog "D3" is begun from service "Initiator" to service "Vault"
+    And a message is sent on dialog "D3"
+    When time passes to second 45
+    Then the log at "sql1" shows exactly from second 21.001:
+      | second | event              | address                 | result    |
+      | 40     | connection attempt | TCP://sql2.example:4022 | connected |
+      | 40     | connection attempt | TCP://sql5.example:4022 | connected |
