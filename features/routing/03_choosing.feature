@@ -235,3 +235,24 @@ Feature: Routing 03 - Choosing a route
     And the log for dialog "D1" has no "message dropped" event until second 11
     And the log for dialog "D1" has no "message forwarded" event
     And the log for dialog "D1" has no "message arrived" event
+
+  # "Descartará a mensagem se a conversação não teve origem na instância atual e se o endereço da rota escolhida não
+  # for 'LOCAL'": a TRANSPORT route's address is not LOCAL either, so with forwarding off the message from outside
+  # that it would carry on is dropped as one a network address would carry
+  @RTC-5 @RTC-4 @requires-forwarding
+  Scenario: [14] With forwarding off, a message from outside is dropped when the chosen route is TRANSPORT
+    Given dialog "O1" is begun from service "Initiator" to service "TCP://sql2.example:4022/Orders"
+    And the routes in database "shop" of "sql1" are:
+      | name | service_name                   | address                 |
+      | Via5 | TCP://sql2.example:4022/Orders | TCP://sql5.example:4022 |
+    And the routes in msdb of "sql5" are:
+      | name      | address   |
+      | Transport | TRANSPORT |
+    And message forwarding is disabled on "sql5"
+    When a message is sent on dialog "O1"
+    And time passes to second 10
+    Then the log for dialog "O1" shows first:
+      | event           | instance | rule  |
+      | message dropped | sql5     | RTC-5 |
+    And the log for dialog "O1" has no "message forwarded" event
+    And the log for dialog "O1" has no "message arrived" event

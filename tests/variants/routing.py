@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any, cast
 
-from sbtck.contract import LOCAL
+from sbtck.contract import LOCAL, TRANSPORT
 from sbtck.engine import Broker
 from sbtck.engine import routing as r
 from sbtck.engine.choosing import Chooser, LastChooser
@@ -303,6 +303,27 @@ NOT_IN_WORLDS |= {"local_before_mirror_where_held", "step_3_keeps_every_broker_i
 # role for any database and for the service's alike is what the documents allow (a probe may ask about the route's
 # service, docs/implementing.md section 5)
 NOT_IN_WORLDS |= {"principal_for_any_broker_instance"}
+# a forwarder with forwarding off and a TRANSPORT route for a message from outside: none in 3,000 worlds
+NOT_IN_WORLDS |= {"transport_leaves_without_forwarding"}
+
+
+def _by_transport_all_the_same(
+    self: Routing, env: Envelope, at: Instance, inside: bool, home: str | None, route: Route
+) -> None:
+    if route.address.upper() != TRANSPORT or inside or at.forwarding:
+        Routing._by(self, env, at, inside, home, route)
+        return
+    at.forwarding = True  # as if forwarding were on for the message that leaves by TRANSPORT
+    try:
+        Routing._by(self, env, at, inside, home, route)
+    finally:
+        at.forwarding = False
+
+
+def transport_leaves_without_forwarding() -> ReferenceImplementation:
+    """With forwarding off drops a message from outside only when the chosen route has a network address: by a
+    TRANSPORT route it leaves all the same (RTC-5: "se o endereço da rota escolhida não for 'LOCAL'")."""
+    return _router("transport_leaves_without_forwarding", Routing, _by=_by_transport_all_the_same)
 
 
 def answer_rematches_at_once() -> ReferenceImplementation:
@@ -439,6 +460,7 @@ def hops_counted_by_each_forwarder() -> ReferenceImplementation:
 
 
 VARIANTS = [
+    "transport_leaves_without_forwarding",
     "hops_counted_by_each_forwarder",
     "service_names_matched_without_case",
     "catch_all_with_a_broker_instance",
