@@ -237,3 +237,17 @@ Feature: Periodic 03 - The message dispatcher
       | 15     | message arrived     | 0                       |
       | 17     | message arrived     | 1                       |
     And the log for dialog "D1" has no "dispatcher deleted" event
+
+  # Each message's 10 seconds run "since their arrival": its own, not that of an earlier message of its dialog
+  # still buffered. At 25 the first is stale and the second, 4 seconds old, is not; with the first gone the second
+  # is out of order, and may be deleted for that, at once or at the next notification (or the first may come again
+  # and the second wait on): stale it is from second 31 only.
+  Scenario: [16] A message behind a stale one of its dialog is not stale itself before its own 10 seconds
+    Given the dispatcher of "sql2" stops saving messages
+    And time passes to second 13
+    And a message is sent on dialog "D1"
+    And time passes to second 21
+    And a message is sent on dialog "D1"
+    When time passes to second 30.5
+    Then the log for dialog "D1" at "sql2" has 1 "dispatcher deleted" event where message_sequence_number is "0" until second 25
+    And the log for dialog "D1" at "sql2" has 1 "dispatcher deleted" event where reason is "stale" until second 30.5
