@@ -190,3 +190,13 @@ Feature: Routing 04 - Locating the service, acknowledgements and replies
       | message arrived  | True        | 0                       | shop     |
       | reply recognised | True        | 1                       | NULL     |
       | message arrived  | True        | 1                       | shop     |
+
+  # "Procurando primeiro o nome do serviço no banco de dados que contém a conversação": audit holds the
+  # conversation and the service, and stands after shop and stock in the instance; it is searched first all the same
+  @RTL-3
+  Scenario: [11] The database of the conversation is searched first wherever it stands among the instance's databases
+    Given dialog "A1" is begun from service "audit.Target" to service "Target"
+    When a message is sent on dialog "A1"
+    Then the log for dialog "A1" shows exactly:
+      | event           | instance | database |
+      | message arrived | sql1     | audit    |

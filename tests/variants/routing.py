@@ -305,6 +305,9 @@ NOT_IN_WORLDS |= {"local_before_mirror_where_held", "step_3_keeps_every_broker_i
 NOT_IN_WORLDS |= {"principal_for_any_broker_instance"}
 # a forwarder with forwarding off and a TRANSPORT route for a message from outside: none in 3,000 worlds
 NOT_IN_WORLDS |= {"transport_leaves_without_forwarding"}
+# a conversation begun in a database that holds its own target service behind another that holds it too: the worlds'
+# initiators have services of their own names (none in 3,000 worlds)
+NOT_IN_WORLDS |= {"home_database_not_first"}
 
 
 def _by_transport_all_the_same(
@@ -318,6 +321,20 @@ def _by_transport_all_the_same(
         Routing._by(self, env, at, inside, home, route)
     finally:
         at.forwarding = False
+
+
+def _locate_in_the_instances_order(
+    self: Routing, instance: Instance, service: str, broker: str | None, home: str | None, chooser: Chooser
+) -> Database | None:
+    if broker:
+        return r.locate(instance, service, broker, home, chooser)
+    return next((db for db in instance.databases.values() if db.online and service in db.services), None)
+
+
+def home_database_not_first() -> ReferenceImplementation:
+    """Looks a LOCAL route's service up in the instance's databases in their own order, not first in the database
+    that holds the conversation (RTL-3: "procurando primeiro ... no banco de dados que contém a conversação")."""
+    return _router("home_database_not_first", Routing, locate=_locate_in_the_instances_order)
 
 
 def transport_leaves_without_forwarding() -> ReferenceImplementation:
@@ -460,6 +477,7 @@ def hops_counted_by_each_forwarder() -> ReferenceImplementation:
 
 
 VARIANTS = [
+    "home_database_not_first",
     "transport_leaves_without_forwarding",
     "hops_counted_by_each_forwarder",
     "service_names_matched_without_case",
