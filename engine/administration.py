@@ -9,8 +9,9 @@ it was. Like every command they take the time first (see ``command``).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
+from sbtck import topology as declared
 from sbtck.engine.clockwork import Clockwork
 from sbtck.engine.compiling import mypyc_attr, trait
 from sbtck.engine.context import command
@@ -46,11 +47,11 @@ class Administration:
 
     # ---------------------------------------------------------------- routes
     @command
-    def create_route(self: _Broker, instance: str, database: str | None, route: dict[str, Any]) -> None:
+    def create_route(self: _Broker, instance: str, database: str | None, route: declared.Route) -> None:
         self.routes.create(instance, database, route)
 
     @command
-    def alter_route(self: _Broker, instance: str, database: str | None, route: dict[str, Any]) -> None:
+    def alter_route(self: _Broker, instance: str, database: str | None, route: declared.RouteChange) -> None:
         self.routes.alter(instance, database, route)
 
     @command
@@ -58,7 +59,7 @@ class Administration:
         self.routes.drop(instance, database, name)
 
     @command
-    def answer_routing_request(self: _Broker, instance: str, database: str | None, route: dict[str, Any]) -> None:
+    def answer_routing_request(self: _Broker, instance: str, database: str | None, route: declared.Route) -> None:
         self.routes.answer_routing_request(instance, database, route)
 
     @command

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
+from sbtck import topology as declared
 from sbtck.contract import Event, QueueRef
 from sbtck.engine import views
 from sbtck.engine.activation import QueueMonitors
@@ -63,7 +64,7 @@ class Broker(QueueStatements, Administration):
 
     def __init__(
         self,
-        topology: dict[str, Any],
+        topology: declared.Topology,
         start_ms: int,
         params: EngineParams | None = None,
         chooser: Chooser | None = None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sbtck.contract import BROKER_CONFIGURATION_NOTICE, LOCAL, TOPOLOGY_DEFAULTS, QueueRef
+from sbtck.contract import BROKER_CONFIGURATION_NOTICE, LOCAL, QueueRef
 
 
 @dataclass(init=False)
@@ -33,7 +33,7 @@ class ReaderBehaviour:
 
 @dataclass
 class Activation:
-    """A queue's activation, as the topology or ALTER QUEUE set it (sbtck.contract.TOPOLOGY_DEFAULTS when unsaid)."""
+    """A queue's activation, as the topology (sbtck.topology.Activation) or ALTER QUEUE set it."""
 
     status: bool
     procedure_name: str | None
@@ -130,14 +130,15 @@ class Database:
     name: str
     database_id: int
     broker_instance: str
+    # with broker_started and ack_cleanup_running, the one place these live: the periodic tasks change them (PER-5C,
+    # PER-5E), delivery reads them
+    master_key: bool
     services: dict[str, Service] = field(default_factory=dict)
     queues: dict[str, Queue] = field(default_factory=dict)
     procedures: dict[str, ReaderBehaviour] = field(default_factory=dict)
     routes: dict[str, Route] = field(default_factory=dict)
     # None, or this copy's role in a database mirroring pair: "principal" or "mirror"
     mirroring_role: str | None = None
-    # the one place these live: the periodic tasks change them (PER-5C, PER-5E), delivery reads them
-    master_key: bool = TOPOLOGY_DEFAULTS.master_key
     broker_started: bool = True
     ack_cleanup_running: bool = True
 
@@ -150,11 +151,11 @@ class Database:
 class Instance:
     name: str
     address: str
+    forwarding: bool
+    cpus: int
     databases: dict[str, Database] = field(default_factory=dict)
     msdb_routes: dict[str, Route] = field(default_factory=dict)
-    forwarding: bool = TOPOLOGY_DEFAULTS.message_forwarding
     reachable: bool = True
-    cpus: int = TOPOLOGY_DEFAULTS.cpus
 
     def by_broker_instance(self, guid: str) -> Database | None:
         return next((d for d in self.databases.values() if d.broker_instance == guid.upper()), None)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
+from sbtck import topology as declared
 from sbtck.engine.context import Context
 from sbtck.engine.model import Instance, Route
 from sbtck.engine.router import Router
 from sbtck.engine.topology import route as make_route
 from sbtck.errors import RouteAdminError
 from sbtck.observations import Kind
+
+_Option = TypeVar("_Option", str, str | None)
 
 
 class RouteAdmin:
@@ -40,7 +43,7 @@ class RouteAdmin:
         if route.mirror_address and not route.address.upper().startswith("TCP://"):
             raise RouteAdminError(f"route {route.name}: a MIRROR_ADDRESS needs a network ADDRESS")
 
-    def create(self, instance: str, database: str | None, spec: dict[str, Any]) -> None:
+    def create(self, instance: str, database: str | None, spec: declared.Route) -> None:
         table = self.table(instance, database)
         route = make_route(spec, self.clock.now_ms)
         if route.name in table:
@@ -58,23 +61,22 @@ class RouteAdmin:
             }
         )
 
-    def alter(self, instance: str, database: str | None, spec: dict[str, Any]) -> None:
+    def alter(self, instance: str, database: str | None, spec: declared.RouteChange) -> None:
         table = self.table(instance, database)
-        if spec["name"] not in table:
-            raise RouteAdminError(f"no route {spec['name']!r} in {database or 'msdb'} of {instance}")
-        old = table[spec["name"]].row()
-        merged = {
-            **{
-                "service_name": old["remote_service_name"],
-                "broker_instance": old["broker_instance"],
-                "address": old["address"],
-                "mirror_address": old["mirror_address"],
-            },
-            **{k: v for k, v in spec.items() if v is not None},
-        }
+        if spec.name not in table:
+            raise RouteAdminError(f"no route {spec.name!r} in {database or 'msdb'} of {instance}")
+        old = table[spec.name]
+        merged = declared.Route(
+            spec.name,
+            _altered(spec.service_name, old.service_name),
+            _altered(spec.broker_instance, old.broker_instance),
+            _altered(spec.address, old.address),
+            _altered(spec.mirror_address, old.mirror_address),
+            spec.lifetime_s,
+        )
         route = make_route(merged, self.clock.now_ms)
-        if spec.get("lifetime_s") is None:
-            route.expires_ms = table[spec["name"]].expires_ms
+        if spec.lifetime_s is None:
+            route.expires_ms = old.expires_ms
         self._check_addresses(route)
         before = table[route.name].service_name
         table[route.name] = route
@@ -105,12 +107,12 @@ class RouteAdmin:
             }
         )
 
-    def answer_routing_request(self, instance: str, database: str | None, spec: dict[str, Any]) -> None:
+    def answer_routing_request(self, instance: str, database: str | None, spec: declared.Route) -> None:
         """The dynamic routing service answers by creating the route it found (RTM-4)."""
         self.create(instance, database, spec)
         key = f"{instance}/{database + '.sys.routes' if database else 'msdb.sys.routes'}"
         pending = self.router.requests.get(key, set())
-        for request in [r for r in pending if r[1] == spec.get("service_name")]:
+        for request in [r for r in pending if r[1] == spec.service_name]:
             pending.discard(request)
 
     def set_forwarding(self, instance: str, active: bool) -> None:
@@ -143,3 +145,8 @@ class RouteAdmin:
         self.log.add(
             {"instance": instance, "database": database, "at_ms": self.clock.now_ms, "kind": Kind.MIRRORING_FAILOVER}
         )
+
+
+def _altered(option: _Option | None, old: _Option) -> _Option:
+    """ALTER ROUTE's option, or the route's own where the statement leaves it out."""
+    return old if option is None else option

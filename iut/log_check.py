@@ -29,6 +29,7 @@ from sbtck.contract import Event
 from sbtck.errors import ProtocolError, ReportImpossible
 from sbtck.iut.answers import json_type
 from sbtck.observations import KINDS, RULE_FIELDS, Kind, record, values_of
+from sbtck.topology import Topology, decode
 
 _KINDS = frozenset(KINDS)
 _RULE_IDS = frozenset(catalogue.load().rules)
@@ -72,23 +73,23 @@ class LogCheck:
 
     # ------------------------------------------------------------ the world
 
-    def _declare(self, topology: dict[str, Any]) -> None:
-        for instance in topology.get("instances", []):
-            name = str(instance["name"])
+    def _declare(self, topology: Topology) -> None:
+        for instance in topology.instances:
+            name = instance.name
             self.instances.add(name)
-            for database in instance.get("databases", []):
-                db = str(database["name"])
+            for database in instance.databases:
+                db = database.name
                 self.databases.add((name, db))
-                for queue in database.get("queues", []):
-                    self.queues.add((name, db, str(queue["name"])))
-                    self.queue_names.add(str(queue["name"]))
-                for service in database.get("services", []):
-                    self.services.add((name, db, str(service["name"])))
+                for queue in database.queues:
+                    self.queues.add((name, db, queue.name))
+                    self.queue_names.add(queue.name)
+                for service in database.services:
+                    self.services.add((name, db, service.name))
 
     def _command(self, op: dict[str, Any]) -> None:
         kind = op.get("kind")
         if kind == "start":
-            self._declare(op.get("topology") or {})
+            self._declare(decode(op["topology"], Topology, "command 'start': topology"))
         elif kind == "begin_dialog":
             self.dialogs.add(str(op.get("dialog")))
         if kind in _SESSION_COMMANDS and op.get("session") is not None:

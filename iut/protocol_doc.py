@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from sbtck import contract, generated
+from sbtck import contract, generated, topology
 from sbtck.observations import (
     CLASSES,
     DECISION_FIELDS,
@@ -38,31 +38,10 @@ from sbtck.views import (
 )
 
 Q = contract.QueueRef("sql1", "shop", "TargetQueue")
-ROUTE = {
-    "name": "ToOrders",
-    "service_name": "Target",
-    "broker_instance": None,
-    "address": "TCP://sql2:4022",
-    "mirror_address": None,
-    "lifetime_s": None,
-}
+ROUTE = topology.Route("ToOrders", "Target", None, "TCP://sql2:4022", None, None)
 T = 1767225600000
 EXAMPLES: list[contract.Command] = [
-    contract.Start(
-        T,
-        {
-            "instances": [
-                {
-                    "name": "sql1",
-                    "address": "TCP://sql1:4022",
-                    "cpus": 1,
-                    "message_forwarding": False,
-                    "msdb_routes": [],
-                    "databases": [],
-                }
-            ]
-        },
-    ),
+    contract.Start(T, topology.Topology([topology.Instance("sql1", "TCP://sql1:4022", 1, False, [], [])])),
     contract.AdvanceTime(T + 12000),
     contract.BeginDialog(T, "D1", "sql1", "shop", "Initiator", "Target", None),
     contract.Send(T, "D1", "DEFAULT", "hello", False),
@@ -76,7 +55,7 @@ EXAMPLES: list[contract.Command] = [
     contract.DropEventNotification(T, "Activator", Q),
     contract.ExitProcedure(T, Q, 1),
     contract.CreateRoute(T, "sql1", "shop", ROUTE),
-    contract.AlterRoute(T, "sql1", "shop", {**ROUTE, "address": "LOCAL"}),
+    contract.AlterRoute(T, "sql1", "shop", topology.RouteChange("ToOrders", "Target", None, "LOCAL", None, None)),
     contract.DropRoute(T, "sql1", None, "AutoCreatedLocal"),
     contract.AnswerRoutingRequest(T, "sql1", "shop", ROUTE),
     contract.SetMessageForwarding(T, "sql5", True),

@@ -23,6 +23,8 @@ import types
 import typing
 from typing import Any
 
+import msgspec
+
 from sbtck import contract, generated
 from sbtck.observations import FIELDS, KINDS, LISTS, RECORDS, VALUES
 from sbtck.views import COLUMN_TYPES, VIEW_COLUMN_TYPES, VIEW_COLUMNS
@@ -60,6 +62,8 @@ def _python(annotation: Any) -> dict[str, Any]:
         return {"type": "array", "items": _python(item)}
     if origin is dict or annotation is dict:
         return {"type": "object"}
+    if isinstance(annotation, type) and issubclass(annotation, msgspec.Struct):
+        return {"type": "object"}  # a topology or a route: docs/protocol.md and its example show its fields
     return {}
 
 

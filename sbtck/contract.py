@@ -17,7 +17,11 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple
 
+import msgspec
+
 from sbtck.errors import ContractError
+from sbtck.topology import LOCAL as LOCAL
+from sbtck.topology import Route, RouteChange, Topology, decode, plain
 from sbtck.views import VIEW_COLUMNS
 
 PROTOCOL_VERSION = "2.3"  # what each version asks beyond the one before: docs/changes.md
@@ -44,37 +48,11 @@ VIEWS = tuple(VIEW_COLUMNS)  # what query_view answers; sys.routes and sys.trans
 # reports and the stage read alike
 PASSED, FAILED, ERROR, NOT_APPLICABLE = "passed", "failed", "error", "not applicable"
 
-# A route's address that is no network address: the instance itself (RTL), or the address the message came from
-LOCAL = "LOCAL"
+# A route's address that is no network address: the instance itself (RTL, declared with the topology's form), or the
+# address the message came from
 TRANSPORT = "TRANSPORT"
 # The service a route to a dynamic routing service names (RTM-4).
 BROKER_CONFIGURATION_NOTICE = "http://schemas.microsoft.com/SQL/ServiceBroker/BrokerConfigurationNotice"
-
-
-@dataclass(frozen=True)
-class TopologyDefaults:
-    """What a topology leaves unsaid, declared once: the harness's loader (sbtck/fixtures/topology.py) fills these
-    in, the engine (sbtck/engine/topology.py) reads a plain form that may still omit them, and its model
-    (sbtck/engine/model.py) starts from them. SQL Server's own: a queue's activation is OFF with no readers until
-    ALTER QUEUE says otherwise, a database has its master key, msdb and every database begin with AutoCreatedLocal."""
-
-    receives: bool = True  # a declared procedure RECEIVEs
-    receive_top: int = 1
-    work_s: float = 0
-    activation_status: str = "OFF"
-    max_queue_readers: int = 0
-    master_key: bool = True
-    auto_created_local: bool = True
-    cpus: int = 1
-    message_forwarding: bool = False
-    route_address: str = LOCAL
-
-    def address(self, instance: str) -> str:
-        """An instance's network address when its topology gives none."""
-        return f"TCP://{instance.lower()}:4022"
-
-
-TOPOLOGY_DEFAULTS = TopologyDefaults()
 
 
 class QueueRef(NamedTuple):
@@ -120,11 +98,7 @@ class Command:
     at_ms: int
 
     def to_json(self) -> dict[str, Any]:
-        # a queue as its object of three names: asdict keeps a named tuple a tuple, which JSON writes as a list
-        return {
-            "kind": self.kind,
-            **{k: v.fields() if isinstance(v, QueueRef) else v for k, v in dataclasses.asdict(self).items()},
-        }
+        return {"kind": self.kind, **{f.name: _json(getattr(self, f.name)) for f in dataclasses.fields(self)}}
 
 
 @dataclass(frozen=True)
@@ -132,7 +106,7 @@ class Start(Command):
     """Declare the topology and start the broker of every database at ``at_ms``."""
 
     kind: ClassVar[str] = "start"
-    topology: dict[str, Any]
+    topology: Topology
 
 
 @dataclass(frozen=True)
@@ -251,7 +225,7 @@ class CreateRoute(Command):
     needs: ClassVar[str | None] = "routing"
     instance: str
     database: str | None
-    route: dict[str, Any]
+    route: Route
 
 
 @dataclass(frozen=True)
@@ -262,7 +236,7 @@ class AlterRoute(Command):
     needs: ClassVar[str | None] = "routing"
     instance: str
     database: str | None
-    route: dict[str, Any]
+    route: RouteChange
 
 
 @dataclass(frozen=True)
@@ -282,7 +256,7 @@ class AnswerRoutingRequest(Command):
     needs: ClassVar[str | None] = "dynamic_routing"
     instance: str
     database: str | None
-    route: dict[str, Any]
+    route: Route
 
 
 @dataclass(frozen=True)
@@ -423,6 +397,15 @@ class QueryView(Command):
     database: str | None = None
 
 
+def _json(value: Any) -> Any:
+    # a queue as its object of three names (JSON would write a named tuple as a list), a topology's struct as its object
+    if isinstance(value, QueueRef):
+        return value.fields()
+    if isinstance(value, msgspec.Struct):
+        return plain(value)
+    return value
+
+
 # every command of this module, by kind
 COMMANDS: dict[str, type[Command]] = {cls.kind: cls for cls in Command.__subclasses__()}
 
@@ -434,15 +417,23 @@ class _Shape(NamedTuple):
     required: frozenset[str]
     defaults: dict[str, Any]
     takes_queue: bool
+    # the fields that carry a topology or a route, by name, with the struct each is decoded as
+    forms: dict[str, type[msgspec.Struct]]
 
 
 def _shape(cls: type[Command]) -> _Shape:
     fields = dataclasses.fields(cls)
+    hints = typing.get_type_hints(cls)
     return _Shape(
         frozenset(f.name for f in fields) | {"kind"},
         frozenset(f.name for f in fields if f.default is dataclasses.MISSING),
         {f.name: f.default for f in fields if f.default is not dataclasses.MISSING},
         any(f.name == "queue" for f in fields),
+        {
+            f.name: hints[f.name]
+            for f in fields
+            if isinstance(hints[f.name], type) and issubclass(hints[f.name], msgspec.Struct)
+        },
     )
 
 
@@ -455,7 +446,8 @@ def command_values(data: Any) -> dict[str, Any]:
     """A command's JSON checked as ``command_from_json`` checks it: its fields, defaults filled in, ``kind`` kept.
 
     What the reference runs a workload's commands from, without building the command: the values of
-    ``command_from_json(data)``, each field by name, a queue as its ``QueueRef``.
+    ``command_from_json(data)``, each field by name, a queue as its ``QueueRef``, a topology or a route as its struct
+    (sbtck/topology.py: where a command's topology is decoded).
     """
     if not isinstance(data, dict) or "kind" not in data:
         raise ContractError(f"a command is an object with a 'kind', got {data!r}")
@@ -475,6 +467,8 @@ def command_values(data: Any) -> dict[str, Any]:
         if not isinstance(queue, dict) or queue.keys() != QUEUE_FIELDS:
             raise ContractError(f"command {kind!r}: queue is an object of {', '.join(QueueRef._fields)}, got {queue!r}")
         values["queue"] = QueueRef(**queue)
+    for name, form in shape.forms.items():
+        values[name] = decode(values[name], form, f"command {kind!r}: {name}")
     return values
 
 
@@ -499,6 +493,8 @@ def _accepts(hint: Any, value: Any) -> bool:
         return isinstance(value, dict) and all(isinstance(k, str) for k in value)
     if hint is QueueRef:
         return isinstance(value, QueueRef) and all(isinstance(part, str) for part in value)
+    if isinstance(hint, type) and issubclass(hint, msgspec.Struct):
+        return isinstance(value, hint)  # decoded, its fields checked, by command_values
     if isinstance(value, bool) and hint is not bool:
         return False  # JSON's true is no number
     return isinstance(value, _JSON_TYPES.get(hint, (hint,)))
@@ -530,9 +526,9 @@ def _named(hint: Any) -> str:
     if isinstance(hint, types.UnionType):
         return " or ".join(_named(option) for option in typing.get_args(hint))
     names = {int: "an integer", float: "a number", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(hint) or (
-        "an object" if typing.get_origin(hint) is dict else "an object of instance, database and queue, strings"
-    )
+    if typing.get_origin(hint) is dict or (isinstance(hint, type) and issubclass(hint, msgspec.Struct)):
+        return "an object"
+    return names.get(hint) or "an object of instance, database and queue, strings"
 
 
 # not frozen: a frozen dataclass sets each field through object.__setattr__, four times the cost of building an

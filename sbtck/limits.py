@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sbtck.errors import ContractError
+
+if TYPE_CHECKING:
+    from sbtck.topology import Topology
 
 
 @dataclass(frozen=True)
@@ -49,26 +52,20 @@ EVENTS_PER_COMMAND = Limit("events", "SBTCK_MAX_EVENTS_PER_COMMAND", 200_000)
 CONNECTIONS = Limit("connections", "SBTCK_SERVE_MAX_CONNECTIONS", 8)
 
 
-def _list(value: Any, key: str) -> list[Any]:
-    found = value.get(key) if isinstance(value, dict) else None
-    return found if isinstance(found, list) else []
-
-
-def topology_sizes(topology: Any) -> dict[Limit, int]:
-    """How many of each bounded element a topology in the contract's plain form declares (what it does not say
-    right is the engine's to refuse; here it counts as nothing)."""
-    instances = _list(topology, "instances")
-    databases = [d for i in instances for d in _list(i, "databases")]
-    routes = sum(len(_list(i, "msdb_routes")) for i in instances) + sum(len(_list(d, "routes")) for d in databases)
+def topology_sizes(topology: Topology) -> dict[Limit, int]:
+    """How many of each bounded element a topology declares."""
+    instances = topology.instances
+    databases = [d for i in instances for d in i.databases]
+    routes = sum(len(i.msdb_routes) for i in instances) + sum(len(d.routes) for d in databases)
     return {
         INSTANCES: len(instances),
         DATABASES: len(databases),
-        QUEUES: sum(len(_list(d, "queues")) for d in databases),
+        QUEUES: sum(len(d.queues) for d in databases),
         ROUTES: routes,
     }
 
 
-def check_topology(topology: Any) -> None:
+def check_topology(topology: Topology) -> None:
     """ContractError naming the first limit the topology goes beyond."""
     for limit, count in topology_sizes(topology).items():
         if count > limit.value:

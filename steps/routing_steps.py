@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import msgspec
+
 from sbtck import contract
+from sbtck import topology as declared
 from sbtck.errors import ScenarioError
 from sbtck.fixtures.routes import route_problem
 from sbtck.steps import phrases
@@ -47,7 +50,7 @@ def _route(world: World, name: str, values: dict[str, str]) -> dict[str, Any]:
 
 
 def _check(world: World, route: dict[str, Any]) -> None:
-    addresses = {i["address"].upper() for i in world.started.plain["instances"]}
+    addresses = {i.address.upper() for i in world.started.plain.instances}
     if route.get("address") is None:
         return
     problem = route_problem(route, addresses)
@@ -71,8 +74,9 @@ def routes_are(world: World, database: str | None, instance: str, datatable: lis
         world.run(contract.DropRoute(at, instance, database, name))
         del table[name]
     for route in routes:
-        world.run(contract.CreateRoute(at, instance, database, route))
-        table[route["name"]] = route
+        created = declared.Route(**route)
+        world.run(contract.CreateRoute(at, instance, database, created))
+        table[created.name] = created
     shown = sorted(
         str(row.get("name")) for row in world.run(contract.QueryView(at, "sys.routes", instance, database))["rows"]
     )
@@ -136,11 +140,11 @@ def route_ddl(world: World, database: str | None, instance: str, verb: str, name
     table = world.route_table(instance, database)
     if verb == "CREATE":
         _check(world, route)
-        world.run(contract.CreateRoute(at, instance, database, route))
-        table[name] = route
+        table[name] = declared.Route(**route)
+        world.run(contract.CreateRoute(at, instance, database, table[name]))
     else:
-        world.run(contract.AlterRoute(at, instance, database, route))
-        table[name] = {**table.get(name, {}), **{k: v for k, v in route.items() if v is not None}}
+        world.run(contract.AlterRoute(at, instance, database, declared.RouteChange(**route)))
+        table[name] = msgspec.structs.replace(table[name], **{k: v for k, v in route.items() if v is not None})
 
 
 @step_for(
@@ -171,8 +175,9 @@ def drop_route(world: World, database: str | None, instance: str, name: str) -> 
 def answer_request(world: World, service: str, database: str | None, instance: str, address: str) -> None:
     route = _route(world, f"Dynamic_{service}", {"service_name": service, "address": address})
     _check(world, route)
-    world.run(contract.AnswerRoutingRequest(world.at(), instance, database, route))
-    world.route_table(instance, database)[route["name"]] = route
+    created = declared.Route(**route)
+    world.run(contract.AnswerRoutingRequest(world.at(), instance, database, created))
+    world.route_table(instance, database)[created.name] = created
 
 
 @step_for(

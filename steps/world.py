@@ -15,6 +15,7 @@ from sbtck.iut.log_check import LogCheck
 from sbtck.iut.profile import Profile
 from sbtck.observations import TRACE
 from sbtck.steps import timeexpr
+from sbtck.topology import Route
 from sbtck.visible import visible
 
 
@@ -33,7 +34,7 @@ class World:
     left_out: dict[int, tuple[str, bool]] = field(default_factory=dict)
     # the route tables as the scenario made them, by (instance, database or None for msdb): the topology's, then
     # every CREATE, ALTER and DROP ROUTE the implementation took; setup never depends on what a view answers
-    routes: dict[tuple[str, str | None], dict[str, dict[str, Any]]] = field(default_factory=dict)
+    routes: dict[tuple[str, str | None], dict[str, Route]] = field(default_factory=dict)
     # every answer held against the world the commands made, whatever a Then step reads (sbtck/iut/log_check.py)
     log_check: LogCheck = field(default_factory=LogCheck)
 
@@ -77,13 +78,13 @@ class World:
         if self.topology is not None:
             raise ScenarioError("a scenario declares one topology; this one declares a second")
         self.topology = topology
-        for instance in topology.plain["instances"]:
-            self.routes[(instance["name"], None)] = {r["name"]: r for r in instance.get("msdb_routes", [])}
-            for db in instance["databases"]:
-                self.routes[(instance["name"], db["name"])] = {r["name"]: r for r in db.get("routes", [])}
+        for instance in topology.plain.instances:
+            self.routes[(instance.name, None)] = {r.name: r for r in instance.msdb_routes}
+            for db in instance.databases:
+                self.routes[(instance.name, db.name)] = {r.name: r for r in db.routes}
         self.run(contract.Start(self.clock.now_ms(), topology.plain))
 
-    def route_table(self, instance: str, database: str | None) -> dict[str, dict[str, Any]]:
+    def route_table(self, instance: str, database: str | None) -> dict[str, Route]:
         """The routes the scenario has made in the table: the topology's and those its steps created since."""
         self.instance(instance)
         if (instance, database) not in self.routes:
@@ -103,7 +104,7 @@ class World:
 
     def instance(self, name: str) -> str:
         topology = self.started
-        known = [i["name"] for i in topology.plain["instances"]]
+        known = [i.name for i in topology.plain.instances]
         if name not in known:
             raise ScenarioError(f"no instance {name!r} in topology {topology.source}; known: {', '.join(known)}")
         return name
@@ -113,10 +114,10 @@ class World:
         if "." not in text or "-" in text:
             return text
         instance, database = text.split(".", 1)
-        for i in self.started.plain["instances"]:
-            for d in i["databases"]:
-                if (i["name"], d["name"]) == (instance, database):
-                    return str(d["broker_instance"])
+        for i in self.started.plain.instances:
+            for d in i.databases:
+                if (i.name, d.name) == (instance, database):
+                    return d.broker_instance
         raise ScenarioError(f"no database {text!r} in the topology, so no broker instance of it")
 
     def queue(self, name: str) -> contract.QueueRef:

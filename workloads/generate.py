@@ -340,7 +340,7 @@ class _Script(_Conversations):
         if since != notification:
             failed = 0
         instances = self.land.plain["instances"]
-        cpus = next(int(i.get("cpus", contract.TOPOLOGY_DEFAULTS.cpus)) for i in instances if i["name"] == instance)
+        cpus = next(int(i["cpus"]) for i in instances if i["name"] == instance)
         count = min(count, cpus - failed)
         if count > 0:
             self.failed_handlers[instance] = (failed + count, notification)

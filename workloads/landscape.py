@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sbtck.contract import BROKER_CONFIGURATION_NOTICE, CAPABILITIES, TOPOLOGY_DEFAULTS
+from sbtck.contract import BROKER_CONFIGURATION_NOTICE, CAPABILITIES
+from sbtck.topology import Procedure, plain
 from sbtck.workloads.draw import Draw
 
 ALL = frozenset(CAPABILITIES)
@@ -17,9 +18,9 @@ ALL = frozenset(CAPABILITIES)
 GUID = "00000000-0000-0000-0000-{:012d}"
 BEHAVIOURS: list[dict[str, Any]] = [
     {"receives": False},
-    {"receive_top": 1, "waitfor_s": 2},
-    {"receive_top": 1, "waitfor_s": 10, "work_s": 3},
-    {"receive_top": None, "waitfor_s": 5, "work_s": 1},
+    {"receive_top": 1, "waitfor_ms": 2_000},
+    {"receive_top": 1, "waitfor_ms": 10_000, "work_ms": 3_000},
+    {"receive_top": None, "waitfor_ms": 5_000, "work_ms": 1_000},
 ]
 
 
@@ -66,19 +67,7 @@ def route(name: str, service: str | None, address: str, **extra: Any) -> dict[st
 
 
 def _procedures() -> list[dict[str, Any]]:
-    out = []
-    for i, spec in enumerate(BEHAVIOURS):
-        waitfor = spec.get("waitfor_s")
-        out.append(
-            {
-                "name": f"p{i}",
-                "receives": spec.get("receives", TOPOLOGY_DEFAULTS.receives),
-                "receive_top": spec.get("receive_top", TOPOLOGY_DEFAULTS.receive_top),
-                "waitfor_ms": None if waitfor is None else int(waitfor * 1000),
-                "work_ms": int(spec.get("work_s", TOPOLOGY_DEFAULTS.work_s) * 1000),
-            }
-        )
-    return out
+    return [plain(Procedure(f"p{i}", **spec)) for i, spec in enumerate(BEHAVIOURS)]
 
 
 def _instance(name: str, rng: Draw, capabilities: frozenset[str] = ALL) -> dict[str, Any]:

@@ -10,10 +10,11 @@ import pytest
 from sbtck import contract
 from sbtck.errors import ContractError
 from sbtck.observations import Kind
+from sbtck.topology import Route, RouteChange, Topology
 
 Q = contract.QueueRef("sql1", "shop", "Q")
 EXAMPLES: list[contract.Command] = [
-    contract.Start(1, {"instances": []}),
+    contract.Start(1, Topology()),
     contract.AdvanceTime(2),
     contract.BeginDialog(3, "D1", "sql1", "shop", "Initiator", "Target"),
     contract.Send(4, "D1", "DEFAULT", "hello"),
@@ -26,10 +27,10 @@ EXAMPLES: list[contract.Command] = [
     contract.CreateEventNotification(11, "N", Q),
     contract.DropEventNotification(12, "N", Q),
     contract.ExitProcedure(13, Q, 1),
-    contract.CreateRoute(14, "sql1", "shop", {"name": "R", "service_name": "S", "address": "LOCAL"}),
-    contract.AlterRoute(15, "sql1", None, {"name": "R", "address": "TRANSPORT"}),
+    contract.CreateRoute(14, "sql1", "shop", Route("R", "S", address="LOCAL")),
+    contract.AlterRoute(15, "sql1", None, RouteChange("R", address="TRANSPORT")),
     contract.DropRoute(16, "sql1", "shop", "R"),
-    contract.AnswerRoutingRequest(17, "sql1", "shop", {"name": "D", "service_name": "S", "address": "LOCAL"}),
+    contract.AnswerRoutingRequest(17, "sql1", "shop", Route("D", "S", address="LOCAL")),
     contract.SetMessageForwarding(18, "sql1", True),
     contract.SetReachable(19, "sql2", False),
     contract.Failover(20, "sql4", "ledger"),
@@ -103,3 +104,19 @@ def test_bad_commands_are_refused(data: dict[str, object], message: str) -> None
 def test_an_event_round_trips() -> None:
     event = contract.Event(5, Kind.PROCEDURE_STARTED, {"task": 1, "queue": "Q"})
     assert contract.Event.from_json(json.loads(json.dumps(event.to_json()))) == event
+
+
+def test_a_topology_or_a_route_of_the_wrong_form_is_refused_naming_its_field() -> None:
+    with pytest.raises(
+        ContractError, match=r"command 'start': topology: Expected `array`, got `int` - at `\$.instances`"
+    ):
+        contract.command_values({"kind": "start", "at_ms": 0, "topology": {"instances": 5}})
+    route = {"name": "R", "address": "LOCAL", "lifetime_s": "soon"}
+    with pytest.raises(ContractError, match=r"route: Expected `int \| float \| null`, got `str` - at `\$.lifetime_s`"):
+        contract.command_values(
+            {"kind": "create_route", "at_ms": 0, "instance": "sql1", "database": None, "route": route}
+        )
+    # what a command leaves unsaid is the struct's default, as the kit's own topologies write it
+    said = contract.command_from_json({"kind": "start", "at_ms": 0, "topology": {"instances": [{"name": "SQL9"}]}})
+    assert isinstance(said, contract.Start)
+    assert said.topology.instances[0].address == "TCP://sql9:4022" and said.topology.instances[0].cpus == 1

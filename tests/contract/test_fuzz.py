@@ -23,6 +23,7 @@ from sbtck.fixtures.yamlfile import load as checked_yaml
 from sbtck.iut import protocol
 from sbtck.iut.profile import check
 from sbtck.iut.remote import Channel, RemoteImplementation
+from sbtck.topology import Topology
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
 
@@ -111,7 +112,7 @@ def test_any_hello_answer_is_a_handshake_or_a_fault(line: bytes) -> None:
 def test_any_execute_answer_is_a_response_or_a_fault(line: bytes) -> None:
     remote = RemoteImplementation(lambda: cast(Channel, _Script([GOOD_HELLO, line])), timeout_s=0.1)
     try:
-        response = remote.execute(contract.Start(0, {"instances": []}))
+        response = remote.execute(contract.Start(0, Topology()))
     except ImplementationFault as fault:
         assert str(fault)
     else:

@@ -8,6 +8,7 @@ import pytest
 
 from sbtck.errors import DeclarationError, TopologyError
 from sbtck.fixtures import topology
+from sbtck.topology import plain
 
 GOOD = """\
 instances:
@@ -30,7 +31,7 @@ instances:
 
 def test_a_good_topology_becomes_the_contract_form() -> None:
     topo = topology.parse(GOOD, "good.yaml")
-    db = topo.plain["instances"][0]["databases"][0]
+    db = plain(topo.plain)["instances"][0]["databases"][0]
     assert db["queues"][0] == {
         "name": "Q",
         "activation": {"status": "ON", "procedure_name": "p", "max_queue_readers": 2},
@@ -156,10 +157,9 @@ def test_a_bad_route_is_refused_naming_the_route_and_the_problem(old: str, new: 
 
 
 def test_every_database_and_msdb_start_with_auto_created_local() -> None:
-    plain = topology.parse(ROUTED, "r.yaml").plain
-    sql1, sql2 = plain["instances"]
-    assert [r["name"] for r in sql1["databases"][0]["routes"]] == ["AutoCreatedLocal", "R"]
-    assert [r["name"] for r in sql2["msdb_routes"]] == ["AutoCreatedLocal"]
+    sql1, sql2 = topology.parse(ROUTED, "r.yaml").plain.instances
+    assert [r.name for r in sql1.databases[0].routes] == ["AutoCreatedLocal", "R"]
+    assert [r.name for r in sql2.msdb_routes] == ["AutoCreatedLocal"]
 
 
 def test_a_mirroring_pair_needs_a_principal_and_a_mirror() -> None:

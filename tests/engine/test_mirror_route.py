@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from sbtck.engine import Broker
 from sbtck.fixtures import topology
 from sbtck.observations import Kind
+from sbtck.topology import Route, RouteChange
 
 ROUTING = Path(topology.__file__).with_name("topologies") / "routing.yaml"
-PAIR = {"name": "Pair", "service_name": "Ledger", "broker_instance": None, "lifetime_s": None}
 
 
 def _probes(b: Broker) -> list[tuple[str, str]]:
@@ -18,8 +17,12 @@ def _probes(b: Broker) -> list[tuple[str, str]]:
     return [(str(e.kind), str(e.fields["address"])) for e in b.drain_events() if e.kind in kinds]
 
 
-def _route(address: str, mirror: str | None) -> dict[str, Any]:
-    return {**PAIR, "address": address, "mirror_address": mirror}
+def _route(address: str, mirror: str | None) -> Route:
+    return Route("Pair", "Ledger", None, address, mirror, None)
+
+
+def _change(address: str, mirror: str | None) -> RouteChange:
+    return RouteChange("Pair", "Ledger", None, address, mirror, None)
 
 
 def test_a_route_given_other_addresses_asks_its_new_pair_as_at_first_use() -> None:
@@ -33,7 +36,7 @@ def test_a_route_given_other_addresses_asks_its_new_pair_as_at_first_use() -> No
         (Kind.PRINCIPAL_PROBE, "TCP://sql3.example:4022"),
         (Kind.PRINCIPAL_PROBE, "TCP://sql4.example:4022"),
     ]
-    b.alter_route(1000, "sql1", "shop", _route("TCP://sql5.example:4022", None))  # the mirror address stays
+    b.alter_route(1000, "sql1", "shop", _change("TCP://sql5.example:4022", None))  # the mirror address stays
     b.send(2000, "L1")
     probes = _probes(b)
     assert "TCP://sql3.example:4022" not in {address for _, address in probes}, probes
@@ -50,6 +53,6 @@ def test_a_route_whose_principal_stays_among_its_addresses_keeps_it() -> None:
     b.begin_dialog(0, "L1", "sql1", "shop", "Initiator", "Ledger")
     b.send(0, "L1")
     _probes(b)
-    b.alter_route(1000, "sql1", "shop", _route("TCP://sql3.example:4022", "TCP://sql5.example:4022"))
+    b.alter_route(1000, "sql1", "shop", _change("TCP://sql3.example:4022", "TCP://sql5.example:4022"))
     b.send(2000, "L1")
     assert _probes(b) == []

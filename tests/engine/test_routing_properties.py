@@ -28,6 +28,7 @@ from sbtck.engine.routing_attempt import Routing
 from sbtck.engine.transmission_queue import TransmissionQueue
 from sbtck.fixtures import topology
 from sbtck.observations import Kind
+from sbtck.topology import Route
 from tests.helpers import assert_machine_fails
 from tests.variants.rooms import router_with
 
@@ -85,7 +86,7 @@ class RoutingMachine(RuleBasedStateMachine):
     def reroute(self, address: str, table: str | None, instance: str) -> None:
         if instance == "sql5" and table is not None:
             return
-        spec = {"name": "Chosen", "service_name": "Target", "address": address}
+        spec = Route("Chosen", "Target", address=address)
         admin = self.b.routes
 
         def replace() -> None:

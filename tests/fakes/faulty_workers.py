@@ -14,6 +14,7 @@ from pathlib import Path
 
 from sbtck import contract
 from sbtck.iut.reference import ReferenceImplementation
+from sbtck.topology import plain
 from sbtck.workloads.generate import generate
 
 DIE_ONCE_MARKER = Path(tempfile.gettempdir()) / "sbtck-test-worker-dies-once"
@@ -52,7 +53,7 @@ class _Crashing(ReferenceImplementation):
         self.fatal = generate(CRASH_SEED).topology
 
     def execute(self, command: contract.Command) -> contract.Response:
-        if isinstance(command, contract.Start) and command.topology == self.fatal:
+        if isinstance(command, contract.Start) and plain(command.topology) == self.fatal:
             os._exit(3)
         return super().execute(command)
 

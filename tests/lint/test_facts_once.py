@@ -1,5 +1,5 @@
-"""A fact the kit relies on is written in one place (issue 35): what a topology leaves unsaid is
-sbtck.contract.TOPOLOGY_DEFAULTS, which the loader, the engine's builder and its model read; the values the
+"""A fact the kit relies on is written in one place (issue 35): what a topology leaves unsaid is the default of
+its struct's field (sbtck/topology.py), which the loader, the engine's builder and the stage leave to it; the values the
 documents fix are the catalogue's (spec/rules.yaml), the open values the reference chose are its profile's
 (sbtck/engine/profile.yaml), and docs/implementing.md shows both as generated from them. The loader, the engine
 and the stage are held to it."""
@@ -11,37 +11,33 @@ import dataclasses
 import re
 from pathlib import Path
 
+import msgspec
 import yaml
 
-from sbtck import catalogue
-from sbtck.contract import TOPOLOGY_DEFAULTS
+from sbtck import catalogue, topology
 from sbtck.engine.params import PROFILE_PATH, EngineParams
 from tests.helpers import ROOT
+from tests.lint.test_topology_typed import keyed_gets
 
-# the names a topology default goes by in the loader, the plain form and the engine's model
-DEFAULTED = {f.name for f in dataclasses.fields(TOPOLOGY_DEFAULTS)} | {
-    "status",
-    "work_ms",
-    "address",
-    "forwarding",
-}
+# the names a topology default goes by in the topology's form, its file (work_s, auto_created_local) and the engine's
+# model (forwarding)
+DEFAULTED = {
+    field.name
+    for form in topology.FORMS
+    for field in msgspec.structs.fields(form)
+    if field.default is not msgspec.NODEFAULT or field.default_factory is not msgspec.NODEFAULT
+} | {"work_s", "auto_created_local", "forwarding"}
 
 
 def _written(path: Path) -> list[str]:
     """The places in PATH that write a default of a topology name as a literal."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "get"
-            and len(node.args) == 2
-            and isinstance(node.args[0], ast.Constant)
-            and node.args[0].value in DEFAULTED
-            and isinstance(node.args[1], ast.Constant)
-            and node.args[1].value is not None
-        ):
-            found.append(f"{path.name}:{node.lineno}: .get({node.args[0].value!r}, {node.args[1].value!r})")
+    tree = ast.parse(path.read_text())
+    for call in keyed_gets(tree, DEFAULTED):
+        key, default = call.args
+        if isinstance(key, ast.Constant) and isinstance(default, ast.Constant) and default.value is not None:
+            found.append(f"{path.name}:{call.lineno}: .get({key.value!r}, {default.value!r})")
+    for node in ast.walk(tree):
         if (
             isinstance(node, ast.AnnAssign)
             and isinstance(node.target, ast.Name)
@@ -66,9 +62,10 @@ def _places() -> list[Path]:
     return [path for folder in READERS for path in sorted((ROOT / folder).glob("*.py"))]
 
 
-def test_a_topology_default_is_written_only_in_the_contract() -> None:
+def test_a_topology_default_is_written_only_in_its_form() -> None:
     found = [hit for path in _places() for hit in _written(path)]
-    assert found == [], "read sbtck.contract.TOPOLOGY_DEFAULTS instead:\n" + "\n".join(found)
+    assert {"receives", "cpus", "master_key", "status", "address"} <= DEFAULTED
+    assert found == [], "leave it to the field's default in sbtck/topology.py instead:\n" + "\n".join(found)
 
 
 def _repeated(path: Path, fixed: dict[str, float]) -> list[str]:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 
-from sbtck.contract import BROKER_CONFIGURATION_NOTICE, TOPOLOGY_DEFAULTS, TRANSPORT
+from sbtck.contract import BROKER_CONFIGURATION_NOTICE, TRANSPORT
 from sbtck.engine.broker import FIRST_USER_SPID
 from sbtck.engine.periodic import SCHEDULE
 from sbtck.engine.transmission import transport_address
+from sbtck.topology import Procedure
 from tests.helpers import ROOT
 
 GUIDE = " ".join((ROOT / "docs" / "implementing.md").read_text().split())
@@ -31,6 +32,7 @@ def test_the_conventions_stated_are_the_engines() -> None:
     assert transport_address("TCP://sql2.example:4022/Orders") == "TCP://sql2.example:4022"
     assert "the service `TCP://sql2.example:4022/Orders` gives `TCP://sql2.example:4022`" in GUIDE
     assert transport_address("Orders") is None
-    assert f"`TOP (receive_top)` (default {TOPOLOGY_DEFAULTS.receive_top})" in GUIDE
-    assert f"works `work_ms` (default {TOPOLOGY_DEFAULTS.work_s * 1000:g})" in GUIDE
-    assert TOPOLOGY_DEFAULTS.receives and "`receives: true` (the default)" in GUIDE
+    unsaid = Procedure("p")  # a procedure the topology says nothing of
+    assert f"`TOP (receive_top)` (default {unsaid.receive_top})" in GUIDE
+    assert f"works `work_ms` (default {unsaid.work_ms:g})" in GUIDE
+    assert unsaid.receives and "`receives: true` (the default)" in GUIDE

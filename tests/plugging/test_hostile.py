@@ -432,9 +432,13 @@ def test_serve_refuses_a_port_out_of_range_and_one_in_use() -> None:
     assert proc.returncode == 2 and "cannot listen there" in proc.stderr
 
 
+ENDLESS = {"name": "sql1", "msdb_routes": [{"name": "R", "lifetime_s": 1e308}]}
+
+
 def test_serve_answers_an_engine_failure_and_goes_on() -> None:
     lines = [
-        {"id": 1, "op": "execute", "command": {"kind": "start", "at_ms": 0, "topology": {"instances": 5}}},
+        # a route living 1e308 seconds: a topology of the right form whose expiry the engine cannot reckon
+        {"id": 1, "op": "execute", "command": {"kind": "start", "at_ms": 0, "topology": {"instances": [ENDLESS]}}},
         {"id": 2, "op": "hello", "protocol": "2.0"},
     ]
     proc = subprocess.run(

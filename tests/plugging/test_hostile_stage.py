@@ -29,6 +29,7 @@ from sbtck.fixtures.topology import named, parse
 from sbtck.iut.loader import factory_for
 from sbtck.iut.reference import reference
 from sbtck.reports.results import ERROR, FAILED, PASSED
+from sbtck.topology import plain
 from sbtck.workloads import job, sparkling
 from sbtck.workloads.output import INCOMPLETE, SUMMARY
 from sbtck.workloads.progress import Progress
@@ -529,12 +530,12 @@ def _serve(*request: dict[str, Any], env: dict[str, str] | None = None) -> list[
 
 def test_serve_holds_each_connection_to_the_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(limits.INSTANCES.variable, "1000")  # here only: the server holds the default
-    big = parse(_copies(11), "big").plain
+    big = plain(parse(_copies(11), "big").plain)
     monkeypatch.delenv(limits.INSTANCES.variable)
     start: dict[str, Any] = {"id": 1, "op": "execute", "command": {"kind": "start", "at_ms": 0, "topology": big}}
     [answer] = _serve(start)
     assert answer["ok"] is False and "(SBTCK_MAX_INSTANCES)" in answer["error"], answer
-    periodic = {**start, "command": {**start["command"], "topology": named("periodic").plain}}
+    periodic = {**start, "command": {**start["command"], "topology": plain(named("periodic").plain)}}
     day = {"id": 2, "op": "execute", "command": {"kind": "advance_time", "at_ms": 86_400_000}}
     answers = _serve(periodic, day, env={limits.EVENTS_PER_COMMAND.variable: "500"})
     assert answers[0]["ok"] is True
@@ -545,7 +546,7 @@ def test_twenty_clients_with_large_topologies_keep_serve_within_500_mb(tmp_path:
     """The issue's case: 20 clients over TCP, each starting a large topology and letting hours pass, took the
     server to 946 MB that stayed after they left. At most SBTCK_SERVE_MAX_CONNECTIONS are served at once, each
     held to the size limits and its events per command."""
-    topology = parse(_copies(10), "big").plain  # 30 instances, within SBTCK_MAX_INSTANCES
+    topology = plain(parse(_copies(10), "big").plain)  # 30 instances, within SBTCK_MAX_INSTANCES
     requests = [
         {"id": 1, "op": "hello", "protocol": contract.PROTOCOL_VERSION},
         {"id": 2, "op": "execute", "command": {"kind": "start", "at_ms": 0, "topology": topology}},

@@ -19,6 +19,7 @@ from sbtck.engine.transmitter import Transmitter
 from sbtck.engine.transport import Transport
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import Kind
+from sbtck.topology import Topology
 from tests.variants.rooms import router_with
 
 
@@ -30,7 +31,7 @@ def _implementation(name: str, **attrs: Any) -> ReferenceImplementation:
 def _with_params(name: str, **changes: int) -> ReferenceImplementation:
     def init(
         self: Broker,
-        topology: dict[str, Any],
+        topology: Topology,
         start_ms: int,
         params: EngineParams | None = None,
         chooser: Chooser | None = None,

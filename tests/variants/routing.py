@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any, cast
 
+from sbtck import topology as declared
 from sbtck.contract import LOCAL, TRANSPORT
 from sbtck.engine import Broker
 from sbtck.engine import routing as r
@@ -161,7 +162,7 @@ def principal_for_any_broker_instance() -> ReferenceImplementation:
 
 class _AnswerKeepsTheRequest(Broker):
     @command
-    def answer_routing_request(self, instance: str, database: str | None, route: dict[str, Any]) -> None:
+    def answer_routing_request(self, instance: str, database: str | None, route: declared.Route) -> None:
         self.routes.create(instance, database, route)  # the request stays pending
 
 
@@ -175,10 +176,10 @@ def answered_request_stays_pending() -> ReferenceImplementation:
 
 class _AlterForgetsTheLifetime(Broker):
     @command
-    def alter_route(self, instance: str, database: str | None, route: dict[str, Any]) -> None:
+    def alter_route(self, instance: str, database: str | None, route: declared.RouteChange) -> None:
         self.routes.alter(instance, database, route)
-        if route.get("lifetime_s") is None:
-            self.routes.table(instance, database)[route["name"]].expires_ms = None
+        if route.lifetime_s is None:
+            self.routes.table(instance, database)[route.name].expires_ms = None
 
 
 def alter_forgets_the_lifetime() -> ReferenceImplementation:
@@ -349,7 +350,7 @@ def answer_rematches_at_once() -> ReferenceImplementation:
 
     class Eager(Broker):
         def answer_routing_request(
-            self, at_ms: int, instance: str, database: str | None, route: dict[str, Any]
+            self, at_ms: int, instance: str, database: str | None, route: declared.Route
         ) -> None:
             super().answer_routing_request(at_ms, instance, database, route)
             for head in self.router.queue.heads(DELAYED):
