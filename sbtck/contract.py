@@ -467,8 +467,9 @@ def command_values(data: Any) -> dict[str, Any]:
         if not isinstance(queue, dict) or queue.keys() != QUEUE_FIELDS:
             raise ContractError(f"command {kind!r}: queue is an object of {', '.join(QueueRef._fields)}, got {queue!r}")
         values["queue"] = QueueRef(**queue)
-    for name, form in shape.forms.items():
-        values[name] = decode(values[name], form, f"command {kind!r}: {name}")
+    if shape.forms:
+        for name, form in shape.forms.items():
+            values[name] = decode(values[name], form, f"command {kind!r}: {name}")
     return values
 
 
