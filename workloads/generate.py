@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sbtck import catalogue, contract
+from sbtck.topology import plain
 from sbtck.workloads.draw import Draw
 from sbtck.workloads.landscape import ALL, Landscape, landscape, local_landscape, periodic_landscape, route
 
@@ -103,7 +104,7 @@ class _Conversations:
         self.dialogs.append(name)
         broker = None
         if rng.random() < 0.1 and self.routing:
-            guids = sorted({d["broker_instance"] for i in self.land.plain["instances"] for d in i["databases"]})
+            guids = sorted({d.broker_instance for i in self.land.topology.instances for d in i.databases})
             broker = rng.choice(guids)
         service = rng.choice(self.land.services)
         self.to_service[name] = (service, broker)
@@ -160,7 +161,7 @@ class _Conversations:
         if not what:
             self.all_unsure = True
         self.unsure.update(what)
-        instances = {i for i in what if any(i == x["name"] for x in self.land.plain["instances"])}
+        instances = {i for i in what if any(i == x.name for x in self.land.topology.instances)}
         for dialog, at in list(self.arrives.items()):
             service = self.to_service[dialog][0]
             touched = not what or {dialog, service, self.land.direct.get(service)} & set(what)
@@ -237,7 +238,7 @@ class _Script(_Conversations):
         # the event notifications and sql1.db's routes there are now: creating one that exists, or dropping or
         # altering one that does not, is refused by the reference and defined by no document
         self.notified = {name for name, _ in land.notifications}
-        self.route_names = {r["name"] for r in land.plain["instances"][0]["databases"][0]["routes"]}
+        self.route_names = {r.name for r in land.topology.instances[0].databases[0].routes}
 
     def fault(self) -> None:
         rng, land = self.rng, self.land
@@ -260,7 +261,7 @@ class _Script(_Conversations):
 
     def strike(self, kind: str, address: str | None) -> None:
         rng, land = self.rng, self.land
-        names = [i["name"] for i in land.plain["instances"]]
+        names = [i.name for i in land.topology.instances]
         if kind == "reachable" and len(names) > 1:
             self.add("set_reachable", instance=rng.choice(names[1:]), reachable=rng.random() < 0.5)
         elif kind == "drop_connection":
@@ -299,7 +300,7 @@ class _Script(_Conversations):
     def routes(self) -> None:
         rng, land = self.rng, self.land
         service = rng.choice(land.services)
-        target = rng.choice(land.plain["instances"])["address"]
+        target = rng.choice(land.topology.instances).address
         verb = rng.choice(["create_route", "alter_route", "drop_route", "answer_routing_request"])
         if verb == "answer_routing_request" and "dynamic_routing" not in self.capabilities:
             verb = "create_route"
@@ -316,7 +317,7 @@ class _Script(_Conversations):
                 "answer_routing_request",
                 instance="sql1",
                 database="db",
-                route=route(f"Dynamic_{service}", service, target),
+                route=plain(route(f"Dynamic_{service}", service, target)),
             )
         else:
             name = f"New{len(self.ops)}" if verb == "create_route" else "R1"
@@ -329,7 +330,7 @@ class _Script(_Conversations):
                     verb,
                     instance="sql1",
                     database="db",
-                    route={**route(name, service, target), "lifetime_s": lifetime},
+                    route=plain(route(name, service, target, lifetime_s=lifetime)),
                 )
 
     def fail_handlers(self, instance: str, count: int) -> None:
@@ -339,8 +340,7 @@ class _Script(_Conversations):
         failed, since = self.failed_handlers.get(instance, (0, notification))
         if since != notification:
             failed = 0
-        instances = self.land.plain["instances"]
-        cpus = next(int(i["cpus"]) for i in instances if i["name"] == instance)
+        cpus = self.land.instance(instance).cpus
         count = min(count, cpus - failed)
         if count > 0:
             self.failed_handlers[instance] = (failed + count, notification)
@@ -363,7 +363,7 @@ def _disturbs(op: dict[str, Any], land: Landscape) -> tuple[str, ...] | None:
         # sql1 sends every first message: a fault there holds them all
         return () if op["instance"] == "sql1" else (op["instance"],)
     if kind == "drop_connection":
-        return tuple(i["name"] for i in land.plain["instances"] if i["address"] == op["address"])
+        return tuple(i.name for i in land.topology.instances if i.address == op["address"])
     if kind in ("lose_in_transit", "fail_transmission"):
         return (op["dialog"],)
     if kind in ("create_route", "answer_routing_request"):
@@ -420,9 +420,9 @@ def generate(
     if area == "periodic_tasks":
         return _periodic_world(seed, rng, periodic_landscape(rng, caps), conversations)
     land = landscape(rng, caps) if area == "routing" else local_landscape(rng, caps)
-    world = StageWorld(seed, GENERATOR_VERSION, land.plain)
+    world = StageWorld(seed, GENERATOR_VERSION, plain(land.topology))
     s = _Script(rng, land, conversations)
-    s.add("start", topology=land.plain)
+    s.add("start", topology=world.topology)
     steps = conversations * 6
     for done in range(steps):
         roll = rng.random()
@@ -494,10 +494,10 @@ def area_of(seed: int, capabilities: frozenset[str], areas: Iterable[str] | None
 
 def _periodic_world(seed: int, rng: Draw, land: Landscape, conversations: int) -> StageWorld:
     """Dialogs (so that clean-up has work), failing task handlers, master keys, stopped clean-ups, time."""
-    world = StageWorld(seed, GENERATOR_VERSION, land.plain)
+    world = StageWorld(seed, GENERATOR_VERSION, plain(land.topology))
     s = _Script(rng, land, conversations)
-    s.add("start", topology=land.plain)
-    databases = [(i["name"], d["name"]) for i in land.plain["instances"] for d in i["databases"]]
+    s.add("start", topology=world.topology)
+    databases = [(i.name, d.name) for i in land.topology.instances for d in i.databases]
     for _ in range(conversations * 4):
         roll = rng.random()
         if roll < 0.2 and len(s.dialogs) < conversations:
@@ -512,7 +512,7 @@ def _periodic_world(seed: int, rng: Draw, land: Landscape, conversations: int) -
                 to_broker_instance=None,
             )
         elif roll < 0.35:
-            instance = rng.choice(land.plain["instances"])["name"]
+            instance = rng.choice(land.topology.instances).name
             s.fail_handlers(instance, rng.randint(1, 2))
         elif roll < 0.45 and land.keyless:
             instance, database = rng.choice(land.keyless)
@@ -560,6 +560,6 @@ def _pair_of_one(land: Landscape, name: str, address: str) -> bool:
     """Would ALTER ROUTE NAME's ADDRESS make it its own mirror address? The route of a mirrored database names the
     two partners ("envia uma solicitação para ambos os endereços"); one address twice names no pair, and no
     document says what asking both, or sending to "o outro endereço do par", means then."""
-    routes = land.plain["instances"][0]["databases"][0]["routes"]
-    mirror = next((r["mirror_address"] for r in routes if r["name"] == name), None)
+    routes = land.topology.instances[0].databases[0].routes
+    mirror = next((r.mirror_address for r in routes if r.name == name), None)
     return mirror is not None and str(mirror).upper() == address.upper()

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sbtck.contract import BROKER_CONFIGURATION_NOTICE, CAPABILITIES
-from sbtck.topology import Procedure, plain
+from sbtck.topology import Activation, Database, EventNotification, Instance, Procedure, Queue, Route, Service, Topology
 from sbtck.workloads.draw import Draw
 
 ALL = frozenset(CAPABILITIES)
@@ -26,9 +26,9 @@ BEHAVIOURS: list[dict[str, Any]] = [
 
 @dataclass
 class Landscape:
-    """The plain (contract) topology and what the script generator may name in it."""
+    """The topology and what the script generator may name in it."""
 
-    plain: dict[str, Any]
+    topology: Topology
     # what the world may ask of an implementation: it is drawn within these capabilities
     capabilities: frozenset[str] = ALL
     queues: list[tuple[str, str, str]] = field(default_factory=list)
@@ -47,93 +47,79 @@ class Landscape:
     # once it has arrived (generate.py)
     direct: dict[str, str] = field(default_factory=dict)
 
-    def instance(self, name: str) -> dict[str, Any]:
-        return next(i for i in self.plain["instances"] if i["name"] == name)
+    def instance(self, name: str) -> Instance:
+        return next(i for i in self.topology.instances if i.name == name)
 
     def address(self, name: str) -> str:
-        return str(self.instance(name)["address"])
+        return self.instance(name).address
 
 
-def route(name: str, service: str | None, address: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "name": name,
-        "service_name": service,
-        "broker_instance": None,
-        "address": address,
-        "mirror_address": None,
-        "lifetime_s": None,
-        **extra,
-    }
+def route(name: str, service: str | None, address: str, **options: Any) -> Route:
+    return Route(name, service, address=address, **options)
 
 
-def _procedures() -> list[dict[str, Any]]:
-    return [plain(Procedure(f"p{i}", **spec)) for i, spec in enumerate(BEHAVIOURS)]
+def _procedures() -> list[Procedure]:
+    return [Procedure(f"p{i}", **spec) for i, spec in enumerate(BEHAVIOURS)]
 
 
-def _instance(name: str, rng: Draw, capabilities: frozenset[str] = ALL) -> dict[str, Any]:
-    return {
-        "name": name,
-        "address": f"TCP://{name}.example:4022",
-        "cpus": rng.randint(1, 2),
+def _instance(name: str, rng: Draw, capabilities: frozenset[str] = ALL) -> Instance:
+    return Instance(
+        name,
+        f"TCP://{name}.example:4022",
+        cpus=rng.randint(1, 2),
         # each draw is made whatever the capabilities, so that a capability left out changes only what needs it
-        "message_forwarding": rng.random() < 0.3 and "forwarding" in capabilities,
-        "msdb_routes": [route("AutoCreatedLocal", None, "LOCAL")],
-        "databases": [],
-    }
+        message_forwarding=rng.random() < 0.3 and "forwarding" in capabilities,
+        msdb_routes=[route("AutoCreatedLocal", None, "LOCAL")],
+    )
 
 
-def _database(land: Landscape, instance: dict[str, Any], name: str, guid: str, rng: Draw) -> dict[str, Any]:
-    db: dict[str, Any] = {
-        "name": name,
-        "broker_instance": guid,
-        "procedures": _procedures(),
-        "queues": [],
-        "services": [],
-        "event_notifications": [],
-        "mirroring_role": None,
+def _database(land: Landscape, instance: Instance, name: str, guid: str, rng: Draw) -> Database:
+    db = Database(
+        name,
+        guid,
+        procedures=_procedures(),
         # a database without a master key is the periodic tasks' to start (PER-5C)
-        "master_key": rng.random() < 0.85 or "periodic_tasks" not in land.capabilities,
-        "routes": [route("AutoCreatedLocal", None, "LOCAL")],
-    }
-    instance["databases"].append(db)
-    if not db["master_key"]:
-        land.keyless.append((instance["name"], name))
+        master_key=rng.random() < 0.85 or "periodic_tasks" not in land.capabilities,
+        routes=[route("AutoCreatedLocal", None, "LOCAL")],
+    )
+    instance.databases.append(db)
+    if not db.master_key:
+        land.keyless.append((instance.name, name))
     return db
 
 
-def _queue(land: Landscape, instance: str, db: dict[str, Any], queue: str, service: str, rng: Draw) -> None:
+def _queue(land: Landscape, instance: str, db: Database, queue: str, service: str, rng: Draw) -> None:
     activation = "activation" in land.capabilities
-    db["queues"].append(
-        {
-            "name": queue,
-            "activation": {
-                "status": "ON" if rng.random() < 0.7 and activation else "OFF",
-                "procedure_name": f"p{rng.randrange(len(BEHAVIOURS))}",
-                "max_queue_readers": rng.randint(0, 3),
-            },
-        }
+    db.queues.append(
+        Queue(
+            queue,
+            Activation(
+                "ON" if rng.random() < 0.7 and activation else "OFF",
+                f"p{rng.randrange(len(BEHAVIOURS))}",
+                rng.randint(0, 3),
+            ),
+        )
     )
-    db["services"].append({"name": service, "queue": queue})
-    key = (instance, db["name"], queue)
+    db.services.append(Service(service, queue))
+    key = (instance, db.name, queue)
     land.queues.append(key)
     if rng.random() < 0.25 and activation and "external_activation" in land.capabilities:
         notification = f"N{queue}"
-        db["event_notifications"].append({"name": notification, "queue": queue, "event": "QUEUE_ACTIVATION"})
+        db.event_notifications.append(EventNotification(notification, queue))
         land.notifications.append((notification, key))
 
 
 def landscape(rng: Draw, capabilities: frozenset[str] = ALL) -> Landscape:
     """Several instances with routes between them: the world of an implementation that routes."""
-    land = Landscape({"instances": []}, capabilities)
-    instances: list[dict[str, Any]] = land.plain["instances"]
+    land = Landscape(Topology(), capabilities)
+    instances = land.topology.instances
     home = _instance("sql1", rng, capabilities)
     instances.append(home)
     shop = _database(land, home, "db", GUID.format(10), rng)
     # every dialog begins and SENDs here: a SEND from a database whose broker never started is defined nowhere
-    shop["master_key"] = True
+    shop.master_key = True
     land.keyless.clear()
-    shop["queues"].append({"name": "InitiatorQueue", "activation": _off()})
-    shop["services"].append({"name": "Initiator", "queue": "InitiatorQueue"})
+    _initiator(shop)
     if rng.random() < 0.3:
         _queue(land, "sql1", shop, "Q1", "Local1", rng)
         land.services.append("Local1")
@@ -145,22 +131,22 @@ def landscape(rng: Draw, capabilities: frozenset[str] = ALL) -> Landscape:
         db = _database(land, inst, "db", GUID.format(n * 10), rng)
         for k in range(rng.randint(1, 2)):
             # a service named after its address, for TRANSPORT routes (RTC-4)
-            service = f"{inst['address']}/T{n}{k}" if rng.random() < 0.2 else f"T{n}{k}"
-            _queue(land, inst["name"], db, f"Q{n}{k}", service, rng)
-            targets.append((service, inst["name"], db["broker_instance"]))
+            service = f"{inst.address}/T{n}{k}" if rng.random() < 0.2 else f"T{n}{k}"
+            _queue(land, inst.name, db, f"Q{n}{k}", service, rng)
+            targets.append((service, inst.name, db.broker_instance))
             if rng.random() < 0.15:
                 # the same name in another case is another service: names compare exactly (RTM-1)
                 twin = service.lower()
-                _queue(land, inst["name"], db, f"Q{n}{k}c", twin, rng)
-                targets.append((twin, inst["name"], db["broker_instance"]))
+                _queue(land, inst.name, db, f"Q{n}{k}c", twin, rng)
+                targets.append((twin, inst.name, db.broker_instance))
         if rng.random() < 0.25:
             # a second database with the same service: RTL-2 / RTL-3 and RTM-3 have something to pick from
             other = _database(land, inst, "db2", GUID.format(n * 10 + 1), rng)
-            service = db["services"][0]["name"]
-            _queue(land, inst["name"], other, f"Q{n}9", service, rng)
-            targets.append((service, inst["name"], other["broker_instance"]))
+            service = db.services[0].name
+            _queue(land, inst.name, other, f"Q{n}9", service, rng)
+            targets.append((service, inst.name, other.broker_instance))
         if rng.random() < 0.7:
-            db["routes"].append(route("ToInitiator", "Initiator", home["address"]))
+            db.routes.append(route("ToInitiator", "Initiator", home.address))
     if rng.random() < 0.3 and "mirroring" in capabilities:
         _mirroring_pair(land, rng, targets)
     if rng.random() < 0.4 and "forwarding" in capabilities:
@@ -170,22 +156,22 @@ def landscape(rng: Draw, capabilities: frozenset[str] = ALL) -> Landscape:
     return land
 
 
-def _off() -> dict[str, Any]:
-    return {"status": "OFF", "procedure_name": None, "max_queue_readers": 0}
+def _initiator(db: Database) -> None:
+    """The queue and service every dialog begins from."""
+    db.queues.append(Queue("InitiatorQueue", Activation()))
+    db.services.append(Service("Initiator", "InitiatorQueue"))
 
 
 def _mirroring_pair(land: Landscape, rng: Draw, targets: list[tuple[str, str, str]]) -> None:
     guid = GUID.format(90)
     for name, role in (("sqlp", "principal"), ("sqlm", "mirror")):
         inst = _instance(name, rng, land.capabilities)
-        land.plain["instances"].append(inst)
+        land.topology.instances.append(inst)
         db = _database(land, inst, "ledger", guid, rng)
-        db["mirroring_role"] = role
-        db["master_key"] = True
-        db["queues"].append(
-            {"name": f"LedgerQueue{name[-1]}", "activation": {**_off(), "procedure_name": "p1", "max_queue_readers": 1}}
-        )
-        db["services"].append({"name": "Ledger", "queue": f"LedgerQueue{name[-1]}"})
+        db.mirroring_role = role
+        db.master_key = True
+        db.queues.append(Queue(f"LedgerQueue{name[-1]}", Activation(procedure_name="p1", max_queue_readers=1)))
+        db.services.append(Service("Ledger", f"LedgerQueue{name[-1]}"))
         land.queues.append((name, "ledger", f"LedgerQueue{name[-1]}"))
         land.unread.add((name, "ledger", f"LedgerQueue{name[-1]}"))
     land.keyless[:] = [k for k in land.keyless if k[1] != "ledger"]
@@ -198,22 +184,20 @@ def _forwarders(land: Landscape, rng: Draw, targets: list[tuple[str, str, str]])
     names = ["fwd1", "fwd2"] if rng.random() < 0.4 else ["fwd1"]
     for name in names:
         inst = _instance(name, rng, land.capabilities)
-        inst["message_forwarding"] = rng.random() < 0.85
-        land.plain["instances"].append(inst)
+        inst.message_forwarding = rng.random() < 0.85
+        land.topology.instances.append(inst)
         land.forwarders.append(name)
     first = land.instance("fwd1")
     for service, instance, _ in targets:
         if len(names) == 2 and rng.random() < 0.5:
-            first["msdb_routes"].append(route(f"On{len(first['msdb_routes'])}", service, land.address("fwd2")))
-            land.instance("fwd2")["msdb_routes"].append(
-                route(f"Back{len(first['msdb_routes'])}", service, first["address"])
-            )
+            first.msdb_routes.append(route(f"On{len(first.msdb_routes)}", service, land.address("fwd2")))
+            land.instance("fwd2").msdb_routes.append(route(f"Back{len(first.msdb_routes)}", service, first.address))
         else:
-            first["msdb_routes"].append(route(f"On{len(first['msdb_routes'])}", service, land.address(instance)))
+            first.msdb_routes.append(route(f"On{len(first.msdb_routes)}", service, land.address(instance)))
 
 
 def _initiator_routes(land: Landscape, rng: Draw, targets: list[tuple[str, str, str]]) -> None:
-    routes: list[dict[str, Any]] = land.plain["instances"][0]["databases"][0]["routes"]
+    routes = land.topology.instances[0].databases[0].routes
     seen: set[str] = set()
     for service, instance, guid in targets:
         address = land.address(instance)
@@ -231,44 +215,43 @@ def _initiator_routes(land: Landscape, rng: Draw, targets: list[tuple[str, str, 
         name = f"R{len(routes)}"
         if kind in ("exact", "duplicate", "expired", "both"):
             lifetime = rng.randint(5, 60) if kind == "expired" else None
-            routes.append({**route(name, service, address), "lifetime_s": lifetime})
+            routes.append(route(name, service, address, lifetime_s=lifetime))
         if kind == "duplicate":
             routes.append(route(f"{name}a", service, address))
         if kind in ("forwarder", "both"):
             routes.append(route(f"{name}f", service, land.address(land.forwarders[0])))
         if kind == "broker":
-            routes.append({**route(name, service, address), "broker_instance": guid})
+            routes.append(route(name, service, address, broker_instance=guid))
         if kind == "transport":
             # for the service named after its address alone: the documents do not say where a TRANSPORT route
             # leads, and a message whose service name is no address would go nowhere defined (the reference's
             # placeholder address NONE)
             routes.append(route(name, service, "TRANSPORT"))
         if kind == "mirror":
-            routes.append({**route(name, "Ledger", address), "mirror_address": land.address("sqlm")})
+            routes.append(route(name, "Ledger", address, mirror_address=land.address("sqlm")))
         if kind in ("exact", "duplicate") and service != "Ledger" and _keyed(land, instance, service):
             land.direct[service] = instance
     if rng.random() < 0.25 and "dynamic_routing" in land.capabilities:
-        routes.append(route("Dynamic", BROKER_CONFIGURATION_NOTICE, rng.choice(land.plain["instances"])["address"]))
+        routes.append(route("Dynamic", BROKER_CONFIGURATION_NOTICE, rng.choice(land.topology.instances).address))
     if rng.random() < 0.25:
-        routes.append(route("Anywhere", None, rng.choice(land.plain["instances"])["address"]))
+        routes.append(route("Anywhere", None, rng.choice(land.topology.instances).address))
 
 
 def _keyed(land: Landscape, instance: str, service: str) -> bool:
     """Has every database of INSTANCE that holds SERVICE its master key, so that its broker surely starts?"""
-    databases = land.instance(instance)["databases"]
-    return all(d["master_key"] for d in databases if any(s["name"] == service for s in d["services"]))
+    databases = land.instance(instance).databases
+    return all(d.master_key for d in databases if any(s.name == service for s in d.services))
 
 
 def local_landscape(rng: Draw, capabilities: frozenset[str]) -> Landscape:
     """One instance, one database, its queues: the world of an implementation that activates but does not route."""
-    land = Landscape({"instances": []}, capabilities)
+    land = Landscape(Topology(), capabilities)
     home = _instance("sql1", rng, capabilities)
-    land.plain["instances"].append(home)
+    land.topology.instances.append(home)
     shop = _database(land, home, "db", GUID.format(10), rng)
-    shop["master_key"] = True  # alone, a database whose broker cannot start would receive nothing at all
+    shop.master_key = True  # alone, a database whose broker cannot start would receive nothing at all
     land.keyless.clear()
-    shop["queues"].append({"name": "InitiatorQueue", "activation": _off()})
-    shop["services"].append({"name": "Initiator", "queue": "InitiatorQueue"})
+    _initiator(shop)
     for k in range(1, rng.randint(1, 3) + 1):
         _queue(land, "sql1", shop, f"Q{k}", f"Local{k}", rng)
         land.services.append(f"Local{k}")
@@ -282,15 +265,13 @@ def local_landscape(rng: Draw, capabilities: frozenset[str]) -> Landscape:
 
 def periodic_landscape(rng: Draw, capabilities: frozenset[str]) -> Landscape:
     """Instances and databases with and without master keys: the world of the periodic tasks alone."""
-    land = Landscape({"instances": []}, capabilities)
+    land = Landscape(Topology(), capabilities)
     for n in range(1, rng.randint(1, 3) + 1):
         inst = _instance(f"sql{n}", rng, capabilities)
-        land.plain["instances"].append(inst)
+        land.topology.instances.append(inst)
         for k, name in enumerate(["db", "db2"][: rng.randint(1, 2)]):
             db = _database(land, inst, name, GUID.format(n * 10 + k), rng)
-            db["procedures"] = []
-    home = land.plain["instances"][0]["databases"][0]
-    home["queues"].append({"name": "InitiatorQueue", "activation": _off()})
-    home["services"].append({"name": "Initiator", "queue": "InitiatorQueue"})
+            db.procedures = []
+    _initiator(land.topology.instances[0].databases[0])
     land.services.append("Initiator")
     return land
