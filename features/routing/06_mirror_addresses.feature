@@ -393,3 +393,23 @@ Feature: Routing 06 - Mirror addresses
     And the log for dialog "D1" has no "principal probe" event
     And the log for dialog "D1" has no "message dropped" event
     And the log for dialog "L1" at "sql4" has 1 "message arrived" event
+
+  # "Se o Service Broker não entregou anteriormente uma mensagem usando a rota, ele envia uma solicitação para ambos
+  # os endereços": the route is sql2's own, which has delivered nothing yet, though a route of sql1 of the same name
+  # and addresses has; what sql1 learnt is sql1's
+  @RTR-2
+  Scenario: [22] Another instance's route of the same name and addresses asks both addresses at its own first use
+    Given dialog "L2" is begun from service "orders.Target" to service "Ledger"
+    And the routes in database "orders" of "sql2" are:
+      | name | service_name | address                 | mirror_address          |
+      | Pair | Ledger       | TCP://sql3.example:4022 | TCP://sql4.example:4022 |
+    And a message is sent on dialog "L1"
+    And time passes to second 5
+    When a message is sent on dialog "L2"
+    And time passes to second 15
+    Then the log for dialog "L2" shows exactly:
+      | event               | instance | address                 | answer        | database |
+      | principal probe     | sql2     | TCP://sql3.example:4022 | principal     | NULL     |
+      | principal probe     | sql2     | TCP://sql4.example:4022 | not principal | NULL     |
+      | message transmitted | sql2     | TCP://sql3.example:4022 | NULL          | NULL     |
+      | message arrived     | sql3     | NULL                    | NULL          | ledger   |

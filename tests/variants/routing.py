@@ -309,6 +309,8 @@ NOT_IN_WORLDS |= {"transport_leaves_without_forwarding"}
 # a conversation begun in a database that holds its own target service behind another that holds it too: the worlds'
 # initiators have services of their own names (none in 3,000 worlds)
 NOT_IN_WORLDS |= {"home_database_not_first"}
+# two instances each with a mirrored route of one name to one pair: none in 3,000 worlds
+NOT_IN_WORLDS |= {"principal_shared_by_route_name"}
 
 
 def _by_transport_all_the_same(
@@ -336,6 +338,38 @@ def home_database_not_first() -> ReferenceImplementation:
     """Looks a LOCAL route's service up in the instance's databases in their own order, not first in the database
     that holds the conversation (RTL-3: "procurando primeiro ... no banco de dados que contém a conversação")."""
     return _router("home_database_not_first", Routing, locate=_locate_in_the_instances_order)
+
+
+class _ByRouteNameAlone(dict[tuple[str, str], str]):
+    """The principals learnt, keyed by route name whatever instance's route learnt it."""
+
+    def __getitem__(self, key: tuple[str, str]) -> str:
+        return super().__getitem__(("*", key[1]))
+
+    def __setitem__(self, key: tuple[str, str], value: str) -> None:
+        super().__setitem__(("*", key[1]), value)
+
+    def __delitem__(self, key: tuple[str, str]) -> None:
+        super().__delitem__(("*", key[1]))
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, tuple) and super().__contains__(("*", key[1]))
+
+    def get(self, key: tuple[str, str], default: Any = None) -> Any:
+        return super().get(("*", key[1]), default)
+
+
+class _PrincipalSharedByRouteName(Transmission):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.principals = _ByRouteNameAlone()
+
+
+def principal_shared_by_route_name() -> ReferenceImplementation:
+    """Keeps the principal a mirrored route learnt by route name, shared by every instance's route of that name: an
+    instance's first use of its own route asks no one (RTR-2: "se o Service Broker não entregou anteriormente uma
+    mensagem usando a rota")."""
+    return _implementation("principal_shared_by_route_name", router_class=router_with(_PrincipalSharedByRouteName))
 
 
 def transport_leaves_without_forwarding() -> ReferenceImplementation:
@@ -478,6 +512,7 @@ def hops_counted_by_each_forwarder() -> ReferenceImplementation:
 
 
 VARIANTS = [
+    "principal_shared_by_route_name",
     "home_database_not_first",
     "transport_leaves_without_forwarding",
     "hops_counted_by_each_forwarder",
