@@ -325,7 +325,7 @@ class FollowingChooser:
         if any(k in message for k in _NAMED_BY_NO_EVENT):
             self.current = {}
             return
-        if ReadersFollowed.ASKED.intersection(message):  # about a session, not a routing attempt
+        if not ReadersFollowed.ASKED.isdisjoint(message):  # about a session, not a routing attempt
             picks = self.readers.about(message)
             if picks is not None:  # a served session only tells the readers; the pick asked before stands
                 self.current = picks

@@ -239,7 +239,7 @@ Feature: Routing 03 - Choosing a route
   # "Descartará a mensagem se a conversação não teve origem na instância atual e se o endereço da rota escolhida não
   # for 'LOCAL'": a TRANSPORT route's address is not LOCAL either, so with forwarding off the message from outside
   # that it would carry on is dropped as one a network address would carry
-  @RTC-5 @RTC-4 @requires-forwarding
+  @RTC-5 @requires-forwarding
   Scenario: [14] With forwarding off, a message from outside is dropped when the chosen route is TRANSPORT
     Given dialog "O1" is begun from service "Initiator" to service "TCP://sql2.example:4022/Orders"
     And the routes in database "shop" of "sql1" are:
