@@ -11,7 +11,7 @@ from sbtck.topology import plain
 from sbtck.workloads.draw import Draw
 from sbtck.workloads.landscape import ALL, Landscape, landscape, local_landscape, periodic_landscape, route
 
-GENERATOR_VERSION = 8
+GENERATOR_VERSION = 9
 # the random stream a seed draws from, kept since generator 4: a world a later version leaves alone stays the same
 STREAM = "sbtck-world:4"
 # where a message that has neither arrived nor been dropped must be, at the end of a world

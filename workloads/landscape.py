@@ -151,9 +151,26 @@ def landscape(rng: Draw, capabilities: frozenset[str] = ALL) -> Landscape:
         _mirroring_pair(land, rng, targets)
     if rng.random() < 0.4 and "forwarding" in capabilities:
         _forwarders(land, rng, targets)
-    land.services.extend(dict.fromkeys(s for s, _, _ in targets))
+    land.services.extend(_to_keyed_databases(land, targets))
     _initiator_routes(land, rng, targets)
     return land
+
+
+def _to_keyed_databases(land: Landscape, targets: list[tuple[str, str, str]]) -> list[str]:
+    """The services a dialog may go to: none that a database without its master key holds, since for a message to a
+    database whose broker has not started no document says what becomes of it (docs/implementing.md). Such a
+    database stays, for the periodic tasks to start (PER-5C); where it would leave no service at all, it has its
+    key. Its draw was made all the same, so that the rest of the world is the one the seed always drew."""
+    services = list(dict.fromkeys(s for s, _, _ in targets))
+    keyless = {s.name for i in land.topology.instances for d in i.databases if not d.master_key for s in d.services}
+    if any(s not in keyless for s in services):
+        return [s for s in services if s not in keyless]
+    for instance in land.topology.instances:
+        for db in instance.databases:
+            if not db.master_key and db.services:
+                db.master_key = True
+                land.keyless.remove((instance.name, db.name))
+    return services
 
 
 def _initiator(db: Database) -> None:

@@ -146,7 +146,6 @@ TRANSPORT |= {"route_change_reclassifies_every_instance", "saves_the_line_when_i
 TRANSPORT |= {"deletes_what_follows_a_buffered_message"}
 TRANSPORT |= {"local_delivery_through_the_dispatcher", "held_since_its_last_matching"}
 TRANSPORT |= {"unreachable_drops_every_connection"}
-TRANSPORT |= {"delivers_before_the_broker_starts"}  # a message must reach a database whose broker is down
 TRANSPORT |= {"stale_from_sending", "forwarder_counts_from_sending", "second_failure_suppresses_15"}
 TRANSPORT |= {"reclassifies_untouched_dialogs"}
 # the variants whose only sign is a report no document times (a message routed again where nothing changed):

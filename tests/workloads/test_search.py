@@ -151,7 +151,6 @@ def _taking_the_last(kind: str) -> type[Broker]:
     [
         (RECLASSIFIED, None),  # PER-2B: "all or selected dialogs"
         (RECLASSIFIED_NEXT, None),  # in no order the documents give
-        (ACKNOWLEDGEMENT_READING, None),  # RTE-04: "subsequent messages" routed after it, not only sent after it
         (FORWARD_REPORTED, None),  # the contract did not say when a forward waiting for its connection is reported
         (OWN_ADDRESS, None),  # RTX-2: "treated as" arriving from outside, whether or not it went out and back
         (CLEANUP_READING, ("periodic_tasks",)),  # PER-5E: "the databases that have any dialogs"
@@ -181,6 +180,28 @@ def test_each_choice_the_documents_leave_open_is_searched(kind: str, areas: tupl
         raise AssertionError(f"no world in 400 where {kind} shows")
     verdict = search(world, trace, {})
     assert verdict.violations == [] and not verdict.undecided, (seed, verdict.violations[:1])
+
+
+# choices no world of the generator shows, with where they showed: nothing to check the search on until one does
+NOT_SHOWN = {
+    # RTE-04: "subsequent messages" routed after the acknowledgement, not only sent after it. It showed only where a
+    # message waited for a database's broker to start, which generator 9 no longer writes (docs/implementing.md):
+    # none of the first 3,000 worlds
+    ACKNOWLEDGEMENT_READING: None,
+}
+
+
+@pytest.mark.parametrize("kind", NOT_SHOWN)
+def test_the_choices_no_world_shows_are_still_not_shown(kind: str) -> None:
+    """Once the generator draws a world where one shows, it moves to the test above."""
+    implementation = ReferenceImplementation(broker_class=_taking_the_last(kind), name=f"last {kind}")
+    shown = [
+        seed
+        for seed in range(400)
+        for world in [generate(seed, areas=NOT_SHOWN[kind])]
+        if run(world, implementation).digest() != run(world, reference()).digest()
+    ]
+    assert shown == [], f"{kind} shows in worlds {shown[:5]}: check the search on it"
 
 
 def test_without_the_readings_open_the_expected_trace_connects_as_the_suites_reference() -> None:
