@@ -34,6 +34,7 @@ from sbtck.views import (
     COLUMN_VALUES,
     VIEW_COLUMN_TYPES,
     VIEW_COLUMNS,
+    VIEW_ROWS,
     column_class,
 )
 
@@ -95,10 +96,10 @@ def render_commands() -> str:
             )
             + f"Result (`result_{cls.kind}` of the schema): {result}\n\n```json\n{example}\n```\n"
         )
-    views = "\n".join(
-        f"| `{view}` | {', '.join(f'`{col}` ({column_class(col)})' for col in VIEW_COLUMNS[view])} |"
-        for view in contract.VIEWS
-    )
+    columns = {
+        view: ", ".join(f"`{col}` ({column_class(col)})" for col in VIEW_COLUMNS[view]) for view in contract.VIEWS
+    }
+    views = "\n".join(f"| `{view}` | {VIEW_ROWS[view]} | {columns[view]} |" for view in contract.VIEWS)
     own = "\n".join(f"- `{name}`: {text}." for name, text in sorted(COLUMN_MEANINGS.items()))
     by_type: dict[str, list[str]] = {}
     for column, json_type in sorted(COLUMN_TYPES.items()):
@@ -120,7 +121,7 @@ def render_commands() -> str:
         + " named like an event field means what the field means (see [Fields](#fields)).\n\n"
         + "Each column is compared by its class, as an event's field is (see [Events](#events)): a time by its\n"
         + "name (`_ms`, `_time`), the classes below as they say, every other column exactly.\n\n"
-        + f"| view | columns (comparison) |\n| --- | --- |\n{views}\n\n{classes}\n\n{own}\n\n"
+        + f"| view | one row per | columns (comparison) |\n| --- | --- | --- |\n{views}\n\n{classes}\n\n{own}\n\n"
         + "The JSON type of each column, and of the fields of a row RECEIVE returns (`rows` of `rows_returned`),"
         + " declared in `sbtck/views.py` and checked in every answer (a boolean is not an integer):\n\n"
         + f"{types}\n"

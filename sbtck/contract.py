@@ -356,7 +356,10 @@ class FailTransmission(Command):
     ends (one, when both ends are in one instance) both hold it. A message of the dialog that such a transmitter
     would send waits there, failed, until that instance's transmitter reclassifies the dialog (PER-2B: it "may also
     resume transmission of messages from dialogs that were unsuccessful earlier"); the other end's transmitter
-    resumes it only when it reclassifies it in turn.
+    resumes it only when it reclassifies it in turn. Only what goes over the network is held: the transmitter "is
+    the intermediate layer between the dialogs and the transport" (periodic tasks, every 2nd notification), so a
+    message is routed first as any other (its `route_chosen`), a message routed LOCAL is delivered as if nothing
+    had failed, and one routed to a network address waits failed (its `transmission_pending` naming the address).
     """
 
     kind: ClassVar[str] = "fail_transmission"

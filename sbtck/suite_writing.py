@@ -174,6 +174,11 @@ class Writer:
             # in the statuses' own order, whatever order the scenarios finished in (under xdist it changes)
             order = [s for s in results.STATUSES if s in counts] + sorted(set(counts) - set(results.STATUSES))
             summary = ", ".join(f"{counts[s]} {s}" for s in order)
+            # an informative scenario's pass judges nothing (behaviour the documents leave open): say how many of
+            # the passes are such, so that "264 passed" is not read as 264 rules' worth (cr13's G12)
+            informative = sum(rec.status == results.PASSED and results.INFORMATIVE in rec.tags for rec in records)
+            if informative:
+                summary += f" ({informative} of the passes informative, judging nothing)"
             folder = interrupted(Path(out)) if self.interrupted else Path(out)
             verdict = results.verdict({"interrupted": self.interrupted}, [rec.status for rec in records])
             words = results.selection_words({"selection": self.selection()})

@@ -72,6 +72,19 @@ VIEW_COLUMNS: dict[str, tuple[str, ...]] = {
         "ack_cleanup_running",
     ),
 }
+# What one row of each view is: which rows a view holds, as its columns say what each holds (cr13's G9).
+VIEW_ROWS: dict[str, str] = {
+    "sys.dm_broker_queue_monitors": "a queue that has a queue monitor (activation STATUS = ON, or a QUEUE_ACTIVATION"
+    " event notification: ACT-02)",
+    "sys.dm_broker_activated_tasks": "a stored procedure activation started that is still running (ACT-11)",
+    "sys.routes": "a route of the table asked for: the database's, or msdb's where `database` is null",
+    "sys.transmission_queue": "a message waiting in the instance's transmission queue",
+    "sys.conversation_endpoints": "a dialog, its initiator's endpoint (where BEGIN DIALOG ran); none for the target's",
+    "sys.dm_broker_connections": "a connection the instance has open, by the address it was opened to",
+    "sbtck.dispatcher_buffers": "a message the instance's message dispatcher holds in memory (PER-1C)",
+    "sbtck.forwarder": "a message the instance's forwarder holds in memory (PER-5B)",
+    "sbtck.periodic_state": "a database of an instance: an instance without databases has no row",
+}
 # The JSON type of every column, by name as its meaning is: a value of another type is the implementation's
 # error, named by the answer checks (sbtck/iut/answers.py) before a step reads it.
 COLUMN_TYPES: dict[str, str] = {
@@ -127,7 +140,8 @@ COLUMN_MEANINGS: dict[str, str] = {
     "broker_started": "whether the database's broker has started (PER-5C)",
     "database_id": "the database's id, from 5",
     "expires_ms": "when the route's lifetime ends, or null",
-    "far_broker_instance": "the broker instance the conversation is bound to, or null",
+    "far_broker_instance": "the broker instance the conversation is bound to: the one BEGIN DIALOG named, then the"
+    " one the target's acknowledgement carried (RTE-04); null before either",
     "far_service": "the service at the other end",
     "last_activated_time": "when the monitor last started a procedure or raised a notification, or null",
     "last_activity_ms": "when the connection last carried a message",

@@ -131,11 +131,13 @@ def _partition(plan: Plan, slices: list[tuple[int, int]], counters: Any) -> Any:
         from sbtck.iut.loader import factory_for
 
         first, count = slices[index]
-        done, rules, conversations = counters
+        done, rules, conversations, declared = counters
         checker = Checker(factory_for(plan.iut), plan.differential, plan.conversations, plan.areas)
         try:
             for seed in range(first, first + count):
                 row = checker.check(seed).row()
+                if seed == first and checker.handshake is not None:
+                    declared.add(dict.fromkeys(checker.handshake.capabilities, 1))
                 done.add(1)
                 conversations.add(row["conversations"])
                 if row["outcome"] in (FAILED, ERROR):
@@ -147,7 +149,7 @@ def _partition(plan: Plan, slices: list[tuple[int, int]], counters: Any) -> Any:
     return check_partition
 
 
-def _counters(spark: Any) -> tuple[Any, Any, Any]:
+def _counters(spark: Any) -> tuple[Any, Any, Any, Any]:
     from pyspark.accumulators import AccumulatorParam
 
     class Tally(AccumulatorParam[dict[str, int]]):
@@ -160,7 +162,8 @@ def _counters(spark: Any) -> tuple[Any, Any, Any]:
             return a
 
     sc = spark.sparkContext
-    return sc.accumulator(0), sc.accumulator({}, Tally()), sc.accumulator(0)
+    # worlds done, failed worlds by rule, conversations, and the capabilities the implementation declared (by task)
+    return sc.accumulator(0), sc.accumulator({}, Tally()), sc.accumulator(0), sc.accumulator({}, Tally())
 
 
 def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
@@ -178,7 +181,7 @@ def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
     # not verified row by row in the workers: every row is an Outcome's, whose fields the schema mirrors
     # (tests/workloads/test_worlds.py holds them to it); verifying cost about 5 us a row in every worker
     frame = spark.createDataFrame(rows, schema(), verifySchema=False).persist(StorageLevel.MEMORY_AND_DISK)
-    done, rules, conversations = counters
+    done, rules, conversations, declared = counters
     try:
         with Progress(lambda: (done.value, dict(rules.value), conversations.value), plan.worlds):
             frame.select(*SUMMARY_COLUMNS).write.parquet(str(output.part("worlds")))
@@ -215,6 +218,9 @@ def run(spark: Any, plan: Plan, output: Output) -> dict[str, Any]:
         "master": plan.master,
         "first_seed": plan.seed,
         "areas": list(plan.areas) if plan.areas else None,
+        # what the implementation declared in its handshake (decision_trace among them): the worlds' own mix is
+        # "capabilities" below, which no world asks decision_trace of
+        "declared": sorted(declared.value),
         "worlds": sum(tally.outcomes.values()),
         "conversations": tally.conversations,
         "failed_worlds": tally.outcomes.get(FAILED, 0) + tally.outcomes.get(ERROR, 0),

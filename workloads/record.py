@@ -171,8 +171,9 @@ def _value(value: Any) -> str:
 
 
 def _fields(item: Mapping[str, Any], marks: list[str] | None, skip: tuple[str, ...] = ("kind",)) -> str:
-    # a differing field in [brackets]: the terminal may have no colour, and a copied line keeps the mark
-    shown = [f"[{k}={_value(v)}]" if marks and k in marks else f"{k}={_value(v)}" for k, v in sorted(item.items())]
+    # a differing field between >> and <<: the terminal may have no colour, and a copied line keeps the mark; not in
+    # [brackets], which a list's value prints in too (a clean-room author could not find the difference by eye)
+    shown = [f">>{k}={_value(v)}<<" if marks and k in marks else f"{k}={_value(v)}" for k, v in sorted(item.items())]
     return " ".join(s for s, k in zip(shown, sorted(item), strict=True) if k not in skip)
 
 
@@ -192,7 +193,7 @@ def text(rec: Mapping[str, Any]) -> str:
     ]
     if rec.get("command"):
         lines.append(f"command: {rec['command'].get('kind')} {_fields(rec['command'], None)}")
-    lines.append("a field in [brackets] differs from the other side's; ! marks an event or row the other side has not")
+    lines.append("a field between >> and << differs from the other side's; ! marks what the other side lacks")
     for side in (IMPLEMENTATION, REFERENCE):
         shown = rec.get(side)
         lines.append(f"{side}:")
@@ -200,7 +201,7 @@ def text(rec: Mapping[str, Any]) -> str:
             lines.append("  (nothing to show: " + ("no step" if side == IMPLEMENTATION else "no reference trace") + ")")
             continue
         if shown["error"] is not None or rec.get("refused_differs"):
-            lines.append(f"  {'[refused]' if rec.get('refused_differs') else 'refused'}: {shown['error']}")
+            lines.append(f"  {'>>refused<<' if rec.get('refused_differs') else 'refused'}: {shown['error']}")
         for item in shown["events"]:
             mark = "!" if item["differs"] is None else " "
             lines.append(f" {mark}{item['event'].get('kind')} {_fields(item['event'], item['differs'])}")

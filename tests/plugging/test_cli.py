@@ -335,6 +335,15 @@ def test_an_implementation_that_cannot_be_started_or_reached_stops_the_run_with_
     assert run.code == 2 and "no such program on PATH" in run.output, run.output[-2000:]
 
 
+def test_the_terminal_line_says_how_many_passes_are_informative(tmp_path: Path) -> None:
+    """An informative scenario's pass judges nothing: "264 passed" alone read as 264 scenarios' worth (cr13's G12)."""
+    run = sbtck("--tags", "informative or ACT-02", out=tmp_path / "t")
+    informative = scenarios_tagged("informative")
+    assert run.code == 0 and informative > 0, run.output[-2000:]
+    n = len(run.results()["scenarios"])
+    assert f"{n} passed ({informative} of the passes informative, judging nothing); report: " in run.output
+
+
 def test_a_selection_is_part_of_the_verdict_and_never_reads_as_the_whole_suite(tmp_path: Path) -> None:
     total = _scenario_count()
     tagged = sbtck("--tags", "ACT-09", out=tmp_path / "t")

@@ -106,7 +106,7 @@ def test_an_event_without_a_partner_and_a_view_row_that_differs_are_marked() -> 
     assert [r["differs"] for r in rec["implementation"]["rows"]] == [["lifetime"]]
     assert [r["differs"] for r in rec["reference"]["rows"]] == [["lifetime"], None]
     text = record.text(rec)
-    assert "[lifetime=5]" in text and "[lifetime=6]" in text and " !message_dropped" in text and " !row " in text
+    assert ">>lifetime=5<<" in text and ">>lifetime=6<<" in text and " !message_dropped" in text and " !row " in text
 
 
 def test_show_prints_one_line_a_world_and_a_world_in_full(
@@ -121,7 +121,7 @@ def test_show_prints_one_line_a_world_and_a_world_in_full(
     assert main(["workload", "show", str(out), str(SEED)]) == 0
     full = capsys.readouterr().out
     assert f"world {SEED}: failed, rule RTC-3" in full and "the sides part at step 2 of" in full
-    assert "command: send " in full and "[candidates=" in full and full.count("[candidates=") == 2
+    assert "command: send " in full and ">>candidates=" in full and full.count(">>candidates=") == 2
     page = (out / record.PAGE).read_text()
     assert f'id="seed-{SEED}"' in page and '<td class="differs">' in page
 
@@ -194,7 +194,7 @@ def test_show_needs_neither_spark_nor_pyarrow(failed: dict[str, Any], tmp_path: 
         timeout=120,
     )
     assert shown.returncode == 0, shown.stderr
-    assert "[candidates=" in shown.stdout
+    assert ">>candidates=" in shown.stdout
 
 
 def test_what_the_stage_compares_by_reference_or_not_at_all_is_never_marked() -> None:

@@ -63,6 +63,8 @@ def test_a_local_run_checks_every_world_once_and_writes_what_failed(spark: Any, 
     failed = [r for r in rows if r["outcome"] == FAILED]
     assert failed and all("ACT-10" in r["rules"] for r in failed)
     assert summary["worlds"] == 60 and summary["failed_worlds"] == len(failed)
+    # what the implementation declared, decision_trace among them, which no world asks for (cr13's G10)
+    assert "decision_trace" in summary["declared"] and "decision_trace" not in str(summary["capabilities"])
     assert summary["conversations"] == sum(r["conversations"] for r in rows)
     assert summary["violations"]["ACT-10"] == len(failed)
     failures = _rows(spark, tmp_path / "failures")
