@@ -103,7 +103,11 @@ class Command:
 
 @dataclass(frozen=True)
 class Start(Command):
-    """Declare the topology and start the broker of every database at ``at_ms``."""
+    """Declare the topology and start the broker of every database at ``at_ms``.
+
+    The topology is written whole, every field with its default included: ``topology.Topology`` of
+    docs/protocol.schema.json (sbtck/topology.py) gives each one's type, docs/implementing.md section 3 its meaning.
+    """
 
     kind: ClassVar[str] = "start"
     topology: Topology

@@ -11,6 +11,7 @@ import pytest
 from sbtck import contract
 from sbtck.iut import schema
 from sbtck.iut.reference import ReferenceImplementation
+from sbtck.topology import Topology, decode, plain
 from sbtck.workloads.generate import generate
 from tests.helpers import ROOT
 
@@ -74,3 +75,14 @@ def test_a_wrong_line_does_not_fit() -> None:
     row = {"instance": "sql1", "address": "TCP://sql2:4022", "state": "CONNECTED", "opened_ms": 0}
     assert not _valid("row_sys.dm_broker_connections", row)  # last_activity_ms missing
     assert _valid("row_sys.dm_broker_connections", {**row, "last_activity_ms": 0})
+
+
+def test_a_start_carries_the_whole_topology_as_the_schema_gives_it() -> None:
+    """The topology's JSON is in the schema field by field (cr13's G1: it said only "object")."""
+    topology = plain(decode({"instances": [{"name": "sql1", "databases": [{"name": "db"}]}]}, Topology, "topology"))
+    start = {"id": 1, "op": "execute", "command": {"kind": "start", "at_ms": 0, "topology": topology}}
+    assert _valid("request", start)
+    database = topology["instances"][0]["databases"][0]
+    for wrong in ({**database, "master_key": "no"}, {k: v for k, v in database.items() if k != "routes"}):
+        topology["instances"][0]["databases"] = [wrong]
+        assert not _valid("request", start), wrong
