@@ -236,3 +236,20 @@ Feature: Activation 02 - When a queue monitor checks
       | 0      | procedure started | 1    |
       | 2      | procedure exited  | 1    |
       | 12     | procedure started | 2    |
+
+  # "SQL Server executes a RECEIVE statement for the queue": a RECEIVE that finds nothing and waits is executing
+  # from its call (docs/implementing.md: a RECEIVE "returns rows, returns nothing or starts to wait"). Its WHERE
+  # clause keeps it out of the waiting readers (ACT-08), so the look its start makes finds D1's message unread with
+  # no reader waiting: a second procedure at second 1, not at the timer notification at 5 nor when the wait ends
+  @ACT-07 @ACT-08
+  Scenario: [14] A RECEIVE with a WHERE clause that starts to wait is checked at once, not when its wait ends
+    Given dialog "D1" is begun from service "Initiator" to service "StallService"
+    And dialog "D2" is begun from service "Initiator" to service "PlainService"
+    And a message is sent on dialog "D1"
+    And time passes to second 1
+    When session "S1" receives from queue "StallQueue" where the dialog is "D2" waiting up to 60 seconds
+    And time passes to second 4
+    Then the log for queue "StallQueue" shows exactly:
+      | second | event             | task |
+      | 0      | procedure started | 1    |
+      | 1      | procedure started | 2    |
