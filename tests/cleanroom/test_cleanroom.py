@@ -76,6 +76,11 @@ BROKERS: dict[str, dict[str, str]] = {
         "decision trace": f"cmd:{PYTHON} {HERE / 'cr9' / 'broker.py'}",
         "black box": f"cmd:env SBTCK_CR12_NO_TRACE=1 {PYTHON} {HERE / 'cr9' / 'broker.py'}",
     },
+    # a thirteenth author's (stop 59), from the kit of stop 58: every capability, no change of the kit needed
+    "cr10": {
+        "decision trace": f"cmd:{PYTHON} {HERE / 'cr10' / 'broker.py'}",
+        "black box": f"cmd:env SBTCK_CR13_NO_TRACE=1 {PYTHON} {HERE / 'cr10' / 'broker.py'}",
+    },
 }
 # the areas each is judged in, by turns: those of what it declares
 AREAS_OF = {
@@ -88,6 +93,7 @@ AREAS_OF = {
     "cr7": AREAS,
     "cr8": AREAS,
     "cr9": AREAS,
+    "cr10": AREAS,
 }
 # the worlds (of the first WORLDS) the stage still fails a broker in, each with where the question stands: a world
 # failing that is not listed fails the test, and a listed world that passes is reported so the list only shrinks
