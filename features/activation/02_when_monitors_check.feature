@@ -253,3 +253,25 @@ Feature: Activation 02 - When a queue monitor checks
       | second | event             | task |
       | 0      | procedure started | 1    |
       | 1      | procedure started | 2    |
+
+  # A look that no message's arrival made is no arrival: ACT-06 asks that "a new message arrives on the queue", so
+  # the ALTER QUEUE that makes the monitor at second 3 decides by ACT-07 alone, and S2 waiting in a RECEIVE without
+  # a WHERE clause keeps it unnecessary there and at the timer notification at 5. Once S1 commits at 6, S2's
+  # RECEIVE takes D1:1 and no longer waits: its look finds D1:2 and D1:3 unread with no reader waiting
+  @ACT-06 @ACT-07
+  Scenario: [15] A look made by ALTER QUEUE is no arrival: with a reader waiting nothing starts until it stops
+    Given dialog "D1" is begun from service "Initiator" to service "PlainService"
+    And a message is sent on dialog "D1"
+    And session "S1" begins a transaction
+    And session "S1" receives from queue "PlainQueue"
+    And time passes to second 1
+    And 3 messages are sent on dialog "D1"
+    And session "S2" receives top 1 from queue "PlainQueue" waiting up to 60 seconds
+    And time passes to second 3
+    When ALTER QUEUE "PlainQueue" WITH ACTIVATION (STATUS = ON, PROCEDURE_NAME = stall, MAX_QUEUE_READERS = 1)
+    And time passes to second 6
+    And session "S1" commits
+    Then session "S2" got the message D1:1
+    And the log for queue "PlainQueue" shows exactly:
+      | second | event             | task |
+      | 6      | procedure started | 1    |

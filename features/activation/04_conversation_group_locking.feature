@@ -231,3 +231,17 @@ Feature: Activation 04 - Conversation group locking
     When session "S2" receives top 3 from queue "PlainQueue"
     Then session "S1" got the messages P1:0 or P2:0, P2:1
     And session "S2" got the messages P2:0, P2:1 or P1:0
+
+  # GET CONVERSATION GROUP takes a conversation group's lock, as a RECEIVE does, and returns no message: with one
+  # conversation's message on the queue the group it answers with is that conversation's, and its event names the
+  # statement it was (docs/protocol.md, `rows_returned`: `statement`, `conversation_group`)
+  @ACT-09
+  Scenario: [14] GET CONVERSATION GROUP with one conversation's message ready answers with its group, as itself
+    Given dialog "P1" is begun from service "Initiator" to service "PlainService"
+    And a message is sent on dialog "P1"
+    And time passes to second 2
+    When session "S1" gets a conversation group from queue "PlainQueue"
+    Then session "S1" got the conversation group of dialog "P1"
+    And the log for queue "PlainQueue" shows exactly:
+      | second | event         | session | statement              |
+      | 2      | rows returned | S1      | GET CONVERSATION GROUP |
