@@ -46,4 +46,6 @@ TOML
   echo "== $module"
   "$ROOT/.venv/bin/python" scripts/mutation_annotations.py count "$session"
   "$ROOT/.venv/bin/cr-report" --surviving-only --show-diff "$session"
+  # HEAD's survivors go beside their reasons (tests/engine/mutation/): each needs a scenario or a reason
+  [ -n "${MUTATION_REV:-}" ] || "$ROOT/.venv/bin/python" scripts/mutation_record.py "$session" "$module"
 done

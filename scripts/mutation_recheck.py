@@ -2,7 +2,8 @@
 
 A whole module's session takes hours; after scenarios are added for its
 survivors, this tells which of them the suite now kills without running the
-killed mutants again. Each survivor's diff (annotation-only ones set aside,
+killed mutants again, and marks those it kills in the session (for
+mutation_record.py). Each survivor's diff (annotation-only ones set aside,
 as in mutation_survivors.py) is applied with ``patch`` to a copy of the tree
 and the suite run on it, as scripts/mutation.sh runs it; a diff whose lines
 no longer match the module is reported as not applied, and a run that hangs
@@ -28,15 +29,15 @@ ROOT = Path(__file__).resolve().parent.parent
 LIMIT_S = 120
 
 
-def _survivors(session: Path) -> list[str]:
+def _survivors(session: Path) -> list[tuple[str, str]]:
     with sqlite3.connect(session) as db:
-        rows = db.execute("select diff from work_results where test_outcome = 'SURVIVED'").fetchall()
+        rows = db.execute("select job_id, diff from work_results where test_outcome = 'SURVIVED'").fetchall()
     kept = []
-    for (diff,) in rows:
+    for job, diff in rows:
         minus = [line[1:] for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
         plus = [line[1:] for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
         if not (len(minus) == len(plus) == 1 and in_annotation(minus[0], plus[0])):
-            kept.append(diff.split("--- mutation diff ---", 1)[-1].strip("\n") + "\n")
+            kept.append((job, diff.split("--- mutation diff ---", 1)[-1].strip("\n") + "\n"))
     return kept
 
 
@@ -57,7 +58,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         tree = Path(scratch) / "tree"
         shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(".venv", ".git", "out", "__pycache__"), symlinks=True)
-        for n, diff in enumerate(diffs, 1):
+        for n, (job, diff) in enumerate(diffs, 1):
             target = tree / diff.splitlines()[0].removeprefix("--- a/")
             original = target.read_text()
             patch = subprocess.run(["patch", "-p1", "-s", "-F0"], cwd=tree, input=diff, text=True, capture_output=True)
@@ -68,6 +69,9 @@ def main() -> None:
             try:
                 if _suite_fails(tree):
                     killed += 1
+                    # the session says so too: mutation_record.py records what is left
+                    with sqlite3.connect(session) as db:
+                        db.execute("update work_results set test_outcome = 'KILLED' where job_id = ?", (job,))
                 else:
                     survived.append(diff)
             finally:
