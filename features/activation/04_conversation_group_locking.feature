@@ -245,3 +245,23 @@ Feature: Activation 04 - Conversation group locking
     And the log for queue "PlainQueue" shows exactly:
       | second | event         | session | statement              |
       | 2      | rows returned | S1      | GET CONVERSATION GROUP |
+
+  # The documents' example again, with readers that do no work: DrainQueue's procedure "drain" commits and
+  # RECEIVEs its next message at the instant of the one before (docs/implementing.md, section 3), and a reader
+  # just started RECEIVEs only after the work already due then. R2's one message is work for a second reader;
+  # once a reader has it, every unread message is R1's, locked by the first, and a third reader, started to wait
+  # for them, is running from its start: "as long as all the messages in the queue belong to the same
+  # conversation, and the second queue reader remains running, the queue monitor does not start another queue
+  # reader", though it has not RECEIVEd yet. Whether a monitor looks at each RECEIVE at once or once the
+  # instant has settled, one to three readers start, never a fourth.
+  @ACT-09 @ACT-05
+  Scenario: [15] A reader started and not yet reading counts as running: no reader starts beyond the one waiting
+    Given dialog "R1" is begun from service "Initiator" to service "DrainService"
+    And dialog "R2" is begun from service "Initiator" to service "DrainService"
+    And ALTER QUEUE "DrainQueue" WITH ACTIVATION (STATUS = OFF)
+    And 5 messages are sent on dialog "R1"
+    And a message is sent on dialog "R2"
+    When ALTER QUEUE "DrainQueue" WITH ACTIVATION (STATUS = ON)
+    And time passes to second 9
+    Then the log for queue "DrainQueue" has no "procedure started" event where task is "4"
+    And the log for queue "DrainQueue" has 6 "rows returned" events

@@ -104,7 +104,14 @@ def _run(folder: Path, switches: str, area: str, tmp_path: Path, profile: str | 
 WRONG_AS_WRITTEN: dict[Path, dict[str, str]] = {
     # "A transaction that contains a RECEIVE statement rolls back" is a check: the broker looks only when the
     # rollback returned messages, and a RECEIVE that returned nothing is a RECEIVE statement all the same
-    ACTIVATION_PERIODIC: {"activation/02_when_monitors_check.feature::[10] ": "ACT-05, rollback of an empty RECEIVE"},
+    # "As long as all the messages in the queue belong to the same conversation, and the second queue reader
+    # remains running, the queue monitor does not start another queue reader": the broker looks at the RECEIVE a
+    # reader's commit runs before a reader it has just started RECEIVEs, counts that one as neither running nor
+    # waiting, and starts another (found by the stage in worlds 614 and 637, undecided within the search's budget)
+    ACTIVATION_PERIODIC: {
+        "activation/02_when_monitors_check.feature::[10] ": "ACT-05, rollback of an empty RECEIVE",
+        "activation/04_conversation_group_locking.feature::[15] ": "ACT-09, a reader started and not yet reading",
+    },
 }
 
 
