@@ -369,6 +369,14 @@ SESSION_GROUP = Phrase(
 )
 
 # ------------------------------------------------------------------ reproducers
+REFUSALS_RECORDED = Phrase(
+    "workload",
+    GIVEN,
+    "a command the implementation refuses is recorded for the checks below",
+    "a command the implementation refuses is recorded for the checks below",
+    "A refusal is no failure of its step: the Then steps judge it, as the stage does (a reproducer whose commands"
+    " one allowed history refuses where another does not).",
+)
 INVARIANTS_HOLD = Phrase(
     "workload",
     THEN,

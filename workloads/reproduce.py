@@ -2,13 +2,16 @@
 
 Every contract command the generator writes has one step here. What should
 be seen is stated as a log table: the events the reference engine gives for
-the world (making the implementation's allowed choices), of the kinds the
-implementation reports, less the engine's reasoning. The file then fails
-on the implementation with the table it expected beside the log it got, and
-can move into features/ as a regression scenario. Where the table would not
-show the difference (it lies in a field or kind the table leaves out), the
+the world, of the kinds the implementation reports, less the engine's
+reasoning, allowing every history the documents allow there (``merged``: a
+cell "a or b" where the reference on another branch of the choices they
+leave open shows otherwise). The file then fails on the implementation with
+the table it expected beside the log it got, passes a broker taking other
+allowed choices, and can move into features/ as a regression scenario.
+Where the table would not show the difference (it lies in a field or kind
+the table leaves out), or the histories do not line up row for row, the
 reproducer falls back to re-checking the recorded trace against the
-reference.
+reference, which searches them.
 """
 
 from __future__ import annotations
@@ -19,9 +22,18 @@ from typing import Any
 
 import yaml
 
-from sbtck.agreement import canonical, compared, held, once_an_instant
+from sbtck.agreement import BY_NUMBER, arrangement, canonical, compared, held, once_an_instant
 from sbtck.errors import DeclarationError, NoStepFor
-from sbtck.observations import DECISION_FIELDS, DECISION_TRACE, MAY_OMIT, MAY_REPORT_AT_START, reported_by
+from sbtck.observations import (
+    DECISION_FIELDS,
+    DECISION_TRACE,
+    ECHOES,
+    FIRST_REQUIRED,
+    MAY_OMIT,
+    MAY_REPORT_AT_START,
+    Kind,
+    reported_by,
+)
 from sbtck.steps import phrases
 from sbtck.steps.cells import cell
 from sbtck.steps.vocabulary import sayings
@@ -123,6 +135,15 @@ def step(op: dict[str, Any], start_ms: int) -> str | None:
     raise NoStepFor(f"no step in the vocabulary writes a {op['kind']!r} command: {op}")
 
 
+# what an implementation may leave out or say again is never stated: a broker with no BCN client fires none, one
+# that does not echo the kit's faults or reports a failure only the first time is as right as one that does, and
+# nothing says a dialog is acknowledged once only (the stage leaves repeats out: differential._repeats_left_out)
+UNSTATED = MAY_OMIT | ECHOES | FIRST_REQUIRED.keys() | {Kind.ACKNOWLEDGED}
+# a field compared by its number is a column only where its number differs; where the world has identical routes,
+# which member names their group is open (RTC-0) and a cell names members: then it is no column at all
+BY_NUMBER_FIELDS = frozenset(name for _, name in BY_NUMBER)
+
+
 def stated(events: list[dict[str, Any]], capabilities: frozenset[str], reasoning: bool = False) -> list[dict[str, Any]]:
     """The events a reproducer states: what an implementation with these capabilities reports, less DECISION_TRACE
     and the reports whose presence and moment are not compared (as the stage does not), a report of what an instant
@@ -132,6 +153,7 @@ def stated(events: list[dict[str, Any]], capabilities: frozenset[str], reasoning
             e
             for e in events
             if (reasoning or e["kind"] not in DECISION_TRACE)
+            and e["kind"] not in UNSTATED
             and held(e["kind"])
             and reported_by(e["kind"], capabilities)
         ]
@@ -145,7 +167,7 @@ def differing_fields(expected: list[dict[str, Any]], got: list[dict[str, Any]]) 
 
     def values(events: list[dict[str, Any]], name: str) -> list[str]:
         return sorted(
-            json.dumps([e["kind"], canonical(compared(name, e[name]))], sort_keys=True, default=str)
+            json.dumps([e["kind"], _as_stage_compares(e["kind"], name, e[name])], sort_keys=True, default=str)
             for e in events
             if e.get(name) is not None
         )
@@ -153,16 +175,32 @@ def differing_fields(expected: list[dict[str, Any]], got: list[dict[str, Any]]) 
     return [name for name in names if values(expected, name) != values(got, name)]
 
 
+def _as_stage_compares(kind: str, name: str, value: Any) -> Any:
+    """A field's value as the stage compares it: a list compared by its number as that number."""
+    if (kind, name) in BY_NUMBER and isinstance(value, list):
+        return len(value)
+    return canonical(compared(name, value))
+
+
 def log_table(
-    expected: list[dict[str, Any]], got: list[dict[str, Any]], start_ms: int, reasoning: bool = False
-) -> tuple[Rows, Rows]:
-    """The table of the expected events, and the same table for the events got (as the Then step would read it)."""
-    kinds = {e["kind"] for e in expected}
+    expected: list[list[dict[str, Any]]],
+    got: list[dict[str, Any]],
+    start_ms: int,
+    reasoning: bool = False,
+    named_freely: bool = False,
+) -> tuple[list[Rows], Rows]:
+    """The table of each history's expected events, and the same table for the events got (as the Then step would
+    read it), all with the columns any of them needs."""
+    kinds = {e["kind"] for events in expected for e in events}
     got = [e for e in got if e["kind"] in kinds]
     wanted = COLUMNS + REASONING_COLUMNS if reasoning else COLUMNS
-    columns = [c for c in wanted if any(e.get(c) is not None for e in [*expected, *got])]
+    every = [e for events in expected for e in events]
+    unnamed = BY_NUMBER_FIELDS if named_freely else frozenset()
+    columns = [c for c in wanted if any(e.get(c) is not None for e in [*every, *got])]
     columns += [
-        c for c in differing_fields(expected, got) if c not in columns and (reasoning or c not in DECISION_FIELDS)
+        c
+        for c in differing_fields(every, got)
+        if c not in columns and c not in unnamed and (reasoning or c not in DECISION_FIELDS)
     ]
     header = ["second", "event", *columns]
 
@@ -176,7 +214,52 @@ def log_table(
             for e in events
         ]
 
-    return [header, *rows(expected)], [header, *rows(got)]
+    return [[header, *rows(events)] for events in expected], [header, *rows(got)]
+
+
+def merged(tables: list[Rows]) -> Rows | None:
+    """One table allowing each of TABLES, a cell "a or b" where they differ (as a scenario writes what the
+    documents leave open), or None where their rows do not line up: another number of rows, or another event at a
+    place. It allows more than the histories did (a cell's options combine freely), never less."""
+    event = tables[0][0].index("event")
+
+    def line_up(tables: list[Rows]) -> bool:
+        first = tables[0]
+        return all(
+            len(t) == len(first) and all(r[event] == f[event] for r, f in zip(t, first, strict=True)) for t in tables
+        )
+
+    if not line_up(tables):
+        # the rows of one instant compare as a set (the log step): put in one order in every table, they may
+        tables = [[t[0], *sorted(t[1:], key=lambda row: (float(row[0]), row))] for t in tables]
+        if not line_up(tables):
+            return None
+    first = tables[0]
+    return [
+        [" or ".join(dict.fromkeys(t[i][j] for t in tables)) for j in range(len(first[i]))] for i in range(len(first))
+    ]
+
+
+def _allowed_by(want: Rows, seen: Rows) -> bool:
+    """Whether the rows SEEN pass the table WANT as the log step reads it: each cell one of its options, the rows
+    of one instant (consecutive rows of one second) in any order."""
+    if len(seen) != len(want):
+        return False
+    wanted, rows = want[1:], seen[1:]
+    start = 0
+    while start < len(rows):
+        end = start
+        while end < len(rows) and rows[end][0] == rows[start][0]:
+            end += 1
+        fits = arrangement(
+            rows[start:end],
+            wanted[start:end],
+            lambda w, g: all(x in c.split(" or ") for c, x in zip(w, g, strict=True)),
+        )
+        if fits is None:
+            return False
+        start = end
+    return True
 
 
 def _table(rows: Rows) -> list[str]:
@@ -186,7 +269,12 @@ def _table(rows: Rows) -> list[str]:
 
 
 def then_steps(
-    expected: list[dict[str, Any]], got: list[dict[str, Any]], capabilities: frozenset[str], start_ms: int
+    expected: list[dict[str, Any]],
+    got: list[dict[str, Any]],
+    capabilities: frozenset[str],
+    start_ms: int,
+    others: list[list[dict[str, Any]]] | None = None,
+    named_freely: bool = False,
 ) -> str:
     """The Then steps: the stated log where it shows the difference, else the re-check against the reference.
 
@@ -194,24 +282,55 @@ def then_steps(
     the engine's reasoning alone (which activation it found necessary, which
     tasks a timer notification ran) is the reasoning stated too. A kind the
     implementation reports and the reference does not is stated as absent,
-    in a step of its own.
+    in a step of its own. OTHERS are the world's other allowed histories: the
+    table allows each (``merged``); where they do not line up as one log, a
+    table of each kind they line up in is stated (the log step reads the
+    kinds its table names), and where none of those shows the difference, no
+    log is.
     """
+    histories = [expected, *(others or [])]
     # a kind the documents let an implementation leave out (MAY_OMIT) is not stated where it left it out
     omitted = MAY_OMIT - {e["kind"] for e in got}
     for reasoning in (False, True):
-        mine = [e for e in stated(expected, capabilities, reasoning) if e["kind"] not in omitted]
+        mine = [[e for e in stated(h, capabilities, reasoning) if e["kind"] not in omitted] for h in histories]
         theirs = stated(got, capabilities, reasoning)
-        want, seen = log_table(mine, theirs, start_ms, reasoning)
         # a kind reported at start where the documents let a broker report it then or not (database_broker_started)
         # is no kind the reference leaves out
         shown = {e["kind"] for e in theirs if not (e["kind"] in MAY_REPORT_AT_START and e.get("at_ms") == start_ms)}
-        absent = sorted(shown - {e["kind"] for e in mine})
-        if len(want) > 1 and (want != seen or absent):
-            break
-    else:
-        return THEN
-    lines = [f"    Then {phrases.LOG_SHOWS.text(how='exactly')}", *_table(want)]
-    lines += [f"    And {phrases.LOG_COUNTS.text(count='no', event=kind.replace('_', ' '))}" for kind in absent]
+        absent = sorted(shown - {e["kind"] for h in mine for e in h})
+        tables, seen = log_table(mine, theirs, start_ms, reasoning, named_freely)
+        want = merged(tables)
+        if want is not None:
+            if len(want) > 1 and (not _allowed_by(want, seen) or absent):
+                return _then([want], absent)
+            continue
+        kinds: list[Rows] = []
+        differs = bool(absent)
+        for kind in dict.fromkeys(e["kind"] for h in mine for e in h):
+            tables, seen = log_table(
+                [[e for e in h if e["kind"] == kind] for h in mine],
+                [e for e in theirs if e["kind"] == kind],
+                start_ms,
+                reasoning,
+                named_freely,
+            )
+            want = merged(tables)
+            if want is not None and len(want) > 1:
+                kinds.append(want)
+                differs = differs or not _allowed_by(want, seen)
+        if differs:
+            return _then(kinds, absent)
+    return THEN
+
+
+def _then(tables: list[Rows], absent: list[str]) -> str:
+    lines: list[str] = []
+    for table in tables:
+        lines += [f"    {'And' if lines else 'Then'} {phrases.LOG_SHOWS.text(how='exactly')}", *_table(table)]
+    lines += [
+        f"    {'And' if lines else 'Then'} {phrases.LOG_COUNTS.text(count='no', event=kind.replace('_', ' '))}"
+        for kind in absent
+    ]
     lines.append(f"    And {phrases.INVARIANTS_HOLD.source}")
     return "\n".join(lines) + "\n"
 
@@ -223,9 +342,11 @@ def feature(
     found_by: str,
     then: str = THEN,
     chose_otherwise: bool = False,
+    open_choice: bool = False,
 ) -> str:
     """A feature with one scenario: the shrunk world, tagged with the rules it breaks. CHOSE_OTHERWISE: the
-    implementation took another of the ways the documents allow somewhere in the world, so no log is stated."""
+    implementation took another of the ways the documents allow somewhere in the world; OPEN_CHOICE: the
+    documents allow the world histories whose logs differ; either way no log is stated."""
     start = world.start_ms
     steps = [s for s in (step(op, start) for op in world.script[1:]) if s is not None]
     if not steps:
@@ -240,12 +361,19 @@ def feature(
     if chose_otherwise:
         lines.append("  The implementation took another of the choices the documents leave open than the reference")
         lines.append("  engine takes: a stated log would hold one of them against the other, so the check searches.")
+    elif then != THEN and " or " in then:
+        lines.append('  A cell "a or b" is a choice the documents leave open in this world: the log allows each.')
+    elif open_choice:
+        lines.append("  The documents leave a choice open in this world that shows in its log: a stated log would hold")
+        lines.append("  one allowed history against the others, so the check searches them.")
     lines.append("")
     lines.append(f"  Scenario: [1] World {world.seed} breaks {', '.join(rules)}")
     lines.append("    Given the topology:")
     lines.append('      """')
     lines.extend(topology.rstrip("\n").split("\n"))
     lines.append('      """')
+    if then == THEN:  # the searched check judges a refusal one allowed history makes and another does not
+        lines.append(f"    And {phrases.REFUSALS_RECORDED.source}")
     lines.extend(f"    And {s}" for s in given)
     lines.append(f"    When {last}")
     return "\n".join(lines) + "\n" + then

@@ -106,11 +106,14 @@ class Branch:
         guide: FollowingChooser,
         capabilities: frozenset[str] = frozenset(),
         readings: bool = True,
+        follow_reported: bool = True,
     ) -> None:
         self.picks = picks
         self.guide = guide
         self.capabilities = capabilities
         self.open_readings = readings  # False: the reference's own reading of each, as the suite runs it
+        # False: a choice that shows at once is a point of the tree too (``histories``: every history allowed)
+        self.follow_reported = follow_reported
         self.taken: list[int] = []
         self.widths: list[int] = []
         # when each pick was made, in the reference's time (the connecting choice before any), and what it was
@@ -152,7 +155,7 @@ class Branch:
         if kind in OPEN_WITH:  # it shows at once, where it shows at all: what the implementation reported decides
             if OPEN_WITH[kind] not in self.capabilities:
                 return self.reference_order.choose(kind, options, addresses)
-            reported = self.guide.reported(kind, options)
+            reported = self.guide.reported(kind, options) if self.follow_reported else None
             if reported is not None:
                 return reported
         ranked = self.ranked(kind, options, addresses)
@@ -266,6 +269,34 @@ def search(
     expected = furthest.expected
     expected.steps += [execute(op, furthest.reference) for op in world.script[len(expected.steps) :]]
     return Verdict(furthest.found, expected, branches, undecided=bool(frontier), picks=furthest.branch.taken)
+
+
+def histories(
+    world: StageWorld,
+    trace: Trace,
+    params: dict[str, Any],
+    capabilities: frozenset[str] = ALL,
+    most: int = 256,
+) -> list[Trace] | None:
+    """Every history the documents allow for WORLD: the reference run whole on each branch of its open choices
+    (the readings of a whole run too, and the picks that show at once, which the search takes as TRACE reported
+    them), TRACE ordering each point's options; None when there are more than MOST. A reproducer's log table
+    allows each of them (``stage.reproduce``)."""
+    frontier: list[list[int]] = [[]]
+    found: list[Trace] = []
+    while frontier:
+        if len(found) == most:
+            return None
+        picks = frontier.pop()
+        branch = Branch(picks, FollowingChooser(trace.events()), capabilities, follow_reported=False)
+        broker = CONNECTING_CHOICES[branch.take(len(CONNECTING_CHOICES), reading=True)]
+        reference = ReferenceImplementation(broker_class=broker, params=reference_params(params), chooser=branch)
+        found.append(Trace(world.seed, [execute(op, reference) for op in world.script]))
+        for point in range(len(picks), len(branch.taken)):
+            frontier += [
+                [*branch.taken[:point], other] for other in range(branch.widths[point]) if other != branch.taken[point]
+            ]
+    return found
 
 
 def _subject(event: dict[str, Any]) -> object:

@@ -32,6 +32,11 @@ def _report(found: list[str]) -> None:
         raise AssertionError("the workload stage's checks fail:\n  " + "\n  ".join(found))
 
 
+@step_for(phrases.REFUSALS_RECORDED)
+def refusals_recorded(world: World) -> None:
+    world.records_refusals = True
+
+
 @step_for(phrases.INVARIANTS_HOLD)
 def invariants_hold(world: World) -> None:
     script, trace = _recorded(world)

@@ -9,12 +9,16 @@ import pytest
 from filelock import FileLock
 
 from sbtck.iut.loader import factory_for
+from sbtck.iut.reference import ReferenceImplementation
 from sbtck.reports.results import FAILED
+from sbtck.steps import phrases
 from sbtck.workloads.generate import generate
 from sbtck.workloads.shrink import ddmin, shrink
 from sbtck.workloads.stage import Checker
 from tests.helpers import sbtck
-from tests.variants import activation, periodic, routing
+from tests.sampling import sample
+from tests.variants import activation, allowed, periodic, routing
+from tests.workloads.test_worlds import NOT_IN_WORLDS
 
 VARIANTS = (
     [f"tests.variants.activation:{v}" for v in activation.VARIANTS if v not in activation.NOT_IN_WORLDS]
@@ -31,6 +35,7 @@ VARIANTS = (
 )
 # the module's tests share the reproducers, minutes to make: on one worker, made once (scripts/test.sh's loadgroup)
 pytestmark = pytest.mark.xdist_group("shrink")
+REFUSALS = phrases.REFUSALS_RECORDED.source
 # every variant shows in the first worlds; the stage is not asked to be lucky. The rarest is a dispatcher counting
 # its 10 seconds from the SEND (3 worlds in the first 1,000 of generator 4, the first at seed 63): it needs a message
 # delayed on its way and then held by a stopped dispatcher
@@ -95,7 +100,10 @@ def _made(folder: Path) -> dict[str, Path]:
         assert outcome is not None, f"the stage found nothing wrong with {spec} in {SEARCH} worlds"
         text, _ = checker.reproduce(outcome)
         checker.close()
-        steps = sum(1 for line in text.splitlines() if line.startswith(("    And ", "    When "))) - 1
+        lines = text.splitlines()
+        when = next(i for i, line in enumerate(lines) if line.startswith("    When "))
+        # the world's commands: the Givens after the topology and the When (a refusal recorded is no command)
+        steps = 1 + sum(line.startswith("    And ") and REFUSALS not in line for line in lines[:when])
         assert steps <= MOST_STEPS, (spec, text)
         assert f"@{outcome.rules[0]}" in text.splitlines()[0]
         path = folder / f"{spec.split(':')[1]}.feature"
@@ -130,17 +138,50 @@ def test_the_reproducer_fails_on_the_wrong_broker_it_came_from(
     assert list(run.statuses().values()) == ["failed"]
     # a stated log fails with the table it expected beside the log it got, or on a kind it says is absent;
     # the fallback re-checks the recorded trace
-    if "Then the log shows exactly:" in reproducers[spec].read_text():
-        # ... or, before any table is read, on a report that cannot be (the log check of every answer)
-        said = ("the log differs", "expected 0 ", "(invariant: ")
-        assert any(words in run.output for words in said), run.output[-3000:]
-    else:
-        assert "the workload stage's checks fail" in run.output
+    # ... or, before any Then step, on a report that cannot be (the log check of every answer)
+    stated = "Then the log shows exactly:" in reproducers[spec].read_text()
+    said = (
+        ("the log differs", "expected 0 ", "(invariant: ")
+        if stated
+        else ("the workload stage's checks fail", "(invariant: ")
+    )
+    assert any(words in run.output for words in said), run.output[-3000:]
 
 
-def test_most_reproducers_state_what_should_be_seen(reproducers: dict[str, Path]) -> None:
+# the engine's own open choices taken the other way (tests/variants/allowed.py), a day's sample of them; not those
+# declaring other open values than the reference (resending, a principal's retry): a reproducer's seconds are those
+# of the values the implementation it came from declared (README.md, "the randomized stage")
+_REFERENCE_VALUES = ReferenceImplementation().handshake().params
+ALLOWED_TODAY = sample(
+    [
+        name
+        for name in allowed.ALLOWED
+        if name not in NOT_IN_WORLDS and getattr(allowed, name)().handshake().params == _REFERENCE_VALUES
+    ],
+    4,
+    "reproducers on allowed brokers",
+)
+
+
+@pytest.mark.parametrize("name", ALLOWED_TODAY)
+def test_a_reproducer_passes_a_broker_taking_another_allowed_choice(
+    name: str, reproducers: dict[str, Path], tmp_path: Path
+) -> None:
+    # a reproducer is meant to become a regression scenario: a log it states that holds one history of its world
+    # against another the documents allow fails the broker it came from once that broker is mended onto the other
+    # (cr14's D1-D3: GET CONVERSATION GROUP read as no RECEIVE, a lost principal forgotten)
+    folder = next(iter(reproducers.values())).parent
+    run = sbtck("--features", str(folder), "--iut", f"python:tests.variants.allowed:{name}", out=tmp_path)
+    not_passed = run.unexpected({}, fine=("passed", "differs", "not applicable"))
+    assert not not_passed, "\n".join(not_passed) or run.output[-3000:]
+
+
+def test_many_reproducers_state_what_should_be_seen(reproducers: dict[str, Path]) -> None:
+    # a log is stated only where every history the documents allow for the world lines up with it (per kind at
+    # least) and shows the difference: 37 of the 73 at stop 60. Before, the log of the one history the search
+    # followed was stated in at least 80% of them, and those logs failed 13 of the 46 allowed brokers (test above)
     stated = [spec for spec, path in reproducers.items() if "Then the log shows exactly:" in path.read_text()]
-    assert len(stated) >= 0.8 * len(reproducers), sorted(set(reproducers) - set(stated))
+    assert len(stated) >= 0.45 * len(reproducers), sorted(set(reproducers) - set(stated))
 
 
 def test_a_missing_features_path_is_refused(tmp_path: Path) -> None:
