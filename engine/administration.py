@@ -88,7 +88,7 @@ class Administration:
         self.instance(instance)
         if mode not in (RUNNING, STOPPED) or delay_s < 0:
             raise FaultError(f"dispatcher saving is 'running' (after 0 or more seconds) or 'stopped', not {mode!r}")
-        self.dispatchers[instance].set_saving(mode, int(delay_s * 1000))
+        self.dispatchers[instance].set_saving(mode, round(delay_s * 1000))
 
     @command
     def lose_in_transit(self: _Broker, dialog: str, sequence: int, from_target: bool, every: bool = False) -> None:

@@ -81,6 +81,11 @@ BROKERS: dict[str, dict[str, str]] = {
         "decision trace": f"cmd:{PYTHON} {HERE / 'cr10' / 'broker.py'}",
         "black box": f"cmd:env SBTCK_CR13_NO_TRACE=1 {PYTHON} {HERE / 'cr10' / 'broker.py'}",
     },
+    # a fourteenth author's (stop 60), from the kit of stop 59: every capability, no change of the kit needed
+    "cr11": {
+        "decision trace": f"cmd:{PYTHON} {HERE / 'cr11' / 'broker.py'}",
+        "black box": f"cmd:env SBTCK_CR14_NO_TRACE=1 {PYTHON} {HERE / 'cr11' / 'broker.py'}",
+    },
 }
 # the areas each is judged in, by turns: those of what it declares
 AREAS_OF = {
@@ -94,6 +99,7 @@ AREAS_OF = {
     "cr8": AREAS,
     "cr9": AREAS,
     "cr10": AREAS,
+    "cr11": AREAS,
 }
 # the worlds (of the first WORLDS) the stage still fails a broker in, each with where the question stands: a world
 # failing that is not listed fails the test, and a listed world that passes is reported so the list only shrinks
