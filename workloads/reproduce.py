@@ -197,10 +197,10 @@ def log_table(
     every = [e for events in expected for e in events]
     unnamed = BY_NUMBER_FIELDS if named_freely else frozenset()
     columns = [c for c in wanted if any(e.get(c) is not None for e in [*every, *got])]
+    # the fields got differs in from some history (from all of them at once, every field would seem to differ)
+    differing = dict.fromkeys(c for events in expected for c in differing_fields(events, got))
     columns += [
-        c
-        for c in differing_fields(every, got)
-        if c not in columns and c not in unnamed and (reasoning or c not in DECISION_FIELDS)
+        c for c in differing if c not in columns and c not in unnamed and (reasoning or c not in DECISION_FIELDS)
     ]
     header = ["second", "event", *columns]
 

@@ -341,9 +341,9 @@ def _identical_routes(world: StageWorld) -> bool:
     open (RTC-0)."""
     tables: dict[tuple[str, str | None], dict[str, dict[str, Any]]] = {}
     for i in world.topology["instances"]:
-        tables[(i["name"], None)] = {r["name"]: r for r in i.get("msdb_routes", [])}
+        tables[(i["name"], None)] = {r["name"]: r for r in i["msdb_routes"]}
         for d in i["databases"]:
-            tables[(i["name"], d["name"])] = {r["name"]: r for r in d.get("routes", [])}
+            tables[(i["name"], d["name"])] = {r["name"]: r for r in d["routes"]}
     for op in world.script:
         if isinstance(op.get("route"), dict):
             tables.setdefault((str(op.get("instance")), op.get("database")), {})[op["route"]["name"]] = op["route"]
