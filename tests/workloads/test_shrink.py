@@ -179,7 +179,7 @@ def test_a_reproducer_passes_a_broker_taking_another_allowed_choice(
 def test_many_reproducers_state_what_should_be_seen(reproducers: dict[str, Path]) -> None:
     # a log is stated only where every history the documents allow for the world lines up with it (per kind at
     # least) and shows the difference: 37 of the 73 at stop 60. Before, the log of the one history the search
-    # followed was stated in at least 80% of them, and those logs failed 13 of the 46 allowed brokers (test above)
+    # followed was stated in at least 80% of them, and those logs failed 13 of the 45 allowed brokers (test above)
     stated = [spec for spec, path in reproducers.items() if "Then the log shows exactly:" in path.read_text()]
     assert len(stated) >= 0.45 * len(reproducers), sorted(set(reproducers) - set(stated))
 
