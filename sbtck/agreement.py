@@ -241,15 +241,21 @@ def canonical(found: Any) -> Any:
     return found
 
 
+def compared_form(kind: str, name: str, value: Any) -> Any:
+    """A field's value in the form two values of it are compared in: a list compared by its number, that number;
+    else a list as a set, an address without case."""
+    if (kind, name) in BY_NUMBER and isinstance(value, list):
+        return len(value)
+    return canonical(compared(name, value))
+
+
 def field_agrees(kind: str, name: str, a: Any, b: Any) -> bool:
-    """Two values of one field agree: free text always, else equal once lists are sets and addresses without case."""
+    """Two values of one field agree: free text always, else in their compared form."""
     if a == b:  # equal values have equal canonical forms: most fields of most events, at no sorting's cost
         return True
     if (kind, name) in _UNCOMPARED:
         return True
-    if (kind, name) in BY_NUMBER and isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b)
-    return bool(canonical(compared(name, a)) == canonical(compared(name, b)))
+    return bool(compared_form(kind, name, a) == compared_form(kind, name, b))
 
 
 def agree(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -13,7 +13,7 @@ from sbtck.agreement import arrangement, asked, asked_field, compares, repeats_i
 from sbtck.errors import LOG_FOLLOWS, CheckFailed, LogDiffers, ScenarioError
 from sbtck.observations import FIELDS, Kind
 from sbtck.steps import phrases
-from sbtck.steps.cells import NULL, as_compared, cell
+from sbtck.steps.cells import NULL, allows, as_compared, cell
 from sbtck.steps.differs import count_differs, rows_differ
 from sbtck.steps.vocabulary import step_for
 from sbtck.steps.world import World
@@ -131,11 +131,6 @@ def _render(world: World, event: contract.Event, header: list[str]) -> list[str]
     return out
 
 
-def _allows(want: str, got: str) -> bool:
-    """A cell may allow choices the documents leave open: "sql1.shop or sql1.stock"."""
-    return want == got or got in want.split(" or ")
-
-
 def _as_set_within_an_instant(
     events: list[contract.Event], got: list[list[str]], want: list[list[str]]
 ) -> list[list[str]]:
@@ -171,7 +166,7 @@ def _first(
 
 def _fitting(got: list[list[str]], want: list[list[str]]) -> list[int] | None:
     """Distinct rows of GOT matching WANT's row for row, if there are."""
-    return arrangement(got, want, lambda w, g: all(map(_allows, w, g)))
+    return arrangement(got, want, lambda w, g: all(map(allows, w, g)))
 
 
 def _matching(got: list[list[str]], want: list[list[str]]) -> list[int] | None:
@@ -250,7 +245,7 @@ def log_shows(
     # a free-text field (docs/protocol.md) says what the implementation likes: its cells are shown, not compared
     got = [
         [
-            w if _allows(w, g) or not compares(_kind(wrow[event]), column) else g
+            w if allows(w, g) or not compares(_kind(wrow[event]), column) else g
             for column, g, w in zip(header, grow, wrow, strict=True)
         ]
         for grow, wrow in zip(got, want, strict=False)

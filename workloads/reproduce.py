@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from sbtck.agreement import BY_NUMBER, arrangement, canonical, compared, held, once_an_instant
+from sbtck.agreement import BY_NUMBER, arrangement, compared_form, held, once_an_instant
 from sbtck.errors import DeclarationError, NoStepFor
 from sbtck.observations import (
     DECISION_FIELDS,
@@ -35,7 +35,7 @@ from sbtck.observations import (
     reported_by,
 )
 from sbtck.steps import phrases
-from sbtck.steps.cells import cell
+from sbtck.steps.cells import allows, cell
 from sbtck.steps.vocabulary import sayings
 from sbtck.workloads.generate import WAITING_VIEWS, StageWorld
 
@@ -167,19 +167,12 @@ def differing_fields(expected: list[dict[str, Any]], got: list[dict[str, Any]]) 
 
     def values(events: list[dict[str, Any]], name: str) -> list[str]:
         return sorted(
-            json.dumps([e["kind"], _as_stage_compares(e["kind"], name, e[name])], sort_keys=True, default=str)
+            json.dumps([e["kind"], compared_form(e["kind"], name, e[name])], sort_keys=True, default=str)
             for e in events
             if e.get(name) is not None
         )
 
     return [name for name in names if values(expected, name) != values(got, name)]
-
-
-def _as_stage_compares(kind: str, name: str, value: Any) -> Any:
-    """A field's value as the stage compares it: a list compared by its number as that number."""
-    if (kind, name) in BY_NUMBER and isinstance(value, list):
-        return len(value)
-    return canonical(compared(name, value))
 
 
 def log_table(
@@ -251,11 +244,7 @@ def _allowed_by(want: Rows, seen: Rows) -> bool:
         end = start
         while end < len(rows) and rows[end][0] == rows[start][0]:
             end += 1
-        fits = arrangement(
-            rows[start:end],
-            wanted[start:end],
-            lambda w, g: all(x in c.split(" or ") for c, x in zip(w, g, strict=True)),
-        )
+        fits = arrangement(rows[start:end], wanted[start:end], lambda w, g: all(map(allows, w, g)))
         if fits is None:
             return False
         start = end
