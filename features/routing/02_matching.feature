@@ -616,3 +616,66 @@ Feature: Routing 02 - Finding matching routes
     And the log for dialog "D1" has no "conversation delayed" event
     And the log for dialog "D1" has no "message dropped" event
     And the log for dialog "D1" has no "message arrived" event
+
+  # Step 6 has two conditions, each needed: the conversation names a broker instance (falsified alone in [12]) and
+  # "se a instância contiver um ou mais bancos de dados que contêm serviços com nomes que correspondem ao nome
+  # especificado na conversação". Here the first holds and the second does not: no database of sql1 holds Ledger.
+  @RTM-6 @RTM-7
+  Scenario: [33] Step 6 does not apply when no database of this instance holds the service, though the conversation names a broker instance
+    Given dialog "D1" is begun from service "Initiator" to service "Ledger" on the broker instance of sql3.ledger
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 |
+      | ForOther | Archive      | TCP://sql4.example:4022 |
+    When a message is sent on dialog "D1"
+    And time passes to second 10
+    Then the log for dialog "D1" shows first:
+      | event                | instance | step  |
+      | routes matched       | sql1     | RTM-7 |
+      | conversation delayed | sql1     | RTM-7 |
+    And the log for dialog "D1" has no "message dropped" event
+    And the log for dialog "D1" has no "message transmitted" event
+    And the log for dialog "D1" has no "message arrived" event
+
+  # The copy of a mirrored database that is the mirror holds no service for routing (docs/implementing.md section 3:
+  # routing "pode redirecionar conversações de forma transparente para o parceiro ativo"), so step 6's "se a
+  # instância contiver um ou mais bancos de dados que contêm serviços" does not hold at sql4 while its copy of ledger
+  # is the mirror: the message waits at its origin, delayed (RTM-7), and is not dropped; after the failover, matched
+  # again at its time-out (RTM-8), it is routed as if a LOCAL route existed and arrives in the copy now the principal.
+  @RTM-6 @RTM-7 @RTM-8 @RTL-2 @requires-mirroring
+  Scenario: [34] Step 6 does not count the mirror copy of a database as holding its service, and counts it once it is the principal
+    Given dialog "D1" is begun from service "Archive" to service "Ledger" on the broker instance of sql4.ledger
+    And the routes in database "archive" of "sql4" are:
+      | name     | service_name | address                 |
+      | ForOther | Target       | TCP://sql2.example:4022 |
+    And a message is sent on dialog "D1"
+    And time passes to second 0.5
+    And the copy of database "ledger" on "sql4" becomes the principal
+    When time passes to second {delayed_retry_s} + 1
+    Then the log for dialog "D1" shows exactly:
+      | second            | event                | instance | step  | database |
+      | 0                 | routes matched       | sql4     | RTM-7 | NULL     |
+      | 0                 | conversation delayed | sql4     | RTM-7 | NULL     |
+      | {delayed_retry_s} | routes matched       | sql4     | RTM-6 | NULL     |
+      | {delayed_retry_s} | route chosen         | sql4     | RTC-2 | NULL     |
+      | {delayed_retry_s} | message arrived      | sql4     | NULL  | ledger   |
+    And the log for dialog "D1" has no "message dropped" event
+
+  # Step 4 asks one service: "Se houver uma rota para um serviço de roteamento dinâmico e nenhuma solicitação
+  # pendente para a rota do serviço, marque a conversação como atrasada e solicite informações de roteamento daquele
+  # serviço". One request is made at a matching, whichever of the two routes it goes by; when the conversation is
+  # matched again (RTM-8), "a rota do serviço" reads as the dynamic route (the other is asked then) or as the route
+  # the request is for (none is, while it is pending): docs/implementing.md section 3.
+  @RTM-4 @requires-dynamic-routing
+  Scenario: [35] Of two routes to dynamic routing services one is asked at a matching
+    Given dialog "D1" is begun from service "Initiator" to service "Target"
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name                                                             | address                 |
+      | DynamicA | http://schemas.microsoft.com/SQL/ServiceBroker/BrokerConfigurationNotice | TCP://sql5.example:4022 |
+      | DynamicB | http://schemas.microsoft.com/SQL/ServiceBroker/BrokerConfigurationNotice | TCP://sql4.example:4022 |
+    And a message is sent on dialog "D1"
+    When time passes to second {delayed_retry_s} - 0.5
+    Then the log for dialog "D1" at "sql1" shows exactly:
+      | second | event                | step  | route                |
+      | 0      | routes matched       | RTM-4 | NULL                 |
+      | 0      | routing requested    | NULL  | DynamicA or DynamicB |
+      | 0      | conversation delayed | RTM-4 | NULL                 |

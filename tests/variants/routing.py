@@ -125,6 +125,72 @@ def network_before_mirror() -> ReferenceImplementation:
     return _router("network_before_mirror", Routing, choose=staticmethod(_network_before_mirror))
 
 
+def _step_6_without_the_service(
+    routes: list[Route], service: str, broker: str | None, pending: set[tuple[str, str]], has: bool, chooser: Chooser
+) -> r.Match:
+    return r.match(routes, service, broker, pending, True, chooser)
+
+
+def step_6_without_the_service() -> ReferenceImplementation:
+    """Applies step 6 to any conversation that names a broker instance, whether or not this instance holds its
+    service (choosing then finds the LOCAL route passed over, RTC-2, so the message goes nowhere else)."""
+    return _router("step_6_without_the_service", Routing, match=staticmethod(_step_6_without_the_service))
+
+
+class _MirrorCopyHoldsItsServices(Routing):
+    """Counts a database's services wherever its broker has started, the mirror copy of a mirrored database too."""
+
+    held = False
+
+    def route(
+        self, env: Envelope, at: Instance, *, inside: bool, home: str | None, via_transport: bool = False
+    ) -> None:
+        self.held = any(env.to_service in d.services and d.broker_started for d in at.databases.values())
+        super().route(env, at, inside=inside, home=home, via_transport=via_transport)
+
+    def match(
+        self,
+        routes: list[Route],
+        service: str,
+        broker: str | None,
+        pending: set[tuple[str, str]],
+        has: bool,
+        chooser: Chooser,
+    ) -> r.Match:
+        return r.match(routes, service, broker, pending, self.held, chooser)
+
+    def choose(self, routes: list[Route], instance_has_service: bool, chooser: Chooser) -> r.Choice | None:
+        return r.choose(routes, self.held, chooser)
+
+
+def mirror_copy_holds_its_services() -> ReferenceImplementation:
+    """Takes the mirror copy of a mirrored database as holding its services where matching and choosing ask whether
+    the instance holds the message's service (RTM-6, RTC-2)."""
+    return _implementation("mirror_copy_holds_its_services", router_class=router_with(_MirrorCopyHoldsItsServices))
+
+
+class _AsksEveryDynamicRoute(Routing):
+    """At step 4 asks every route to a dynamic routing service not pending for the service, not one."""
+
+    def _emit(self, kind: str, at: Instance, env: Envelope, fields: dict[str, object]) -> None:
+        super()._emit(kind, at, env, fields)
+        if kind != Kind.ROUTING_REQUESTED:
+            return
+        table = str(fields["table"])
+        routes = at.msdb_routes if table.startswith("msdb.") else at.databases[table.split(".")[0]].routes
+        pending = self.requests[f"{at.name}/{table}"]
+        for other in sorted(route.name for route in routes.values() if route.dynamic):
+            if (other, env.to_service) not in pending:
+                pending.add((other, env.to_service))
+                super()._emit(kind, at, env, {**fields, "route": other})
+
+
+def asks_every_dynamic_route() -> ReferenceImplementation:
+    """Requests routing information of every route to a dynamic routing service at once (RTM-4: "solicite
+    informações de roteamento daquele serviço", of one)."""
+    return _implementation("asks_every_dynamic_route", router_class=router_with(_AsksEveryDynamicRoute))
+
+
 def local_without_service() -> ReferenceImplementation:
     return _router("local_without_service", Routing, choose=staticmethod(_local_without_service))
 
@@ -291,14 +357,15 @@ def last_choices() -> ReferenceImplementation:
 # (test_capabilities finds it there) but too rarely among worlds of every capability to shrink it in the tests
 RARE_IN_MIXED_WORLDS = {"never_asks_a_lost_principal_again"}
 # a route the dynamic routing service created, then dropped: worlds drop only R1, R2 and AutoCreatedLocal, so only
-# the scenarios (routing/02 [21]) find it
-NOT_IN_WORLDS = {"answered_request_stays_pending"}
+# the scenarios (routing/02 [21]) find it; and two routes to dynamic routing services in one table, which the worlds
+# never hold (one, "Dynamic"): routing/02 [35]
+NOT_IN_WORLDS = {"answered_request_stays_pending", "asks_every_dynamic_route"}
 # situations the worlds never draw, which scenarios set up on purpose: service names differing in case
 # (routing/02 [23]), a route naming a broker instance but no service (02 [24]), a mirrored route beside a LOCAL
-# one for a service the instance holds (03 [11]); and a fault only a decision trace shows (02 [4]), while the
-# stage's partial implementations report none
+# one for a service the instance holds (03 [11]); and the faults only a decision trace shows (02 [4], 02 [33]),
+# while the stage's partial implementations report none
 NOT_IN_WORLDS |= {"service_names_matched_without_case", "catch_all_with_a_broker_instance"}
-NOT_IN_WORLDS |= {"local_before_mirror_where_held", "step_3_keeps_every_broker_instance"}
+NOT_IN_WORLDS |= {"local_before_mirror_where_held", "step_3_keeps_every_broker_instance", "step_6_without_the_service"}
 # a mirrored route's address holding neither the service nor the broker instance the conversation names
 # (routing/06 [11] and [13]): the worlds' mirrored routes lead to instances holding the service, where claiming the
 # role for any database and for the service's alike is what the documents allow (a probe may ask about the route's
@@ -512,6 +579,9 @@ def hops_counted_by_each_forwarder() -> ReferenceImplementation:
 
 
 VARIANTS = [
+    "asks_every_dynamic_route",
+    "mirror_copy_holds_its_services",
+    "step_6_without_the_service",
     "principal_shared_by_route_name",
     "home_database_not_first",
     "transport_leaves_without_forwarding",
