@@ -126,6 +126,12 @@ class SendsWhereRouted(Transmitter):
             queue._retrying, queue._retry_at = None, 0
         if len(line) > at and line[at].envelope is not head.envelope and queue._follows(head, line[at]):
             queue._retry(line[at])  # the next in line follows at once
+        elif len(line) > at and line[at].place != head.place:
+            # it waits again at another instance: what it left held behind it here is held for it, or routed and
+            # sent on (HELD_ELSEWHERE), as where a message matched again once connected goes on (TransmissionQueue)
+            left = queue._left_behind(line, at + 1, head)
+            if left is not None:
+                queue._retry(left)
         elif not line:
             queue.lines.pop(key, None)
 

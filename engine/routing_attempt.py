@@ -71,6 +71,16 @@ class Routing(Room):
             return f"{home}.sys.routes", at.databases[home].routes
         return "msdb.sys.routes", at.msdb_routes
 
+    def _retried_here(self, env: Envelope, at: Instance) -> bool:
+        """Is ENV being routed again, and not arriving? A message sent on past the one ahead of it, which waits at
+        another instance (HELD_ELSEWHERE), arrives there as any message does: behind it, or matched on its own
+        (ARRIVES_BEHIND)."""
+        queue = self.queue
+        if queue._retrying is not env:
+            return False
+        retried = queue._retried
+        return retried is None or retried[0] is not queue._sent_past or retried[0].instance == at.name
+
     def route(
         self, env: Envelope, at: Instance, *, inside: bool, home: str | None, via_transport: bool = False
     ) -> None:
@@ -78,7 +88,7 @@ class Routing(Room):
             self._emit(Kind.REPLY_RECOGNISED, at, env, {"broker_instance": env.to_broker_instance})  # RTE-05
             self._local(env, at, env.to_broker_instance, None, via_transport)
             return
-        if not inside and self.queue._retrying is not env and self.forwarding._arrives_behind(env, at):
+        if not inside and not self._retried_here(env, at) and self.forwarding._arrives_behind(env, at):
             self.queue._wait(env, at, False, home, BEHIND)
             return
         # one routing attempt of this message: the choices below are for it (routes_matched reports it)

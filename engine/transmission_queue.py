@@ -95,6 +95,9 @@ class TransmissionQueue(Room):
         # the wait being retried, and the message's hops then: a message that waits again where it waited keeps
         # the instant it was received
         self._retried: tuple[Waiting, int] | None = None
+        # the last message routed and sent on past the one ahead of it, now waiting at another instance
+        # (``_left_behind``): where it arrives it may wait behind that one (Routing._retried_here)
+        self._sent_past: Waiting | None = None
 
     def next_order(self) -> int:
         """The order number of a route change (Transmitter.route_changed): counted with the waits."""
@@ -144,7 +147,10 @@ class TransmissionQueue(Room):
         held = next((w for w in line[start:] if w.place == gone.place), None)
         if held is None or held.status != BEHIND or not held.inside:
             return None
-        return held if self._sends_on(held.envelope, held.instance) else None
+        if not self._sends_on(held.envelope, held.instance):
+            return None
+        self._sent_past = held
+        return held
 
     def _follows(self, gone: Waiting, nxt: Waiting) -> bool:
         """Does NXT, next in line, follow GONE at once? Where the line holds one instance's waits and those held

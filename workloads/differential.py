@@ -188,6 +188,10 @@ class FollowingChooser:
         # _ROUTED_THEN's choices: the instants each message was routed at (matched, chosen, sent,
         # waiting for a connection or delayed), by message and instance: routed then is sent on, or follows
         self.routed: set[Instant] = set()
+        # ARRIVES_BEHIND's: the instants a message's first event at an instance said it waits behind an earlier one
+        # (a transmission_pending naming no address): it waited behind it, though it may go on later in that instant
+        self.waited_first: set[Instant] = set()
+        self.began: set[Instant] = set()
         # LOCAL_PASSED_OVER's pick: the routes reported chosen, by message, instance and instant
         self.chosen: set[tuple[Instant, str]] = set()
         # LOCAL_MISS's: the messages dropped, by instance and instant
@@ -217,6 +221,10 @@ class FollowingChooser:
             key = _key(e["instance"], e)
             instant = (key, e.get("at_ms"))
             pending_to = _pending_address(e) if kind == _PENDING else None
+            if instant not in self.began:
+                self.began.add(instant)
+                if kind == _PENDING and pending_to is None:
+                    self.waited_first.add(instant)
             if kind in _ROUTED or pending_to is not None:
                 self.routed.add(instant)
             if kind == Kind.MESSAGE_DROPPED:
@@ -314,7 +322,8 @@ class FollowingChooser:
             return
         asked = next((kind for kind in _ROUTED_THEN if kind in message), None)
         if asked is not None:  # a message behind an earlier one of its conversation: routed then, or left waiting
-            routed = (_key(instance, message), message.get("at_ms")) in self.routed
+            instant = (_key(instance, message), message.get("at_ms"))
+            routed = instant in self.routed and not (asked == ARRIVES_BEHIND and instant in self.waited_first)
             picked = _ROUTED_THEN[asked] if routed else _LEFT_THEN.get(asked)
             self.current = {asked: picked} if picked else {}
             if asked == HELD_ELSEWHERE and routed:  # and the run's reading, where it is asked first, as it shows

@@ -86,6 +86,12 @@ BROKERS: dict[str, dict[str, str]] = {
         "decision trace": f"cmd:{PYTHON} {HERE / 'cr11' / 'broker.py'}",
         "black box": f"cmd:env SBTCK_CR14_NO_TRACE=1 {PYTHON} {HERE / 'cr11' / 'broker.py'}",
     },
+    # a fifteenth author's (stop 61), from the kit of stop 60: every capability, no change of the kit needed; its
+    # allowed variant V2 found one (NOTES.md, D1: test_an_allowed_variant_of_cr12_passes_the_worlds_it_was_failed)
+    "cr12": {
+        "decision trace": f"cmd:{PYTHON} {HERE / 'cr12' / 'broker.py'}",
+        "black box": f"cmd:env SBTCK_CR15_NO_TRACE=1 {PYTHON} {HERE / 'cr12' / 'broker.py'}",
+    },
 }
 # the areas each is judged in, by turns: those of what it declares
 AREAS_OF = {
@@ -100,6 +106,7 @@ AREAS_OF = {
     "cr9": AREAS,
     "cr10": AREAS,
     "cr11": AREAS,
+    "cr12": AREAS,
 }
 # the worlds (of the first WORLDS) the stage still fails a broker in, each with where the question stands: a world
 # failing that is not listed fails the test, and a listed world that passes is reported so the list only shrinks
@@ -148,3 +155,22 @@ def test_the_stage_fails_no_world_of_a_clean_room_broker(name: str, mode: str) -
     assert outcomes[UNDECIDED] <= UNDECIDED_AT_MOST, f"{dict(outcomes)}\n{shown}"
     if set(known) - set(failed):
         print(f"{name}, {mode}: listed worlds that pass now, to take off KNOWN: {sorted(set(known) - set(failed))}")
+
+
+# cr12's author ran its broker with one allowed choice flipped (the transport connects only once notified): the
+# stage failed worlds 51, 135, 216 and 747, where a message held behind one that waited for its connection is routed
+# and sent on once that one goes on to wait at a forwarder, which implementing.md section 5 allows. The reference
+# engine could not take that choice where a message goes on where it was routed (engine/router.py,
+# SendsWhereRouted). Once it could, worlds 151 and 175 were undecided: such a message, arriving where the one ahead
+# waits, waited behind it and went on with it at that instant, and the search, guided by its going on, tried it
+# matched on its own first (differential.py, FollowingChooser.waited_first).
+NOTIFIED = f"cmd:{PYTHON} {HERE / 'cr12' / 'notified.py'}"
+
+
+def test_an_allowed_variant_of_cr12_passes_the_worlds_it_was_failed() -> None:
+    checker = Checker(factory_for(NOTIFIED), differential=True)
+    try:
+        outcomes = {seed: checker.check(seed).outcome for seed in (51, 135, 216, 747, 151, 175)}
+    finally:
+        checker.close()
+    assert set(outcomes.values()) == {PASSED}, outcomes

@@ -328,6 +328,8 @@ ALLOWED = [
     "resumes_a_failed_dialog_waiting_otherwise",
     "a_group_with_a_mirrored_member_is_mirrored",
     "sends_on_past_a_message_held_elsewhere",
+    "connects_when_notified_and_sends_on_past_a_message_held_elsewhere",
+    "asks_no_other_dynamic_route_while_a_request_for_the_service_waits",
     "holds_behind_its_own_instance_and_sends_on_past_another",
     "follows_a_deleted_message_at_once",
     "sends_on_and_matches_each_arrival_on_its_own",
@@ -803,6 +805,41 @@ def sends_on_past_a_message_held_elsewhere() -> ReferenceImplementation:
     """A message SENT while an earlier one of its conversation waits at another instance only is routed and sent
     on; it waits behind that message where it finds it waiting."""
     return _engine("sends on past a message held elsewhere", chooser_class=_SendsOnPastAMessageHeldElsewhere)
+
+
+class _PendingForTheService(Routing):
+    """RTM-4's "nenhuma solicitação pendente para a rota do serviço" read as a request pending for a route for the
+    conversation's service, whichever dynamic route it went by: while one is, step 4 asks no other."""
+
+    def match(
+        self,
+        routes: list[Route],
+        service: str,
+        broker: str | None,
+        pending: set[tuple[str, str]],
+        has_service: bool,
+        chooser: Chooser,
+    ) -> r.Match:
+        if any(asked == service for _, asked in pending):
+            pending = pending | {(x.name, service) for x in routes if x.dynamic}
+        return r.match(routes, service, broker, pending, has_service, chooser)
+
+
+def asks_no_other_dynamic_route_while_a_request_for_the_service_waits() -> ReferenceImplementation:
+    return _engine(
+        "asks no other dynamic route while a request for the service waits",
+        router_class=router_with(_PendingForTheService),
+    )
+
+
+def connects_when_notified_and_sends_on_past_a_message_held_elsewhere() -> ReferenceImplementation:
+    """Both of the above at once: a message waiting for its connection goes where it was routed when notified,
+    and one held behind it, once it waits at another instance, is routed and sent on (cr15's D1, stop 61)."""
+    return ReferenceImplementation(
+        broker_class=ConnectsWhenNotified,
+        chooser=_SendsOnPastAMessageHeldElsewhere(),
+        name="allowed: connects when notified, sends on past a message held elsewhere",
+    )
 
 
 class _HoldsOnlyBehindItsOwnInstance(TransmissionQueue):

@@ -150,6 +150,8 @@ NOT_IN_WORLDS = {
     "exit_commits_the_open_transaction": "no activated procedure exits inside a transaction",
     "exit_rolls_back_and_looks": "no activated procedure exits inside a transaction",
     "lower_case_addresses": "no world queries a view with an address column",
+    "asks_no_other_dynamic_route_while_a_request_for_the_service_waits": "no world has two routes to a dynamic "
+    "routing service in one table",
 }
 
 
