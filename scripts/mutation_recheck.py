@@ -10,6 +10,9 @@ no longer match the module is reported as not applied, and a run that hangs
 past the time limit counts as killed, as cosmic-ray counts it.
 
     python scripts/mutation_recheck.py out/mutation/router.sqlite
+    python scripts/mutation_recheck.py out/mutation/transmitter.sqlite "for w in retried" "or self._failed"
+        re-runs only the survivors whose diff contains one of the texts (each run of the suite takes seconds,
+        and a module's survivors hundreds of them)
 """
 
 from __future__ import annotations
@@ -53,7 +56,8 @@ def _suite_fails(tree: Path) -> bool:
 
 def main() -> None:
     session = Path(sys.argv[1])
-    diffs = _survivors(session)
+    only = sys.argv[2:]
+    diffs = [(job, diff) for job, diff in _survivors(session) if not only or any(text in diff for text in only)]
     killed, survived, unapplied = 0, [], 0
     with tempfile.TemporaryDirectory() as scratch:
         tree = Path(scratch) / "tree"

@@ -135,3 +135,26 @@ Feature: Periodic 05 - The transmitter
       | event                    | dialogs |
       | transmitter reclassified | (none)  |
     And the transmission queue of "sql1" holds no message
+
+  # "No other dialog is: none where nothing changed, expired or failed" (docs/implementing.md section 5, PER-2B:
+  # "reclassifies all or selected dialogs as a side-effect of any metadata changes, resource ... limitations and
+  # route expirations"): a route whose lifetime has not run out has not expired, and another dialog's failure
+  # touches that dialog alone. D1 began to wait after the table's replacement was taken up at 10.
+  Scenario: [9] Beside a route whose lifetime has not run out and a failed dialog, a dialog nothing touched is not reclassified
+    Given dialog "D2" is begun from service "Initiator" to service "Target"
+    And instance "sql2" cannot be reached
+    And the routes in database "shop" of "sql1" are:
+      | name     | service_name | address                 | lifetime_s |
+      | ToOrders | Target       | TCP://sql2.example:4022 |            |
+      | Later    | Elsewhere    | LOCAL                   | 100        |
+    And time passes to second 11
+    And a message is sent on dialog "D1"
+    And time passes to second 21
+    And the transmission of dialog "D2" fails for lack of memory
+    And a message is sent on dialog "D2"
+    When time passes to second 35
+    Then the log at "sql1" shows exactly from second 11:
+      | second | event                    | dialogs |
+      | 20     | transmitter reclassified | (none)  |
+      | 30     | transmitter reclassified | D2      |
+    And the log for dialog "D1" has no "routing retried" event

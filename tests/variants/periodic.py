@@ -11,7 +11,7 @@ from sbtck.engine import Broker, EngineParams
 from sbtck.engine.choosing import Chooser
 from sbtck.engine.dispatcher import Buffered, Dispatcher
 from sbtck.engine.forwarding import Forwarding
-from sbtck.engine.model import Envelope, Instance
+from sbtck.engine.model import Envelope, Instance, Route
 from sbtck.engine.periodic import SCHEDULE, Maintenance, Task, every
 from sbtck.engine.routing_attempt import Routing
 from sbtck.engine.transmission_queue import TransmissionQueue, Waiting
@@ -445,6 +445,30 @@ def second_failure_suppresses_15() -> ReferenceImplementation:
     return _implementation("second_failure_suppresses_15", transport_class=Forgetful)
 
 
+def reclassifies_every_dialog_beside_a_failed_one() -> ReferenceImplementation:
+    """Where a dialog failed, reclassifies every dialog waiting at the instance with it, touched or not (PER-2B
+    resumes the dialogs "that failed earlier"; the others nothing touched are no side-effect of it)."""
+
+    class BesideAFailure(Transmitter):
+        def _failed_waiting_otherwise(self, head: Waiting, instance: str) -> bool:
+            return True
+
+    return _implementation("reclassifies_every_dialog_beside_a_failed_one", router_class=router_with(BesideAFailure))
+
+
+def a_route_with_a_lifetime_has_expired() -> ReferenceImplementation:
+    """Takes a route with a lifetime for one that expired since the last reclassification, though its lifetime has
+    not run out (PER-2B reclassifies after "route expirations")."""
+
+    class Early(Transmitter):
+        def _expired_since(self, instance: str, since: int) -> list[Route]:
+            at = self.instances[instance]
+            tables = [at.msdb_routes, *(d.routes for d in at.databases.values())]
+            return [r for t in tables for r in t.values() if r.expires_ms is not None and since < r.expires_ms]
+
+    return _implementation("a_route_with_a_lifetime_has_expired", router_class=router_with(Early))
+
+
 def reclassifies_untouched_dialogs() -> ReferenceImplementation:
     """Reclassifies every waiting dialog at every 2nd notification, though nothing changed (PER-2B names the
     causes: "metadata changes, resource ... limitations and route expirations")."""
@@ -458,6 +482,8 @@ def reclassifies_untouched_dialogs() -> ReferenceImplementation:
 
 
 VARIANTS = [
+    "reclassifies_every_dialog_beside_a_failed_one",
+    "a_route_with_a_lifetime_has_expired",
     "closes_an_idle_connection_once",
     "gives_up_starting_after_two_tries",
     "stale_from_sending",

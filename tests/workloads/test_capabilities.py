@@ -148,6 +148,7 @@ TRANSPORT |= {"local_delivery_through_the_dispatcher", "held_since_its_last_matc
 TRANSPORT |= {"unreachable_drops_every_connection"}
 TRANSPORT |= {"stale_from_sending", "forwarder_counts_from_sending", "second_failure_suppresses_15"}
 TRANSPORT |= {"reclassifies_untouched_dialogs"}
+TRANSPORT |= {"reclassifies_every_dialog_beside_a_failed_one", "a_route_with_a_lifetime_has_expired"}
 # the variants whose only sign is a report no document times (a message routed again where nothing changed):
 # the stage holds those reports against no one (docs/protocol.md), so only the decision trace shows them
 BY_TRACE = {"route_change_reclassifies_every_instance"}
