@@ -191,7 +191,7 @@ class FollowingChooser:
         # ARRIVES_BEHIND's: the instants a message's first event at an instance said it waits behind an earlier one
         # (a transmission_pending naming no address): it waited behind it, though it may go on later in that instant
         self.waited_first: set[Instant] = set()
-        self.began: set[Instant] = set()
+        self.began: set[Instant] = set()  # the instants some event of the message there came at, its first seen
         # LOCAL_PASSED_OVER's pick: the routes reported chosen, by message, instance and instant
         self.chosen: set[tuple[Instant, str]] = set()
         # LOCAL_MISS's: the messages dropped, by instance and instant
