@@ -158,3 +158,23 @@ Feature: Periodic 05 - The transmitter
       | 20     | transmitter reclassified | (none)  |
       | 30     | transmitter reclassified | D2      |
     And the log for dialog "D1" has no "routing retried" event
+
+  # fail_transmission (docs/protocol.md): "A message of the dialog that such a transmitter would send waits there,
+  # failed, until that instance's transmitter reclassifies the dialog" - also one that waited for its connection
+  # when the connection opens. D2's SEND at 63 may open it (sql1's attempt at 1 suppressed the address until 61,
+  # PER-2A), and what waits for it may go on it at once or at the next 2nd notification: D1's message, failed at 62,
+  # goes at neither, not before sql1's transmitter reclassifies D1 at 70 (when it goes after that is left open here).
+  Scenario: [10] A failed dialog's message that waited for its connection does not go on it before the dialog is reclassified
+    Given dialog "D2" is begun from service "Initiator" to service "Target"
+    And instance "sql2" cannot be reached
+    And time passes to second 1
+    And a message is sent on dialog "D1"
+    And time passes to second 61.5
+    And instance "sql2" can be reached again
+    And time passes to second 62
+    And the transmission of dialog "D1" fails for lack of memory
+    And time passes to second 63
+    And a message is sent on dialog "D2"
+    When time passes to second 85
+    Then the log for dialog "D1" has no "message transmitted" event until second 69.9
+    And the log for dialog "D2" has 1 "message arrived" event

@@ -20,6 +20,7 @@ from sbtck.engine.transport import Transport
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import Kind
 from sbtck.topology import Topology
+from tests.variants.allowed import _SendsOnAConnectionOnceOpen
 from tests.variants.rooms import router_with
 
 
@@ -367,6 +368,9 @@ NOT_IN_WORLDS |= {"stale_from_the_dialogs_first"}
 # a message for a database whose broker has not started: no document says what becomes of it, so generator 9 sends
 # none (docs/implementing.md); periodic/07 [8] checks that it does not arrive there
 NOT_IN_WORLDS |= {"delivers_before_the_broker_starts"}
+# a dialog failing while its message waits for a connection another dialog's SEND then opens: no world of the first
+# 400 (periodic/05 [10] sets it up; the stranger who found it, cr12, found it only with an allowed variant of its own)
+NOT_IN_WORLDS |= {"sends_a_failed_dialog_on_a_connection_once_open"}
 
 
 SENT: dict[tuple[object, object, object], int] = {}  # (dialog, from_target, sequence) -> when it was sent
@@ -469,6 +473,24 @@ def a_route_with_a_lifetime_has_expired() -> ReferenceImplementation:
     return _implementation("a_route_with_a_lifetime_has_expired", router_class=router_with(Early))
 
 
+def sends_a_failed_dialog_on_a_connection_once_open() -> ReferenceImplementation:
+    """Sends what waited for a connection on it as soon as another message's SEND opens it (an allowed reading),
+    and a message of a dialog that failed meanwhile along with it, as though the connection resumed the dialog
+    (clean-room cr12's defect 9a; fail_transmission: it "waits there, failed, until that instance's transmitter
+    reclassifies the dialog")."""
+
+    class ResumedByTheConnection(Transmitter):
+        def once_connected(self, head: Waiting) -> None:
+            self._resume(head.envelope.dialog, head.instance)
+            super().once_connected(head)
+
+    return _implementation(
+        "sends_a_failed_dialog_on_a_connection_once_open",
+        chooser_class=_SendsOnAConnectionOnceOpen,
+        router_class=router_with(ResumedByTheConnection),
+    )
+
+
 def reclassifies_untouched_dialogs() -> ReferenceImplementation:
     """Reclassifies every waiting dialog at every 2nd notification, though nothing changed (PER-2B names the
     causes: "metadata changes, resource ... limitations and route expirations")."""
@@ -482,6 +504,7 @@ def reclassifies_untouched_dialogs() -> ReferenceImplementation:
 
 
 VARIANTS = [
+    "sends_a_failed_dialog_on_a_connection_once_open",
     "reclassifies_every_dialog_beside_a_failed_one",
     "a_route_with_a_lifetime_has_expired",
     "closes_an_idle_connection_once",
