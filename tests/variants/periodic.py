@@ -20,7 +20,7 @@ from sbtck.engine.transport import Transport
 from sbtck.iut.reference import ReferenceImplementation
 from sbtck.observations import Kind
 from sbtck.topology import Topology
-from tests.variants.allowed import _SendsOnAConnectionOnceOpen
+from tests.variants import allowed
 from tests.variants.rooms import router_with
 
 
@@ -484,10 +484,11 @@ def sends_a_failed_dialog_on_a_connection_once_open() -> ReferenceImplementation
             self._resume(head.envelope.dialog, head.instance)
             super().once_connected(head)
 
-    return _implementation(
-        "sends_a_failed_dialog_on_a_connection_once_open",
-        chooser_class=_SendsOnAConnectionOnceOpen,
-        router_class=router_with(ResumedByTheConnection),
+    # the allowed broker's reading, from its public factory: only the resumption is wrong
+    reading = allowed.sends_what_waits_on_a_connection_a_send_opens().broker_class
+    broker = type("SendsAFailedDialogBroker", (reading,), {"router_class": router_with(ResumedByTheConnection)})
+    return ReferenceImplementation(
+        broker_class=broker, name="wrong variant: sends_a_failed_dialog_on_a_connection_once_open"
     )
 
 
